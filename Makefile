@@ -1,0 +1,98 @@
+# cudafx — build the engine, the CLI, the tests and the benchmarks.
+# The engine (core/, cuda/), its tests and benchmarks need only a C compiler
+# (and nvcc for the CUDA backend); the CLI needs GEGL.
+
+CC        ?= gcc
+ARCHFLAGS ?= -march=native
+# -ffp-contract=off: no fused multiply-adds the source did not ask for, so
+# results do not depend on the compiler's choices (CPU/GPU determinism).
+CFLAGS    ?= -O3 -g
+CFLAGS    += $(ARCHFLAGS) -std=gnu11 -Wall -Wextra -Wno-unused-parameter \
+             -ffp-contract=off -fopenmp -fPIC
+LDLIBS    += -fopenmp -lm
+
+BUILD     ?= build
+
+# CUDA: nvcc from PATH, else /usr/local/cuda; `make CUDA=0` builds CPU-only.
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_SRCS := $(wildcard cuda/*.cu)
+ifeq ($(CUDA),0)
+NVCC :=
+endif
+ifneq ($(and $(NVCC),$(CUDA_SRCS)),)
+CUDA_HOME    := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCHS   ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+                -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 \
+                -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS    ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xcompiler -fPIC,-fopenmp --fmad=false
+CUDA_OBJS    := $(CUDA_SRCS:cuda/%.cu=$(BUILD)/cuda/%.o)
+CUDA_LDLIBS  := -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lrt -lpthread -lstdc++
+CUDA_STATE   := CUDA ($(NVCC))
+else
+CUDA_OBJS    := $(BUILD)/cuda/stub.o
+CUDA_LDLIBS  :=
+CUDA_STATE   := CPU only (no nvcc or CUDA=0)
+endif
+
+CORE_SRCS := $(wildcard core/*.c)
+CORE_OBJS := $(CORE_SRCS:core/%.c=$(BUILD)/core/%.o)
+LIB       := $(BUILD)/libcudafx.a
+LIB_LIBS  := $(CUDA_LDLIBS) $(LDLIBS)
+
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+UNIT_OBJS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%.o)
+
+GEGL_OK   := $(shell pkg-config --exists gegl-0.4 && echo yes)
+ifeq ($(GEGL_OK)$(wildcard tools/cudafx.c),yestools/cudafx.c)
+CLI       := $(BUILD)/cudafx
+GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
+GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
+endif
+
+.PHONY: all check check-unit check-asan check-gpu bench clean info
+all: $(LIB) $(BUILD)/test-unit $(CLI)
+	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)"
+
+$(BUILD)/core/%.o: core/%.c core/cudafx.h core/engine.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/cuda/stub.o: cuda/stub.c cuda/cudafx_cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh) core/cudafx.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB): $(CORE_OBJS) $(CUDA_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
+
+$(BUILD)/tools/%.o: tools/%.c core/cudafx.h $(wildcard tools/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(GEGL_CFLAGS) -c $< -o $@
+
+$(BUILD)/cudafx: $(BUILD)/tools/cudafx.o $(LIB)
+	$(CC) $(CFLAGS) $< $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -o $@
+
+# Unit tests, then the same tests under AddressSanitizer + UBSan, then the
+# CLI's tests; one summary line at the end.
+check: all
+	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
+
+check-asan:
+	$(MAKE) BUILD=build-asan CUDA=0 ARCHFLAGS= \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDLIBS="-fsanitize=address,undefined -fopenmp -lm" build-asan/test-unit
+	ASAN_OPTIONS=detect_leaks=1 build-asan/test-unit
+
+clean:
+	rm -rf build build-asan build-gpu

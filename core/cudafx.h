@@ -1,0 +1,263 @@
+/* cudafx — public engine API.
+ *
+ * The only header a host (GIMP 3, GIMP 2.10, the CLI, tests, benchmarks) includes.
+ * Knows nothing of GIMP, GEGL or GTK: images are plain interleaved buffers.
+ */
+#ifndef CUDAFX_H
+#define CUDAFX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUDAFX_VERSION "0.1.0"
+
+/* ---- status ------------------------------------------------------------ */
+
+typedef enum {
+  CUDAFX_OK = 0,
+  CUDAFX_ERR_INVALID_ARG,   /* a parameter or image view is out of range */
+  CUDAFX_ERR_NO_MEMORY,     /* host allocation failed or a size overflowed */
+  CUDAFX_ERR_CANCELLED,     /* the progress callback asked to stop */
+  CUDAFX_ERR_CUDA_NOT_BUILT,/* backend cuda asked for, library built without it */
+  CUDAFX_ERR_NO_DEVICE,     /* no usable CUDA driver or device */
+  CUDAFX_ERR_CUDA           /* a CUDA call failed (out of memory, launch error) */
+} cudafx_status;
+
+/* Short description of a status ("invalid argument"). */
+const char *cudafx_status_string (cudafx_status status);
+
+/* Detailed message for the last failure on the calling thread, naming the
+ * argument or the CUDA error, e.g. "median: radius 101 is out of range 1..100".
+ * Never NULL; empty when the last call succeeded. */
+const char *cudafx_error_message (void);
+
+/* ---- images ------------------------------------------------------------ */
+
+typedef enum { CUDAFX_U8 = 0, CUDAFX_F32 = 1 } cudafx_type;
+
+/* A view on interleaved pixels. f32 data is nominally 0..1 (values outside
+ * are kept where a filter allows); u8 is 0..255. stride is bytes per row and
+ * must be at least width * channels * element size. */
+typedef struct {
+  void       *data;
+  int         width;
+  int         height;
+  int         channels;  /* 1..4 */
+  int         has_alpha; /* last channel is alpha (straight, not premultiplied) */
+  cudafx_type type;
+  size_t      stride;
+} cudafx_image;
+
+/* Bytes of one element of the type. */
+size_t cudafx_type_size (cudafx_type type);
+
+/* ---- options ------------------------------------------------------------- */
+
+typedef enum {
+  CUDAFX_BACKEND_AUTO = 0,
+  CUDAFX_BACKEND_CPU  = 1,
+  CUDAFX_BACKEND_CUDA = 2
+} cudafx_backend;
+
+/* Called from the calling thread between stripes with the fraction done
+ * (0..1). Return nonzero to cancel: the call then returns CUDAFX_ERR_CANCELLED
+ * and dst holds partial results that the host must discard. */
+typedef int (*cudafx_progress_fn) (double fraction, void *user_data);
+
+/* What actually happened, filled in by every filter call when non-NULL. */
+typedef struct {
+  cudafx_backend backend_used;  /* CPU or CUDA */
+  int            threads_used;  /* CPU threads (0 on CUDA) */
+  char           device[128];   /* "NVIDIA H100 80GB HBM3" or "CPU" */
+  char           fallback[256]; /* why CUDA was not used in auto mode; "" if it was or not tried */
+} cudafx_report;
+
+typedef struct {
+  cudafx_backend     backend;   /* AUTO: CUDA when usable, env CUDAFX_BACKEND=cpu|cuda overrides */
+  int                threads;   /* 0 = all cores */
+  cudafx_progress_fn progress;  /* may be NULL */
+  void              *user_data;
+  cudafx_report     *report;    /* may be NULL */
+} cudafx_options;
+
+/* Defaults: backend auto, all threads, no progress, no report. */
+void cudafx_options_init (cudafx_options *options);
+
+/* Describes the backends for humans: "CUDA: NVIDIA H100 80GB HBM3" or
+ * "CPU, 16 threads — no CUDA device (reason)". Writes at most size bytes. */
+void cudafx_backend_describe (char *buf, size_t size);
+
+/* ---- argument table ---------------------------------------------------------
+ * One description of every procedure's arguments, read by the GIMP 3 and 2.10
+ * hosts (procedure arguments), the dialogs (widgets), the CLI (options, --help)
+ * and the engine (validation, defaults). Labels and blurbs are untranslated
+ * msgids; hosts pass them through gettext (domain "cudafx"). */
+
+typedef enum {
+  CUDAFX_ARG_INT,
+  CUDAFX_ARG_DOUBLE,
+  CUDAFX_ARG_BOOLEAN,
+  CUDAFX_ARG_CHOICE,        /* value is the choice's index; nicks are stable ids */
+  CUDAFX_ARG_DOUBLE_ARRAY   /* convolution kernel: n*n values, n odd */
+} cudafx_arg_type;
+
+typedef struct {
+  const char *nick;   /* "floyd-steinberg": GIMP choice nick and CLI value */
+  const char *label;  /* "Floyd–Steinberg" */
+} cudafx_choice;
+
+typedef struct {
+  const char          *name;   /* "search-radius": GIMP argument and CLI --search-radius */
+  const char          *label;  /* "_Search radius" (mnemonic for dialogs) */
+  const char          *blurb;  /* one sentence for tooltips, PDB docs and --help */
+  cudafx_arg_type      type;
+  double               min, max, def; /* int, double; boolean 0/1; choice index */
+  const cudafx_choice *choices;       /* CHOICE only, n_choices entries */
+  int                  n_choices;
+} cudafx_arg;
+
+typedef struct {
+  const char       *name;       /* "nl-means": CLI subcommand */
+  const char       *procedure;  /* "plug-in-cudafx-nl-means" */
+  const char       *menu_label; /* "Non-Local Means (GPU)..." */
+  const char       *menu_path;  /* "<Image>/Filters/Enhance" */
+  const char       *blurb;      /* one line */
+  const char       *help;       /* a paragraph */
+  const cudafx_arg *args;       /* the filter's own arguments, then "backend" */
+  int               n_args;
+} cudafx_filter_desc;
+
+enum { CUDAFX_FILTER_MEDIAN, CUDAFX_FILTER_NLMEANS, CUDAFX_FILTER_QUANTIZE,
+       CUDAFX_FILTER_CONVOLVE, CUDAFX_N_FILTERS };
+
+extern const cudafx_filter_desc cudafx_filters[CUDAFX_N_FILTERS];
+
+/* By CLI name or procedure name; NULL if unknown. */
+const cudafx_filter_desc *cudafx_filter_find (const char *name);
+/* Argument by name; NULL if unknown. */
+const cudafx_arg *cudafx_arg_find (const cudafx_filter_desc *filter, const char *name);
+/* Choice index of a nick, or -1. */
+int cudafx_choice_find (const cudafx_arg *arg, const char *nick);
+
+/* ---- median --------------------------------------------------------------- */
+
+typedef enum { CUDAFX_SHAPE_SQUARE = 0, CUDAFX_SHAPE_CIRCLE = 1 } cudafx_shape;
+
+typedef struct {
+  int          radius;      /* 1..100: window (2r+1)^2, or the disc of radius r */
+  double       percentile;  /* 0..100: rank round(p/100*(n-1)) of the n window values */
+  cudafx_shape shape;
+} cudafx_median_params;
+
+void          cudafx_median_params_init (cudafx_median_params *p);
+cudafx_status cudafx_median (const cudafx_image *src, cudafx_image *dst,
+                             const cudafx_median_params *p, const cudafx_options *o);
+
+/* ---- non-local means ------------------------------------------------------ */
+
+typedef struct {
+  int    automatic;      /* estimate sigma and choose h, patch and search radius */
+  double h;              /* 0.1..100, filtering strength on the 0..255 scale */
+  int    patch_radius;   /* 1..5 */
+  int    search_radius;  /* 1..20 */
+} cudafx_nlmeans_params;
+
+/* What an nl-means run used (automatic mode fills in what it chose). */
+typedef struct {
+  double sigma;          /* estimated noise sigma, 0..255 scale (also estimated in manual mode) */
+  double h;
+  int    patch_radius;
+  int    search_radius;
+} cudafx_nlmeans_info;
+
+void          cudafx_nlmeans_params_init (cudafx_nlmeans_params *p);
+/* info may be NULL. */
+cudafx_status cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst,
+                              const cudafx_nlmeans_params *p, const cudafx_options *o,
+                              cudafx_nlmeans_info *info);
+/* Noise sigma (0..255 scale) of an image, and the parameters auto mode picks. */
+cudafx_status cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o,
+                                       cudafx_nlmeans_info *info);
+
+/* ---- colour quantization -------------------------------------------------- */
+
+typedef enum { CUDAFX_SPACE_OKLAB = 0, CUDAFX_SPACE_RGB = 1 } cudafx_color_space;
+typedef enum { CUDAFX_DITHER_NONE = 0, CUDAFX_DITHER_FLOYD_STEINBERG = 1 } cudafx_dither;
+
+#define CUDAFX_MAX_COLORS 256
+
+typedef struct {
+  int                colors;          /* 2..256 */
+  cudafx_color_space color_space;
+  cudafx_dither      dither;
+  int                max_iterations;  /* 1..300 */
+  uint32_t           seed;            /* 0..2^31-1 */
+} cudafx_quantize_params;
+
+/* The palette a quantize run produced, in the image's colour channels
+ * (alpha excluded) on the 0..255 scale, rounded to the element type. */
+typedef struct {
+  int    colors;                        /* entries used (may be < requested if the image has fewer colours) */
+  int    channels;                      /* 1 (grey) or 3 (RGB) */
+  double entries[CUDAFX_MAX_COLORS][3];
+  int    iterations;                    /* k-means iterations run */
+} cudafx_palette;
+
+void          cudafx_quantize_params_init (cudafx_quantize_params *p);
+/* palette may be NULL. */
+cudafx_status cudafx_quantize (const cudafx_image *src, cudafx_image *dst,
+                               const cudafx_quantize_params *p, const cudafx_options *o,
+                               cudafx_palette *palette);
+
+/* ---- convolution ---------------------------------------------------------- */
+
+typedef enum {
+  CUDAFX_PRESET_CUSTOM = 0,
+  CUDAFX_PRESET_LAPLACIAN_5X5,
+  CUDAFX_PRESET_SHARPEN_5X5,
+  CUDAFX_PRESET_HIGH_PASS_5X5,
+  CUDAFX_PRESET_MEAN_3X3,
+  CUDAFX_PRESET_BLUR_3X3,
+  CUDAFX_PRESET_BLUR_5X5,
+  CUDAFX_PRESET_GAUSSIAN,
+  CUDAFX_PRESET_SOBEL_HORIZONTAL,
+  CUDAFX_PRESET_SOBEL_VERTICAL
+} cudafx_preset;
+
+typedef enum {
+  CUDAFX_BORDER_CLAMP = 0,
+  CUDAFX_BORDER_MIRROR,
+  CUDAFX_BORDER_WRAP,
+  CUDAFX_BORDER_BLACK
+} cudafx_border;
+
+#define CUDAFX_MAX_KERNEL_SIZE 31
+
+typedef struct {
+  cudafx_preset preset;
+  const double *kernel;       /* custom: kernel_size^2 values, row-major */
+  int           kernel_size;  /* custom: odd, 1..31 */
+  double        sigma;        /* gaussian: 0.1..50 */
+  double        divisor;      /* 0 = normalise by the kernel sum (1 if the sum is 0) */
+  double        offset;       /* -255..255, added after division, 0..255 scale */
+  cudafx_border border;
+} cudafx_convolve_params;
+
+void          cudafx_convolve_params_init (cudafx_convolve_params *p);
+cudafx_status cudafx_convolve (const cudafx_image *src, cudafx_image *dst,
+                               const cudafx_convolve_params *p, const cudafx_options *o);
+
+/* The effective kernel of a parameter set (the preset's, or the custom one):
+ * writes size*size values to taps (room for CUDAFX_MAX_KERNEL_SIZE^2) and the
+ * size to *size. Used by dialogs to show a preset in the kernel grid. */
+cudafx_status cudafx_convolve_kernel (const cudafx_convolve_params *p, double *taps, int *size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUDAFX_H */

@@ -1,0 +1,284 @@
+/* Engine plumbing: error messages, validation, backend choice and fallback,
+ * and the striped multithreaded row loop with progress and cancel. */
+#include "engine.h"
+#include "../cuda/cudafx_cuda.h"
+
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char error_message[512];
+
+const char *
+cudafx_status_string (cudafx_status status)
+{
+  switch (status)
+    {
+    case CUDAFX_OK:                 return "success";
+    case CUDAFX_ERR_INVALID_ARG:    return "invalid argument";
+    case CUDAFX_ERR_NO_MEMORY:      return "out of memory";
+    case CUDAFX_ERR_CANCELLED:      return "cancelled";
+    case CUDAFX_ERR_CUDA_NOT_BUILT: return "CUDA support not built";
+    case CUDAFX_ERR_NO_DEVICE:      return "no usable CUDA device";
+    case CUDAFX_ERR_CUDA:           return "CUDA error";
+    }
+  return "unknown status";
+}
+
+const char *
+cudafx_error_message (void)
+{
+  return error_message;
+}
+
+cudafx_status
+cudafx_fail (cudafx_status status, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  vsnprintf (error_message, sizeof error_message, fmt, ap);
+  va_end (ap);
+  return status;
+}
+
+void
+cudafx_clear_error (void)
+{
+  error_message[0] = '\0';
+}
+
+size_t
+cudafx_type_size (cudafx_type type)
+{
+  return type == CUDAFX_F32 ? sizeof (float) : 1;
+}
+
+cudafx_status
+cudafx_check_image (const char *filter, const char *what, const cudafx_image *img)
+{
+  if (!img)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s image is NULL", filter, what);
+  if (!img->data)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s image has no data", filter, what);
+  if (img->width <= 0 || img->height <= 0)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s image size %dx%d is empty",
+                        filter, what, img->width, img->height);
+  if (img->channels < 1 || img->channels > 4)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s image has %d channels (1..4 allowed)",
+                        filter, what, img->channels);
+  if (img->type != CUDAFX_U8 && img->type != CUDAFX_F32)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s image has an unknown element type",
+                        filter, what);
+  if (img->has_alpha && img->channels != 2 && img->channels != 4)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                        "%s: %s image has alpha but %d channels (alpha needs 2 or 4)",
+                        filter, what, img->channels);
+  size_t row = (size_t) img->width * img->channels * cudafx_type_size (img->type);
+  if (row / img->width / img->channels != cudafx_type_size (img->type))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "%s: %s image row size overflows", filter, what);
+  if (img->stride < row)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                        "%s: %s image stride %zu is smaller than a row (%zu bytes)",
+                        filter, what, img->stride, row);
+  if (img->stride > SIZE_MAX / (size_t) img->height)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "%s: %s image size overflows", filter, what);
+  return CUDAFX_OK;
+}
+
+cudafx_status
+cudafx_check_pair (const char *filter, const cudafx_image *src, const cudafx_image *dst)
+{
+  cudafx_status s;
+  if ((s = cudafx_check_image (filter, "source", src)) ||
+      (s = cudafx_check_image (filter, "destination", dst)))
+    return s;
+  if (src->width != dst->width || src->height != dst->height)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                        "%s: destination size %dx%d differs from source %dx%d",
+                        filter, dst->width, dst->height, src->width, src->height);
+  if (src->channels != dst->channels || src->has_alpha != dst->has_alpha || src->type != dst->type)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                        "%s: destination layout (channels, alpha, type) differs from source", filter);
+  const uint8_t *s0 = src->data, *d0 = dst->data;
+  const uint8_t *s1 = s0 + (src->height - 1) * src->stride + src->width * src->channels * cudafx_type_size (src->type);
+  const uint8_t *d1 = d0 + (dst->height - 1) * dst->stride + dst->width * dst->channels * cudafx_type_size (dst->type);
+  if (s0 < d1 && d0 < s1)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: destination overlaps source", filter);
+  return CUDAFX_OK;
+}
+
+static const cudafx_arg *
+table_arg (int filter, const char *arg)
+{
+  const cudafx_arg *a = cudafx_arg_find (&cudafx_filters[filter], arg);
+  if (!a)
+    abort (); /* a misspelt name in the engine itself: a programming error */
+  return a;
+}
+
+cudafx_status
+cudafx_check_arg (int filter, const char *arg, double value)
+{
+  const cudafx_arg *a = table_arg (filter, arg);
+  if (!(value >= a->min && value <= a->max)) /* also rejects NaN */
+    {
+      if (a->type == CUDAFX_ARG_DOUBLE)
+        return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s %g is out of range %g..%g",
+                            cudafx_filters[filter].name, arg, value, a->min, a->max);
+      return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s %.0f is out of range %.0f..%.0f",
+                          cudafx_filters[filter].name, arg, value, a->min, a->max);
+    }
+  return CUDAFX_OK;
+}
+
+double
+cudafx_arg_default (int filter, const char *arg)
+{
+  return table_arg (filter, arg)->def;
+}
+
+void
+cudafx_options_init (cudafx_options *options)
+{
+  memset (options, 0, sizeof *options);
+  options->backend = CUDAFX_BACKEND_AUTO;
+}
+
+int
+cudafx_thread_count (const cudafx_options *o)
+{
+  if (o && o->threads > 0)
+    return o->threads;
+  return omp_get_max_threads ();
+}
+
+cudafx_status
+cudafx_progress (const cudafx_options *o, double fraction)
+{
+  if (o && o->progress && o->progress (fraction, o->user_data))
+    return cudafx_fail (CUDAFX_ERR_CANCELLED, "cancelled");
+  return CUDAFX_OK;
+}
+
+cudafx_status
+cudafx_parallel_rows (int height, cudafx_rows_fn fn, void *ctx,
+                      const cudafx_options *o, double from, double to)
+{
+  int threads = cudafx_thread_count (o);
+  /* Stripes of a few rows per thread: enough work to amortise the fork, and
+   * small enough that progress moves and cancel answers quickly. */
+  int per_thread = height / (threads * 16) + 1;
+  if (per_thread > 64)
+    per_thread = 64;
+  int stripe = per_thread * threads;
+  for (int y0 = 0; y0 < height; y0 += stripe)
+    {
+      int y1 = y0 + stripe < height ? y0 + stripe : height;
+      int chunks = (y1 - y0 + per_thread - 1) / per_thread;
+#pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
+      for (int c = 0; c < chunks; c++)
+        {
+          int a = y0 + c * per_thread;
+          int b = a + per_thread < y1 ? a + per_thread : y1;
+          fn (ctx, a, b);
+        }
+      cudafx_status s = cudafx_progress (o, from + (to - from) * y1 / height);
+      if (s)
+        return s;
+    }
+  return CUDAFX_OK;
+}
+
+/* The backend asked for: options, then CUDAFX_BACKEND=cpu|cuda|auto. */
+static cudafx_backend
+requested_backend (const cudafx_options *o)
+{
+  cudafx_backend b = o ? o->backend : CUDAFX_BACKEND_AUTO;
+  const char *env = getenv ("CUDAFX_BACKEND");
+  if (b == CUDAFX_BACKEND_AUTO && env)
+    {
+      if (!strcmp (env, "cpu"))
+        b = CUDAFX_BACKEND_CPU;
+      else if (!strcmp (env, "cuda"))
+        b = CUDAFX_BACKEND_CUDA;
+    }
+  return b;
+}
+
+void
+cudafx_backend_describe (char *buf, size_t size)
+{
+  char name[128], why[256];
+  if (requested_backend (NULL) != CUDAFX_BACKEND_CPU && cudafx_cuda_probe (name, sizeof name, why, sizeof why))
+    snprintf (buf, size, "CUDA: %s", name);
+  else
+    {
+      if (requested_backend (NULL) == CUDAFX_BACKEND_CPU)
+        snprintf (why, sizeof why, "CUDAFX_BACKEND=cpu");
+      snprintf (buf, size, "CPU, %d threads — %s", omp_get_max_threads (), why);
+    }
+}
+
+static void
+report_cpu (const cudafx_options *o, const char *fallback)
+{
+  cudafx_report *r = o ? o->report : NULL;
+  if (!r)
+    return;
+  r->backend_used = CUDAFX_BACKEND_CPU;
+  r->threads_used = cudafx_thread_count (o);
+  snprintf (r->device, sizeof r->device, "CPU");
+  snprintf (r->fallback, sizeof r->fallback, "%s", fallback);
+}
+
+cudafx_status
+cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_fn run_cuda,
+                 void *job, const cudafx_options *o)
+{
+  cudafx_backend want = requested_backend (o);
+  char name[128], why[256] = "";
+  cudafx_status s;
+
+  cudafx_clear_error ();
+  if (want != CUDAFX_BACKEND_CPU)
+    {
+      int usable = cudafx_cuda_probe (name, sizeof name, why, sizeof why);
+      if (usable && !run_cuda)
+        {
+          usable = 0;
+          snprintf (why, sizeof why, "%s has no CUDA implementation yet", filter);
+        }
+      if (!usable && want == CUDAFX_BACKEND_CUDA)
+        return cudafx_fail (run_cuda ? CUDAFX_ERR_NO_DEVICE : CUDAFX_ERR_CUDA_NOT_BUILT,
+                            "%s: backend cuda: %s", filter, why);
+      if (usable)
+        {
+          s = run_cuda (job, o);
+          if (s == CUDAFX_OK)
+            {
+              cudafx_report *r = o ? o->report : NULL;
+              if (r)
+                {
+                  r->backend_used = CUDAFX_BACKEND_CUDA;
+                  r->threads_used = 0;
+                  snprintf (r->device, sizeof r->device, "%s", name);
+                  r->fallback[0] = '\0';
+                }
+              return s;
+            }
+          if (want == CUDAFX_BACKEND_CUDA || s == CUDAFX_ERR_INVALID_ARG ||
+              s == CUDAFX_ERR_CANCELLED || s == CUDAFX_ERR_NO_MEMORY)
+            return s;
+          snprintf (why, sizeof why, "%s", cudafx_error_message ());
+          cudafx_clear_error ();
+        }
+    }
+  else
+    snprintf (why, sizeof why, "CPU requested");
+  s = run_cpu (job, o);
+  if (s == CUDAFX_OK)
+    report_cpu (o, why);
+  return s;
+}

@@ -1,0 +1,64 @@
+/* Engine internals shared by the filters: errors, validation against the
+ * argument table, backend dispatch, and the striped multithreaded row loop.
+ * Not for hosts: they include cudafx.h only. */
+#ifndef CUDAFX_ENGINE_H
+#define CUDAFX_ENGINE_H
+
+#include "cudafx.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sets the calling thread's error message and returns status. */
+cudafx_status cudafx_fail (cudafx_status status, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+void cudafx_clear_error (void);
+
+/* Checks one image view; `what` is "source" or "destination". */
+cudafx_status cudafx_check_image (const char *filter, const char *what, const cudafx_image *img);
+/* Checks both views and that dst has src's size, channels, alpha flag and type,
+ * and that they do not overlap. */
+cudafx_status cudafx_check_pair (const char *filter, const cudafx_image *src, const cudafx_image *dst);
+
+/* Checks a value against the argument table's range for filter/arg; the
+ * message names both, e.g. "median: radius 101 is out of range 1..100". */
+cudafx_status cudafx_check_arg (int filter, const char *arg, double value);
+/* The table's default of filter/arg. */
+double cudafx_arg_default (int filter, const char *arg);
+
+static inline uint8_t *
+cudafx_row (const cudafx_image *img, int y)
+{
+  return (uint8_t *) img->data + (size_t) y * img->stride;
+}
+
+/* Threads to use for this call (options->threads, else all cores). */
+int cudafx_thread_count (const cudafx_options *o);
+
+/* Calls progress(fraction); returns CUDAFX_ERR_CANCELLED (with a message) when
+ * the host asked to stop. */
+cudafx_status cudafx_progress (const cudafx_options *o, double fraction);
+
+/* Runs fn over rows [0, height) in stripes, the rows of each stripe split
+ * among threads; reports progress from `from` to `to` after each stripe and
+ * stops early on cancel. fn must be safe to call concurrently on disjoint rows. */
+typedef void (*cudafx_rows_fn) (void *ctx, int y0, int y1);
+cudafx_status cudafx_parallel_rows (int height, cudafx_rows_fn fn, void *ctx,
+                                    const cudafx_options *o, double from, double to);
+
+/* Backend dispatch. run_cuda may be NULL while a filter has no CUDA path.
+ * AUTO tries CUDA when usable and falls back to the CPU on any CUDA failure,
+ * recording why in the report; CUDA forced fails with the CUDA status.
+ * Invalid-argument, out-of-memory-on-host and cancel statuses never fall back. */
+typedef cudafx_status (*cudafx_backend_fn) (void *job, const cudafx_options *o);
+cudafx_status cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu,
+                               cudafx_backend_fn run_cuda, void *job, const cudafx_options *o);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUDAFX_ENGINE_H */

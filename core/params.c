@@ -1,0 +1,167 @@
+/* The argument table: every procedure's arguments, ranges and defaults,
+ * written once. GIMP hosts, dialogs, the CLI and the engine's validation all
+ * read it. Strings are msgids (marked N_ for xgettext); hosts translate. */
+#include "cudafx.h"
+
+#include <string.h>
+
+#define N_(s) s
+
+static const cudafx_choice backend_choices[] = {
+  { "auto", N_("Automatic (GPU when available)") },
+  { "cpu",  N_("CPU") },
+  { "cuda", N_("CUDA GPU") },
+};
+
+#define BACKEND_ARG                                                            \
+  { "backend", N_("_Backend"),                                                 \
+    N_("Where to compute: auto uses a CUDA GPU when one is usable, else the CPU"), \
+    CUDAFX_ARG_CHOICE, 0, 2, CUDAFX_BACKEND_AUTO, backend_choices, 3 }
+
+static const cudafx_choice shape_choices[] = {
+  { "square", N_("Square") },
+  { "circle", N_("Circle") },
+};
+
+static const cudafx_arg median_args[] = {
+  { "radius", N_("_Radius"), N_("Window radius: the window is (2r+1)×(2r+1) pixels"),
+    CUDAFX_ARG_INT, 1, 100, 3, NULL, 0 },
+  { "percentile", N_("_Percentile"),
+    N_("Rank of the value kept: 50 is the median, 0 the minimum, 100 the maximum"),
+    CUDAFX_ARG_DOUBLE, 0, 100, 50, NULL, 0 },
+  { "shape", N_("_Shape"), N_("Shape of the window"),
+    CUDAFX_ARG_CHOICE, 0, 1, CUDAFX_SHAPE_SQUARE, shape_choices, 2 },
+  BACKEND_ARG,
+};
+
+static const cudafx_arg nlmeans_args[] = {
+  { "auto", N_("_Automatic"),
+    N_("Estimate the noise level of the image and choose strength, patch and search radius from it"),
+    CUDAFX_ARG_BOOLEAN, 0, 1, 1, NULL, 0 },
+  { "h", N_("_Strength"), N_("Filtering strength h on the 0–255 scale; larger removes more noise and detail"),
+    CUDAFX_ARG_DOUBLE, 0.1, 100, 10, NULL, 0 },
+  { "patch-radius", N_("_Patch radius"), N_("Radius of the patches compared to weigh neighbours"),
+    CUDAFX_ARG_INT, 1, 5, 1, NULL, 0 },
+  { "search-radius", N_("S_earch radius"), N_("Radius of the area searched for similar patches"),
+    CUDAFX_ARG_INT, 1, 20, 10, NULL, 0 },
+  BACKEND_ARG,
+};
+
+static const cudafx_choice color_space_choices[] = {
+  { "oklab", N_("Oklab (perceptual)") },
+  { "rgb",   N_("RGB") },
+};
+
+static const cudafx_choice dither_choices[] = {
+  { "none",            N_("None") },
+  { "floyd-steinberg", N_("Floyd–Steinberg") },
+};
+
+static const cudafx_arg quantize_args[] = {
+  { "colors", N_("_Colors"), N_("Number of colors in the palette"),
+    CUDAFX_ARG_INT, 2, 256, 16, NULL, 0 },
+  { "color-space", N_("Color s_pace"),
+    N_("Space in which colors are clustered: Oklab follows perceived difference, RGB minimises RGB error"),
+    CUDAFX_ARG_CHOICE, 0, 1, CUDAFX_SPACE_OKLAB, color_space_choices, 2 },
+  { "dither", N_("_Dithering"), N_("Diffuse the quantization error to neighbouring pixels"),
+    CUDAFX_ARG_CHOICE, 0, 1, CUDAFX_DITHER_NONE, dither_choices, 2 },
+  { "max-iterations", N_("_Maximum iterations"), N_("Upper bound on k-means iterations"),
+    CUDAFX_ARG_INT, 1, 300, 30, NULL, 0 },
+  { "seed", N_("S_eed"), N_("Random seed of the k-means++ initialisation: same seed, same palette"),
+    CUDAFX_ARG_INT, 0, 2147483647.0, 0, NULL, 0 },
+  BACKEND_ARG,
+};
+
+static const cudafx_choice preset_choices[] = {
+  { "custom",           N_("Custom") },
+  { "laplacian-5x5",    N_("Laplacian 5×5") },
+  { "sharpen-5x5",      N_("Sharpen 5×5") },
+  { "high-pass-5x5",    N_("High-pass 5×5") },
+  { "mean-3x3",         N_("Mean 3×3") },
+  { "blur-3x3",         N_("Blur 3×3") },
+  { "blur-5x5",         N_("Blur 5×5") },
+  { "gaussian",         N_("Gaussian") },
+  { "sobel-horizontal", N_("Sobel horizontal") },
+  { "sobel-vertical",   N_("Sobel vertical") },
+};
+
+static const cudafx_choice border_choices[] = {
+  { "clamp",  N_("Clamp (repeat edge pixels)") },
+  { "mirror", N_("Mirror") },
+  { "wrap",   N_("Wrap around") },
+  { "black",  N_("Black (zero)") },
+};
+
+static const cudafx_arg convolve_args[] = {
+  { "preset", N_("_Preset"), N_("Predefined kernel, or custom to use the kernel matrix"),
+    CUDAFX_ARG_CHOICE, 0, 9, CUDAFX_PRESET_GAUSSIAN, preset_choices, 10 },
+  { "kernel", N_("_Kernel"),
+    N_("Custom kernel: n×n values row by row, n odd from 1 to 31 (default: 3×3 identity)"),
+    CUDAFX_ARG_DOUBLE_ARRAY, 1, CUDAFX_MAX_KERNEL_SIZE, 0, NULL, 0 },
+  { "sigma", N_("S_igma"), N_("Standard deviation of the Gaussian preset, in pixels"),
+    CUDAFX_ARG_DOUBLE, 0.1, 50, 2, NULL, 0 },
+  { "divisor", N_("_Divisor"), N_("The sum is divided by this; 0 normalises by the kernel's sum"),
+    CUDAFX_ARG_DOUBLE, -1e6, 1e6, 0, NULL, 0 },
+  { "offset", N_("_Offset"), N_("Added to the result, on the 0–255 scale"),
+    CUDAFX_ARG_DOUBLE, -255, 255, 0, NULL, 0 },
+  { "border", N_("_Border"), N_("How pixels beyond the image edge are made up"),
+    CUDAFX_ARG_CHOICE, 0, 3, CUDAFX_BORDER_CLAMP, border_choices, 4 },
+  BACKEND_ARG,
+};
+
+#define N_ELEMS(a) ((int) (sizeof (a) / sizeof ((a)[0])))
+
+const cudafx_filter_desc cudafx_filters[CUDAFX_N_FILTERS] = {
+  [CUDAFX_FILTER_MEDIAN] = {
+    "median", "plug-in-cudafx-median", N_("_Median (GPU)..."), "<Image>/Filters/Blur",
+    N_("Median or percentile filter over a square or circular window"),
+    N_("Replaces each pixel by a chosen percentile (the median by default) of its "
+       "neighbourhood, channel by channel. Removes salt-and-pepper noise while keeping edges."),
+    median_args, N_ELEMS (median_args) },
+  [CUDAFX_FILTER_NLMEANS] = {
+    "nl-means", "plug-in-cudafx-nl-means", N_("_Non-Local Means (GPU)..."), "<Image>/Filters/Enhance",
+    N_("Denoise with non-local means"),
+    N_("Averages each pixel with pixels whose surrounding patches look alike. In automatic "
+       "mode the noise level is estimated from the image and the parameters follow from it."),
+    nlmeans_args, N_ELEMS (nlmeans_args) },
+  [CUDAFX_FILTER_QUANTIZE] = {
+    "quantize", "plug-in-cudafx-quantize", N_("Color _Quantize (GPU)..."), "<Image>/Colors",
+    N_("Reduce the image to a k-means palette"),
+    N_("Finds a palette of the given size with k-means (k-means++ seeding) and maps every "
+       "pixel to its nearest palette color, optionally with Floyd–Steinberg dithering. "
+       "Fully transparent pixels do not vote; alpha is kept."),
+    quantize_args, N_ELEMS (quantize_args) },
+  [CUDAFX_FILTER_CONVOLVE] = {
+    "convolve", "plug-in-cudafx-convolve", N_("_Convolution (GPU)..."), "<Image>/Filters/Generic",
+    N_("Convolve with a preset or custom kernel"),
+    N_("Applies a convolution kernel: Gaussian, Sobel, Laplacian, sharpen and other presets, "
+       "or a custom n×n matrix, with divisor, offset and a choice of border handling."),
+    convolve_args, N_ELEMS (convolve_args) },
+};
+
+const cudafx_filter_desc *
+cudafx_filter_find (const char *name)
+{
+  for (int i = 0; i < CUDAFX_N_FILTERS; i++)
+    if (!strcmp (name, cudafx_filters[i].name) || !strcmp (name, cudafx_filters[i].procedure))
+      return &cudafx_filters[i];
+  return NULL;
+}
+
+const cudafx_arg *
+cudafx_arg_find (const cudafx_filter_desc *filter, const char *name)
+{
+  for (int i = 0; i < filter->n_args; i++)
+    if (!strcmp (name, filter->args[i].name))
+      return &filter->args[i];
+  return NULL;
+}
+
+int
+cudafx_choice_find (const cudafx_arg *arg, const char *nick)
+{
+  for (int i = 0; i < arg->n_choices; i++)
+    if (!strcmp (nick, arg->choices[i].nick))
+      return i;
+  return -1;
+}

@@ -1,0 +1,21 @@
+/* The CUDA backend as the engine sees it: extern "C" entry points that return
+ * a status and never exit. Built without nvcc, cuda/stub.c provides versions
+ * that report "CUDA not built". */
+#ifndef CUDAFX_CUDA_H
+#define CUDAFX_CUDA_H
+
+#include "../core/cudafx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when a CUDA device is usable; fills name (device name) or why (reason it
+ * is not). Probed once per process and cached. */
+int cudafx_cuda_probe (char *name, size_t name_size, char *why, size_t why_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUDAFX_CUDA_H */

@@ -1,0 +1,53 @@
+/* Minimal self-registering test harness: TEST(name) { ... CHECK(cond, ...); }
+ * Each test file registers its tests at load time; main.c runs them all (or
+ * those whose name contains argv[1]) and ends with "N passed, N failed". */
+#ifndef CUDAFX_HARNESS_H
+#define CUDAFX_HARNESS_H
+
+#include "../../core/cudafx.h"
+
+#include <stdio.h>
+
+typedef void (*harness_test_fn) (void);
+void harness_register (const char *name, harness_test_fn fn);
+/* Records a failure of the running test (first few are printed). */
+void harness_fail (const char *file, int line, const char *fmt, ...)
+  __attribute__ ((format (printf, 3, 4)));
+/* Failures so far in the running test: lets a test stop a loop early. */
+int harness_failures (void);
+
+#define TEST(name)                                                        \
+  static void test_##name (void);                                         \
+  __attribute__ ((constructor)) static void register_##name (void)        \
+  { harness_register (#name, test_##name); }                              \
+  static void test_##name (void)
+
+#define CHECK(cond, ...)                                                  \
+  do { if (!(cond)) harness_fail (__FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+/* Options for the implementation under test: backend from CUDAFX_TEST_BACKEND
+ * (cpu by default; cuda in make check-gpu). */
+cudafx_options harness_options (void);
+/* Options forcing the CPU: the reference when checking the GPU. */
+cudafx_options harness_cpu_options (void);
+
+/* Deterministic pseudo-random numbers for test data (xorshift). */
+typedef struct { unsigned long long s; } harness_rng;
+unsigned harness_rand (harness_rng *r);
+double   harness_uniform (harness_rng *r); /* [0, 1) */
+
+/* An owned image: data allocated with a given row padding (bytes). */
+cudafx_image harness_image_new (int w, int h, int channels, int has_alpha,
+                                cudafx_type type, size_t pad);
+void         harness_image_free (cudafx_image *img);
+/* Fills with random values (u8: 0..255; f32: 0..1), padding poisoned. */
+void         harness_image_random (cudafx_image *img, harness_rng *r);
+/* Fills every byte, padding included, with a poison value. */
+void         harness_image_poison (cudafx_image *img);
+/* Element (channel c of pixel x,y) as double on the 0..255 scale. */
+double       harness_get (const cudafx_image *img, int x, int y, int c);
+void         harness_set (cudafx_image *img, int x, int y, int c, double v255);
+/* Largest absolute difference (0..255 scale) over all elements. */
+double       harness_max_diff (const cudafx_image *a, const cudafx_image *b);
+
+#endif

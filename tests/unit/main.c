@@ -1,0 +1,190 @@
+/* Test runner: see harness.h. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TESTS 512
+static struct { const char *name; harness_test_fn fn; } tests[MAX_TESTS];
+static int n_tests;
+static int current_failures;
+
+void
+harness_register (const char *name, harness_test_fn fn)
+{
+  if (n_tests == MAX_TESTS)
+    {
+      fprintf (stderr, "harness: too many tests\n");
+      exit (2);
+    }
+  tests[n_tests].name = name;
+  tests[n_tests].fn = fn;
+  n_tests++;
+}
+
+void
+harness_fail (const char *file, int line, const char *fmt, ...)
+{
+  if (++current_failures <= 5)
+    {
+      va_list ap;
+      va_start (ap, fmt);
+      fprintf (stderr, "  %s:%d: ", file, line);
+      vfprintf (stderr, fmt, ap);
+      fputc ('\n', stderr);
+      va_end (ap);
+    }
+}
+
+int
+harness_failures (void)
+{
+  return current_failures;
+}
+
+static cudafx_options
+options_for (cudafx_backend backend)
+{
+  cudafx_options o;
+  cudafx_options_init (&o);
+  o.backend = backend;
+  return o;
+}
+
+cudafx_options
+harness_options (void)
+{
+  const char *b = getenv ("CUDAFX_TEST_BACKEND");
+  return options_for (b && !strcmp (b, "cuda") ? CUDAFX_BACKEND_CUDA : CUDAFX_BACKEND_CPU);
+}
+
+cudafx_options
+harness_cpu_options (void)
+{
+  return options_for (CUDAFX_BACKEND_CPU);
+}
+
+unsigned
+harness_rand (harness_rng *r)
+{
+  unsigned long long x = r->s ? r->s : 0x9E3779B97F4A7C15ull;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  r->s = x;
+  return (unsigned) (x >> 32);
+}
+
+double
+harness_uniform (harness_rng *r)
+{
+  return harness_rand (r) / 4294967296.0;
+}
+
+cudafx_image
+harness_image_new (int w, int h, int channels, int has_alpha, cudafx_type type, size_t pad)
+{
+  cudafx_image img = { 0 };
+  img.width = w;
+  img.height = h;
+  img.channels = channels;
+  img.has_alpha = has_alpha;
+  img.type = type;
+  img.stride = (size_t) w * channels * cudafx_type_size (type) + pad;
+  img.data = malloc (img.stride * h);
+  if (!img.data)
+    {
+      fprintf (stderr, "harness: out of memory\n");
+      exit (2);
+    }
+  return img;
+}
+
+void
+harness_image_free (cudafx_image *img)
+{
+  free (img->data);
+  img->data = NULL;
+}
+
+void
+harness_image_poison (cudafx_image *img)
+{
+  memset (img->data, 0xA5, img->stride * img->height);
+}
+
+void
+harness_image_random (cudafx_image *img, harness_rng *r)
+{
+  harness_image_poison (img);
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      for (int c = 0; c < img->channels; c++)
+        harness_set (img, x, y, c, img->type == CUDAFX_U8 ? harness_rand (r) % 256
+                                                          : harness_uniform (r) * 255.0);
+}
+
+double
+harness_get (const cudafx_image *img, int x, int y, int c)
+{
+  const unsigned char *row = (const unsigned char *) img->data + (size_t) y * img->stride;
+  size_t i = (size_t) x * img->channels + c;
+  if (img->type == CUDAFX_U8)
+    return row[i];
+  return ((const float *) row)[i] * 255.0;
+}
+
+void
+harness_set (cudafx_image *img, int x, int y, int c, double v255)
+{
+  unsigned char *row = (unsigned char *) img->data + (size_t) y * img->stride;
+  size_t i = (size_t) x * img->channels + c;
+  if (img->type == CUDAFX_U8)
+    row[i] = (unsigned char) (v255 < 0 ? 0 : v255 > 255 ? 255 : lround (v255));
+  else
+    ((float *) row)[i] = (float) (v255 / 255.0);
+}
+
+double
+harness_max_diff (const cudafx_image *a, const cudafx_image *b)
+{
+  double m = 0;
+  for (int y = 0; y < a->height; y++)
+    for (int x = 0; x < a->width; x++)
+      for (int c = 0; c < a->channels; c++)
+        {
+          double d = fabs (harness_get (a, x, y, c) - harness_get (b, x, y, c));
+          if (!(d <= m))
+            m = isnan (d) ? INFINITY : d;
+        }
+  return m;
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *filter = argc > 1 ? argv[1] : NULL;
+  int passed = 0, failed = 0;
+  for (int i = 0; i < n_tests; i++)
+    {
+      if (filter && !strstr (tests[i].name, filter))
+        continue;
+      current_failures = 0;
+      tests[i].fn ();
+      if (current_failures)
+        {
+          printf ("FAIL %s (%d failed checks)\n", tests[i].name, current_failures);
+          failed++;
+        }
+      else
+        {
+          printf ("ok   %s\n", tests[i].name);
+          passed++;
+        }
+      fflush (stdout);
+    }
+  printf ("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
