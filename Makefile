@@ -37,6 +37,8 @@ endif
 CORE_SRCS := $(wildcard core/*.c)
 CORE_OBJS := $(CORE_SRCS:core/%.c=$(BUILD)/core/%.o)
 LIB       := $(BUILD)/libcudafx.a
+# Shared engine for Python (ctypes) benchmarks and quality scripts.
+SHLIB     := $(BUILD)/libcudafx.so
 LIB_LIBS  := $(CUDA_LDLIBS) $(LDLIBS)
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -50,7 +52,7 @@ GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
 endif
 
 .PHONY: all check check-unit check-asan check-gpu bench clean info
-all: $(LIB) $(BUILD)/test-unit $(CLI)
+all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI)
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)"
 
 $(BUILD)/core/%.o: core/%.c core/cudafx.h core/engine.h
@@ -68,6 +70,9 @@ $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh) core/cudafx.h
 $(LIB): $(CORE_OBJS) $(CUDA_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
+
+$(SHLIB): $(CORE_OBJS) $(CUDA_OBJS)
+	$(CC) -shared $^ $(LIB_LIBS) -o $@
 
 $(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
 	@mkdir -p $(@D)
