@@ -43,6 +43,8 @@ LIB_LIBS  := $(CUDA_LDLIBS) $(LDLIBS)
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNIT_OBJS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%.o)
+GPU_SRCS  := $(wildcard tests/gpu/*.c)
+GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
 GEGL_OK   := $(shell pkg-config --exists gegl-0.4 && echo yes)
 ifeq ($(GEGL_OK)$(wildcard tools/cudafx.c),yestools/cudafx.c)
@@ -81,6 +83,14 @@ $(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
 $(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
 
+$(BUILD)/tests-gpu/%.o: tests/gpu/%.c tests/unit/harness.h core/cudafx.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# The unit tests plus the CUDA-machinery tests, for the CUDA backend.
+$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(LIB) $(LIB_LIBS) -o $@
+
 $(BUILD)/tools/%.o: tools/%.c core/cudafx.h $(wildcard tools/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(GEGL_CFLAGS) -c $< -o $@
@@ -92,6 +102,12 @@ $(BUILD)/cudafx: $(BUILD)/tools/cudafx.o $(LIB)
 # CLI's tests; one summary line at the end.
 check: all
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
+
+# On a machine with a CUDA device: the filters' tests against the CUDA
+# backend, striping and fault fallback, then compute-sanitizer.
+check-gpu: $(BUILD)/test-gpu
+	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "check-gpu needs nvcc"; exit 1; }
+	@tests/run.sh $(BUILD) gpu
 
 check-asan:
 	$(MAKE) BUILD=build-asan CUDA=0 ARCHFLAGS= \

@@ -74,6 +74,8 @@ typedef struct {
   int            threads_used;  /* CPU threads (0 on CUDA) */
   char           device[128];   /* "NVIDIA H100 80GB HBM3" or "CPU" */
   char           fallback[256]; /* why CUDA was not used in auto mode; "" if it was or not tried */
+  double         kernel_ms;     /* CUDA: time in kernels (CUDA events); 0 on the CPU */
+  double         transfer_ms;   /* CUDA: time in host<->device copies */
 } cudafx_report;
 
 typedef struct {

@@ -229,6 +229,7 @@ report_cpu (const cudafx_options *o, const char *fallback)
     return;
   r->backend_used = CUDAFX_BACKEND_CPU;
   r->threads_used = cudafx_thread_count (o);
+  r->kernel_ms = r->transfer_ms = 0;
   snprintf (r->device, sizeof r->device, "CPU");
   snprintf (r->fallback, sizeof r->fallback, "%s", fallback);
 }
@@ -255,6 +256,8 @@ cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_f
                             "%s: backend cuda: %s", filter, why);
       if (usable)
         {
+          if (o && o->report)
+            o->report->kernel_ms = o->report->transfer_ms = 0;
           s = run_cuda (job, o);
           if (s == CUDAFX_OK)
             {

@@ -14,6 +14,10 @@ extern "C" {
  * is not). Probed once per process and cached. */
 int cudafx_cuda_probe (char *name, size_t name_size, char *why, size_t why_size);
 
+/* Launchers: validated arguments in, status out (message via cudafx_fail). */
+cudafx_status cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst,
+                                  const cudafx_median_params *p, const cudafx_options *o);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* CUDA backend stand-in for builds without nvcc: every entry point reports
- * that CUDA was not built, so auto mode uses the CPU. */
+ * that CUDA was not built, so auto mode uses the CPU (OpenCV's throw_no_cuda). */
 #include "cudafx_cuda.h"
+#include "../core/engine.h"
 
 #include <stdio.h>
 
@@ -11,4 +12,11 @@ cudafx_cuda_probe (char *name, size_t name_size, char *why, size_t why_size)
     name[0] = '\0';
   snprintf (why, why_size, "built without CUDA");
   return 0;
+}
+
+cudafx_status
+cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst,
+                    const cudafx_median_params *p, const cudafx_options *o)
+{
+  return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "median: built without CUDA");
 }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs every test suite, each of which ends with "N passed, N failed", and
-# prints the total as the last line. Usage: tests/run.sh BUILD_DIR
+# Runs test suites, each of which ends with "N passed, N failed", and prints
+# the total as the last line.
+# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, CLI
+#        tests/run.sh BUILD_DIR gpu      CUDA: GPU tests, compute-sanitizer
 set -u
 build=${1:-build}
+mode=${2:-cpu}
 cd "$(dirname "$0")/.."
 total_pass=0 total_fail=0
 
@@ -20,15 +23,26 @@ suite() { # name command...
   fi
   local p f; p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
   total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
-  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { echo "suite $name exited $rc"; total_fail=$((total_fail + 1)); }
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "suite $name exited $rc"; total_fail=$((total_fail + 1)); fi
 }
 
-suite unit "$build/test-unit"
-suite unit-asan make --no-print-directory check-asan
-if [ -x "$build/cudafx" ]; then
-  suite cli tests/unit/cli.sh "$build/cudafx"
+if [ "$mode" = gpu ]; then
+  # Filters with a CUDA path, their accuracy tests against the CUDA backend.
+  gpu_tests="median gpu_"
+  suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in memcheck racecheck; do
+    suite "compute-sanitizer $tool" "$sanitizer" --tool "$tool" --error-exitcode 9 \
+      env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" gpu_
+  done
 else
-  echo "== cli: $build/cudafx not built (GEGL missing)"; total_fail=$((total_fail + 1))
+  suite unit "$build/test-unit"
+  suite unit-asan make --no-print-directory check-asan
+  if [ -x "$build/cudafx" ]; then
+    suite cli tests/unit/cli.sh "$build/cudafx"
+  else
+    echo "== cli: $build/cudafx not built (GEGL missing)"; total_fail=$((total_fail + 1))
+  fi
 fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -20,7 +20,8 @@ class Image(C.Structure):
 
 class Report(C.Structure):
     _fields_ = [("backend_used", C.c_int), ("threads_used", C.c_int),
-                ("device", C.c_char * 128), ("fallback", C.c_char * 256)]
+                ("device", C.c_char * 128), ("fallback", C.c_char * 256),
+                ("kernel_ms", C.c_double), ("transfer_ms", C.c_double)]
 
 
 class Options(C.Structure):

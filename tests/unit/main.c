@@ -1,4 +1,4 @@
-/* Test runner: see harness.h. */
+/* Test runner: see harness.h. Usage: test-unit [NAME-PART...] */
 #include "harness.h"
 
 #include <math.h>
@@ -165,11 +165,14 @@ harness_max_diff (const cudafx_image *a, const cudafx_image *b)
 int
 main (int argc, char **argv)
 {
-  const char *filter = argc > 1 ? argv[1] : NULL;
   int passed = 0, failed = 0;
   for (int i = 0; i < n_tests; i++)
     {
-      if (filter && !strstr (tests[i].name, filter))
+      /* Arguments select the tests whose names contain any of them. */
+      int selected = argc == 1;
+      for (int a = 1; a < argc && !selected; a++)
+        selected = strstr (tests[i].name, argv[a]) != NULL;
+      if (!selected)
         continue;
       current_failures = 0;
       tests[i].fn ();

@@ -1,0 +1,77 @@
+/* Shared CUDA machinery for every filter: error checking into engine
+ * statuses, a cache of device buffers reused across calls (dialog previews
+ * call the engine many times), a device-memory budget (CUDAFX_CUDA_MEM_LIMIT
+ * caps it so tests can force striping), fault injection for fallback tests
+ * (CUDAFX_CUDA_FAIL), and the stripe runner that feeds kernels rows with
+ * halos so an image larger than device memory still works. */
+#ifndef CUDAFX_CONTEXT_CUH
+#define CUDAFX_CONTEXT_CUH
+
+#include "../core/engine.h"
+#include "cudafx_cuda.h"
+
+#include <cuda_runtime.h>
+
+/* Turns a CUDA error into CUDAFX_ERR_CUDA with "filter: what: reason". */
+cudafx_status cfx_check (cudaError_t err, const char *filter, const char *what);
+/* Checks the last launch (and the CUDAFX_CUDA_FAIL=launch injection). */
+cudafx_status cfx_check_launch (const char *filter, const char *kernel);
+
+/* One input stripe on the device: rows [y0 - halo, y0 + rows + halo) of the
+ * image, rows outside the image already made up by the border policy; the
+ * kernel writes rows [y0, y0 + rows) to dst. Columns are not padded: kernels
+ * apply the border policy horizontally themselves. */
+struct cfx_stripe
+{
+  const unsigned char *d_src;
+  size_t               src_pitch;
+  unsigned char       *d_dst;
+  size_t               dst_pitch;
+  int                  y0, rows, halo;
+  int                  width, height, channels;
+  cudafx_type          type;
+  void                *d_scratch;  /* scratch_row_bytes * (rows + 2 * halo) bytes */
+  cudaStream_t         stream;
+};
+
+typedef cudafx_status (*cfx_stripe_fn) (void *ctx, const cfx_stripe *s);
+
+/* Runs fn over the image in stripes sized to the device-memory budget,
+ * copying each stripe (with halo rows made up by `border`) to the device and
+ * its result back. Holds the process-wide GPU lock for the whole call. */
+cudafx_status cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
+                               int halo, cudafx_border border, size_t scratch_row_bytes,
+                               cfx_stripe_fn fn, void *ctx, const cudafx_options *o);
+
+/* Horizontal border index, shared by kernels (vertical borders are made up by
+ * the stripe runner). Returns -1 for "black". */
+__device__ __forceinline__ int
+cfx_border_index (int x, int n, cudafx_border border)
+{
+  if (x >= 0 && x < n)
+    return x;
+  switch (border)
+    {
+    case CUDAFX_BORDER_CLAMP:
+      return x < 0 ? 0 : n - 1;
+    case CUDAFX_BORDER_MIRROR:
+      if (n == 1)
+        return 0;
+      {
+        int period = 2 * (n - 1);
+        int m = x % period;
+        if (m < 0)
+          m += period;
+        return m < n ? m : period - m;
+      }
+    case CUDAFX_BORDER_WRAP:
+      {
+        int m = x % n;
+        return m < 0 ? m + n : m;
+      }
+    default:
+      return -1;
+    }
+}
+
+#endif /* CUDAFX_CONTEXT_CUH */
