@@ -53,7 +53,7 @@ GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
 endif
 
-.PHONY: all check check-unit check-asan check-gpu bench clean info
+.PHONY: all check check-asan check-gpu bench-gpu clean
 all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI)
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)"
 
@@ -108,6 +108,16 @@ check: all
 check-gpu: $(BUILD)/test-gpu
 	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "check-gpu needs nvcc"; exit 1; }
 	@tests/run.sh $(BUILD) gpu
+
+# GPU benchmark against CuPy, PyTorch and NPP (on the CUDA machine).
+NPP_LIBS ?= -lnppif -lnppig -lnppc
+$(BUILD)/bench_npp: tools/bench_npp.cu
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -arch=native $< $(NPP_LIBS) -o $@
+
+bench-gpu: $(SHLIB)
+	-$(MAKE) --no-print-directory $(BUILD)/bench_npp
+	python3 tools/bench_gpu.py
 
 check-asan:
 	$(MAKE) BUILD=build-asan CUDA=0 ARCHFLAGS= \

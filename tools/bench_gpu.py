@@ -1,0 +1,175 @@
+"""GPU benchmark (`make bench-gpu`): cudafx's CUDA backend against CuPy, PyTorch
+and NVIDIA NPP on the same GPU, in one run, on the 12-megapixel RGB u8 image
+made from tests/data/astronaut.png. cudafx kernel time comes from the engine's
+CUDA events (report.kernel_ms); the whole call (host image in, host image out)
+is timed on the host and compared with a bare host->device->host copy.
+Prints one table. A benchmark, never a test."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pycudafx  # noqa: E402
+
+ROOT = pycudafx.ROOT
+
+
+def median_of(f, runs):
+    f()
+    return statistics.median(f() for _ in range(runs))
+
+
+def cudafx_times(fn, runs):
+    """(kernel ms, whole call ms) medians of a cudafx call with backend cuda."""
+    kernel, whole = [], []
+    fn()
+    for _ in range(runs):
+        t = time.perf_counter()
+        _, report = fn()[:2]
+        whole.append((time.perf_counter() - t) * 1e3)
+        kernel.append(report.kernel_ms)
+        if report.backend_used != 2:
+            raise pycudafx.CudafxError("ran on the CPU: " + report.fallback.decode())
+    return statistics.median(kernel), statistics.median(whole)
+
+
+def cupy_ms(f, runs):
+    import cupy as cp
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+
+    def once():
+        start.record()
+        f()
+        end.record()
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end)
+    return median_of(once, runs)
+
+
+def torch_ms(f, runs):
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def once():
+        start.record()
+        f()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    return median_of(once, runs)
+
+
+def npp_times(img):
+    """Runs build/bench_npp (if built) on the image; {workload: ms}."""
+    exe = os.path.join(ROOT, "build", "bench_npp")
+    if not os.path.exists(exe):
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".raw") as f:
+        f.write(b"%d %d\n" % img.shape[:2])
+        f.write(img.tobytes())
+        f.flush()
+        out = subprocess.run([exe, f.name], capture_output=True, text=True).stdout
+    times = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            times[parts[1]] = float(parts[2])
+    return times
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", type=int, default=15)
+    args = ap.parse_args()
+    runs = args.runs
+
+    import cupy as cp
+    import cupyx.scipy.ndimage as ndi
+    import torch
+
+    src = cv2.cvtColor(cv2.imread(os.path.join(ROOT, "tests", "data", "astronaut.png")), cv2.COLOR_BGR2RGB)
+    img = np.ascontiguousarray(cv2.resize(src, (4000, 3000), interpolation=cv2.INTER_CUBIC))
+    eng = pycudafx.Engine()
+    d_img = cp.asarray(img)
+    rng = np.random.default_rng(1)
+    npp = npp_times(img)
+    rows = []  # (workload, cudafx kernel ms, whole ms, [(peer, ms)])
+
+    def add(name, call, peers):
+        try:
+            k, w = cudafx_times(call, runs)
+        except pycudafx.CudafxError as e:
+            k, w = None, str(e)
+        measured = []
+        for peer, f in peers:
+            try:
+                measured.append((peer, f()))
+            except Exception as e:  # a peer that cannot run this workload
+                measured.append((peer, "error: %s" % str(e).splitlines()[0][:40]))
+        rows.append((name, k, w, measured))
+
+    for k in (3, 5, 7, 15, 31, 101):
+        r = k // 2
+        peers = []
+        if k <= 15:
+            peers.append(("cupy", lambda k=k: cupy_ms(lambda: ndi.median_filter(d_img, size=(k, k, 1), mode="nearest"),
+                                                     max(3, runs // 3) if k >= 15 else runs)))
+        if "median-%dx%d" % (k, k) in npp:
+            peers.append(("npp", lambda k=k: npp["median-%dx%d" % (k, k)]))
+        add("median %dx%d" % (k, k), lambda r=r: eng.median(img, radius=r, backend="cuda"), peers)
+
+    for k in (5, 15):
+        kern = rng.standard_normal((k, k)) / k
+        d_w = cp.asarray(kern[:, :, None].astype(np.float32))
+        peers = [("cupy", lambda d_w=d_w: cupy_ms(lambda: ndi.convolve(d_img.astype(cp.float32), d_w, mode="nearest"), runs))]
+        if "filter-%dx%d" % (k, k) in npp:
+            peers.append(("npp", lambda k=k: npp["filter-%dx%d" % (k, k)]))
+        add("convolve custom %dx%d" % (k, k),
+            lambda kern=kern: eng.convolve(img, preset=0, kernel=kern, divisor=1.0, backend="cuda"), peers)
+
+    peers = [("npp gauss 15x15", lambda: npp["gauss-15x15"])] if "gauss-15x15" in npp else []
+    add("convolve gaussian sigma=5", lambda: eng.convolve(img, preset=7, sigma=5.0, backend="cuda"), peers)
+
+    # f32 against PyTorch depthwise conv2d (device-resident tensors).
+    img_f = (img.astype(np.float32) / 255.0)
+    t_img = torch.from_numpy(img_f).cuda().permute(2, 0, 1)[None].contiguous()
+    for k in (5, 15):
+        kern = rng.standard_normal((k, k)) / k
+        t_w = torch.from_numpy(kern.astype(np.float32)).cuda()[None, None].repeat(3, 1, 1, 1)
+        pad = torch.nn.functional.pad
+        peers = [("torch conv2d", lambda t_w=t_w, k=k: torch_ms(
+            lambda: torch.nn.functional.conv2d(pad(t_img, (k // 2,) * 4, mode="replicate"), t_w, groups=3), runs))]
+        add("convolve f32 custom %dx%d" % (k, k),
+            lambda kern=kern: eng.convolve(img_f, preset=0, kernel=kern, divisor=1.0, backend="cuda"), peers)
+
+    # Whole call vs the bare copy it cannot avoid (pageable host memory, like the engine's).
+    def bare_copy():
+        t = time.perf_counter()
+        cp.asarray(img).get()
+        cp.cuda.Device().synchronize()
+        return (time.perf_counter() - t) * 1e3
+    copy_ms = median_of(bare_copy, runs)
+
+    print("\nGPU benchmark: %dx%d RGB u8, %s, median of %d runs" %
+          (img.shape[1], img.shape[0], cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), runs))
+    print("bare host->device->host copy of the image: %.3f ms%s" %
+          (copy_ms, "; NPP device-to-device copy %.4f ms" % npp["d2d-copy"] if "d2d-copy" in npp else ""))
+    print("%-28s %10s %10s %7s  %s" % ("workload", "kernel ms", "call ms", "call/cp", "peers (ms, speed-up of cudafx kernel)"))
+    for name, k, w, peers in rows:
+        if k is None:
+            print("%-28s %10s  %s" % (name, "n/a", w))
+            continue
+        ptxt = ", ".join("%s %s" % (p, ("%.3f (%.1fx)" % (ms, ms / k) if k > 0 else "%.3f" % ms)
+                                   if isinstance(ms, float) else ms) for p, ms in peers)
+        print("%-28s %10.3f %10.2f %7.2f  %s" % (name, k, w, w / copy_ms, ptxt))
+
+
+if __name__ == "__main__":
+    main()
