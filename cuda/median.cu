@@ -7,6 +7,11 @@
  *   and 32 for f32 (floats mapped to order-preserving uint32 keys). Small
  *   radii keep the window in registers (template R); other radii read it
  *   from the read-only cache.
+ * - median_packed_kernel (u8, square, radius <= 3): four bytes per thread
+ *   in one 32-bit word sorted together with SIMD byte min/max (__vminu4 /
+ *   __vmaxu4) through Batcher's odd-even merge network, pruned to the window
+ *   size, then the rank-k word is picked (packed 8-bit min/max, as in
+ *   Adams 2021's vectorised networks).
  * - median_histogram_kernel (u8, larger radii): Huang's sliding histogram
  *   (Huang, Yang, Tang 1979) down a column, one 256-bin histogram per thread
  *   in shared memory with 16 coarse bins to find the rank quickly; per output
@@ -16,6 +21,7 @@
 #include "context.cuh"
 
 #include <math.h>
+#include <utility>
 
 namespace {
 
@@ -185,6 +191,96 @@ median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
     }
 }
 
+/* Batcher's odd-even merge sort for n keys (padded to a power of two with
+ * +inf, whose comparators are pruned since they never swap). */
+template <int N> struct sort_network
+{
+  static constexpr int P = N <= 1 ? 1 : 2 * sort_network<(N + 1) / 2>::P;
+  int a[P * P], b[P * P], count;
+  constexpr sort_network () : a (), b (), count (0)
+  {
+    for (int p = 1; p < P; p <<= 1)
+      for (int k = p; k >= 1; k >>= 1)
+        for (int j = k % p; j + k < P; j += 2 * k)
+          for (int i = 0; i < k && i < P - j - k; i++)
+            if ((i + j) / (2 * p) == (i + j + k) / (2 * p) && i + j + k < N)
+              {
+                a[count] = i + j;
+                b[count] = i + j + k;
+                count++;
+              }
+  }
+};
+template <> struct sort_network<1> { static constexpr int P = 1; };
+
+template <int N> constexpr sort_network<N> network_of{};
+
+/* Applies the network with every index a compile-time constant, so the keys
+ * stay in registers whatever the compiler's unrolling heuristics decide. */
+template <int N, int... I>
+__device__ __forceinline__ void
+apply_network (unsigned *v, std::integer_sequence<int, I...>)
+{
+  ((void) ([&] {
+     constexpr int a = network_of<N>.a[I], b = network_of<N>.b[I];
+     unsigned lo = __vminu4 (v[a], v[b]);
+     v[b] = __vmaxu4 (v[a], v[b]);
+     v[a] = lo;
+   } ()), ...);
+}
+
+/* Four consecutive bytes of a row starting at byte offset o (any alignment),
+ * columns clamped to the row: a funnel shift of two aligned words inside the
+ * row, byte by byte at the row's ends. */
+__device__ __forceinline__ unsigned
+load_word (const unsigned char *row, int o, int row_bytes, int channels)
+{
+  if (o >= 0 && o + 4 <= row_bytes)
+    { /* the second word may run past the row, never past the padded pitch */
+      const unsigned *w = (const unsigned *) (row + (o & ~3));
+      unsigned lo = __ldg (w), hi = (o & 3) ? __ldg (w + 1) : 0;
+      return __funnelshift_r (lo, hi, (o & 3) * 8);
+    }
+  unsigned v = 0;
+  int width = row_bytes / channels;
+  for (int j = 0; j < 4; j++)
+    {
+      int byte = o + j, x = byte >= 0 ? byte / channels : -((-byte + channels - 1) / channels);
+      int c = byte - x * channels;
+      x = min (max (x, 0), width - 1);
+      v |= (unsigned) __ldg (row + x * channels + c) << (8 * j);
+    }
+  return v;
+}
+
+template <int R>
+__global__ void
+median_packed_kernel (cfx_stripe s, int rank)
+{
+  constexpr int N = (2 * R + 1) * (2 * R + 1);
+  int row_bytes = s.width * s.channels;
+  int o = (blockIdx.x * blockDim.x + threadIdx.x) * 4; /* first output byte */
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (o >= row_bytes || y >= s.rows)
+    return;
+  unsigned v[N];
+#pragma unroll
+  for (int dy = -R; dy <= R; dy++)
+    {
+      const unsigned char *row = s.d_src + (size_t) (y + s.halo + dy) * s.src_pitch;
+#pragma unroll
+      for (int dx = -R; dx <= R; dx++)
+        v[(dy + R) * (2 * R + 1) + dx + R] = load_word (row, o + dx * s.channels, row_bytes, s.channels);
+    }
+  apply_network<N> (v, std::make_integer_sequence<int, network_of<N>.count> ());
+  unsigned out = v[0];
+#pragma unroll
+  for (int i = 1; i < N; i++)
+    out = i == rank ? v[i] : out;
+  /* Rows are padded to 256 bytes on the device: a whole word always fits. */
+  *(unsigned *) (s.d_dst + (size_t) y * s.dst_pitch + o) = out;
+}
+
 struct median_ctx
 {
   const cudafx_median_params *p;
@@ -215,6 +311,18 @@ median_stripe (void *ctx, const cfx_stripe *s)
   const median_ctx *m = (const median_ctx *) ctx;
   if (s->type == CUDAFX_F32)
     return launch_select<float> (m, s);
+  if (m->p->radius <= MAX_REGISTER_RADIUS && m->p->shape == CUDAFX_SHAPE_SQUARE)
+    {
+      dim3 block (64, 4);
+      dim3 grid (((s->width * s->channels + 3) / 4 + block.x - 1) / block.x, (s->rows + block.y - 1) / block.y);
+      switch (m->p->radius)
+        {
+        case 1: median_packed_kernel<1><<<grid, block, 0, s->stream>>> (*s, m->rank); break;
+        case 2: median_packed_kernel<2><<<grid, block, 0, s->stream>>> (*s, m->rank); break;
+        default: median_packed_kernel<3><<<grid, block, 0, s->stream>>> (*s, m->rank); break;
+        }
+      return cfx_check_launch ("median", "median_packed_kernel");
+    }
   if (m->p->radius <= MAX_REGISTER_RADIUS)
     return launch_select<unsigned char> (m, s);
   int r = m->p->radius;

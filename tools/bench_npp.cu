@@ -71,8 +71,19 @@ main (int argc, char **argv)
                             (size_t) w * 3, h, cudaMemcpyHostToDevice));
   const Npp8u *roi_src = d_src + margin * src_step + margin * 3;
   NppiSize roi = { w, h };
-  NppStreamContext ctx;
-  CHECK_NPP (nppGetStreamContext (&ctx));
+  /* CUDA 13's NPP has no nppGetStreamContext: fill the context ourselves. */
+  NppStreamContext ctx = {};
+  cudaDeviceProp prop;
+  CHECK_CUDA (cudaGetDeviceProperties (&prop, 0));
+  ctx.hStream = 0;
+  ctx.nCudaDeviceId = 0;
+  ctx.nMultiProcessorCount = prop.multiProcessorCount;
+  ctx.nMaxThreadsPerMultiProcessor = prop.maxThreadsPerMultiProcessor;
+  ctx.nMaxThreadsPerBlock = prop.maxThreadsPerBlock;
+  ctx.nSharedMemPerBlock = prop.sharedMemPerBlock;
+  ctx.nCudaDevAttrComputeCapabilityMajor = prop.major;
+  ctx.nCudaDevAttrComputeCapabilityMinor = prop.minor;
+  ctx.nStreamFlags = 0;
 
   int median_sizes[] = { 3, 5, 7, 15, 31 };
   for (int k : median_sizes)
