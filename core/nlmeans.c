@@ -86,16 +86,22 @@ load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
     }
 }
 
-/* exp (-x) for x >= 0, relative error below 1e-6; plain arithmetic so that
- * gcc vectorises the loops calling it. exp (-x) = 2^-k * exp (-g) with k the
- * nearest integer to x / ln 2 and |g| <= ln 2 / 2. */
+/* exp (-max (x, 0)), relative error below 1e-5, written so that gcc
+ * vectorises the loops calling it: the clamp works on the float's bits (an
+ * integer max/min, monotonic for floats; a float compare would stop gcc's
+ * if-conversion), then exp (-x) = 2^-k exp (-g), k the integer nearest
+ * x / ln 2, |g| <= ln 2 / 2, exp (-g) by its Taylor series to degree 6. */
 static inline float
 exp_neg (float x)
 {
-  x = x < 87.0f ? x : 87.0f;
+  union { float f; int32_t i; } u = { .f = x };
+  u.i = u.i > 0 ? u.i : 0;                   /* negatives and -NaN to +0 */
+  u.i = u.i < 0x42ae0000 ? u.i : 0x42ae0000; /* 87.0f: 2^-k stays normal */
+  x = u.f;
   int k = (int) (x * 1.44269504f + 0.5f);
   float g = x - (float) k * 0.693147182f;
-  float p = 1.0f + g * (-1.0f + g * (0.5f + g * (-1.0f / 6 + g * (1.0f / 24 + g * (-1.0f / 120 + g * (1.0f / 720))))));
+  float p = 1.0f + g * (-1.0f + g * (0.5f + g * (-1.0f / 6 + g * (1.0f / 24 + g * (-1.0f / 120
+                                                                                   + g * (1.0f / 720))))));
   union { int32_t i; float f; } scale = { .i = (127 - k) << 23 };
   return p * scale.f;
 }
@@ -207,10 +213,7 @@ nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, 
 
             float *restrict w = wk->wrow;
             for (int x = 0; x < dw; x++)
-              {
-                float t = colsum[x] * scale - offset;
-                w[x] = exp_neg (t > 0.0f ? t : 0.0f);
-              }
+              w[x] = exp_neg (colsum[x] * scale - offset);
 
             if (r >= 0)
               {
