@@ -57,9 +57,10 @@ typedef struct {
   float *planes;  /* colour planes of the tile plus halo, 0..255 scale */
   float *acc;     /* colours + 1 planes (weight last) of tile_h x tile_w */
   float *erow;    /* squared differences of one row */
-  float *ring;    /* 2P+1 horizontally box-filtered rows */
+  float *ring;    /* 2P+2 horizontally box-filtered rows */
   float *colsum;  /* patch distance sums of the current row */
   float *wrow;    /* weights of the current row */
+  float *zeros;   /* a row of zeros: the box sums before the first row */
 } nlmeans_work;
 
 static int
@@ -106,49 +107,99 @@ exp_neg (float x)
   return p * scale.f;
 }
 
-/* Horizontal box sum of width 2r+1: out[x] = sum_{j=0..2r} in[x+j], x < n. */
-static void
-box_row (const float *restrict in, float *restrict out, int n, int r)
-{
-  for (int x = 0; x < n; x++)
-    out[x] = in[x];
-  for (int j = 1; j <= 2 * r; j++)
-    for (int x = 0; x < n; x++)
-      out[x] += in[x + j];
-}
+/* The row kernels below are written for a constant channel count n or
+ * patch radius P (always inlined into a switch), so gcc unrolls the inner
+ * loops and each kernel is one vectorised pass over the row. */
+#define ALWAYS_INLINE static inline __attribute__ ((always_inline))
 
-/* Ring slot of tile row q (2P+1 slots; q may be negative). */
-static inline float *
-ring_slot (nlmeans_work *wk, int P, int q, int dw)
+/* e[x] = sum_c (a_c[x] - a_c[x + shift])^2, x < ew; plane c at a + c*plane. */
+ALWAYS_INLINE void
+diff_row_n (float *restrict e, const float *restrict a, size_t plane, ptrdiff_t shift, int ew,
+            const int n)
 {
-  int n = 2 * P + 1;
-  return wk->ring + (size_t) ((q % n + n) % n) * dw;
-}
-
-/* Squared differences, summed over the n colour planes, between tile row q
- * and row q+dy shifted by dx, at columns lo-P .. lo+dw+P; box-filtered
- * horizontally into q's ring slot, which is returned. */
-static const float *
-diff_row (nlmeans_work *wk, int n, size_t plane, int pw, int R, int P,
-          int q, int dx, int dy, int lo, int dw)
-{
-  const int ew = dw + 2 * P;
-  float *restrict e = wk->erow;
   for (int x = 0; x < ew; x++)
-    e[x] = 0.0f;
-  for (int c = 0; c < n; c++)
     {
-      const float *restrict a = wk->planes + c * plane + (size_t) (q + R) * pw + (lo - P + R);
-      const float *restrict b = a + (ptrdiff_t) dy * pw + dx;
-      for (int x = 0; x < ew; x++)
+      float s = 0.0f;
+      for (int c = 0; c < n; c++)
         {
-          float d = a[x] - b[x];
-          e[x] += d * d;
+          float d = a[c * plane + x] - a[c * plane + x + shift];
+          s += d * d;
         }
+      e[x] = s;
     }
-  float *out = ring_slot (wk, P, q, dw);
-  box_row (e, out, dw, P);
-  return out;
+}
+
+static void
+diff_row (float *e, const float *a, size_t plane, ptrdiff_t shift, int ew, int n)
+{
+  switch (n)
+    {
+    case 1:  diff_row_n (e, a, plane, shift, ew, 1); break;
+    case 2:  diff_row_n (e, a, plane, shift, ew, 2); break;
+    case 3:  diff_row_n (e, a, plane, shift, ew, 3); break;
+    default: diff_row_n (e, a, plane, shift, ew, 4); break;
+    }
+}
+
+/* One row down: the new row's squared differences e are box-filtered over
+ * 2P+1 columns into hnew, the patch column sums move from the row hold left
+ * behind to hnew, and the weights of the patch distances go to w; x < dw. */
+ALWAYS_INLINE void
+slide_row_p (const float *restrict e, float *restrict hnew, const float *restrict hold,
+             float *restrict colsum, float *restrict w, int dw, float scale, float offset,
+             const int P)
+{
+  for (int x = 0; x < dw; x++)
+    {
+      float h = e[x];
+      for (int j = 1; j <= 2 * P; j++)
+        h += e[x + j];
+      hnew[x] = h;
+      float c = (colsum[x] - hold[x]) + h;
+      colsum[x] = c;
+      w[x] = exp_neg (c * scale - offset);
+    }
+}
+
+static void
+slide_row (const float *e, float *hnew, const float *hold, float *colsum, float *w,
+           int dw, float scale, float offset, int P)
+{
+  switch (P)
+    {
+    case 1:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 1); break;
+    case 2:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 2); break;
+    case 3:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 3); break;
+    case 4:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 4); break;
+    default: slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 5); break;
+    }
+}
+
+/* acc_c[x] += w[x] nb_c[x] for the n colour planes, and the weight plane
+ * acc_n[x] += w[x]; x < tw. */
+ALWAYS_INLINE void
+accumulate_n (float *restrict acc, size_t tplane, const float *restrict w,
+              const float *restrict nb, size_t plane, int tw, const int n)
+{
+  for (int x = 0; x < tw; x++)
+    {
+      float wx = w[x];
+      for (int c = 0; c < n; c++)
+        acc[c * tplane + x] += wx * nb[c * plane + x];
+      acc[n * tplane + x] += wx;
+    }
+}
+
+static void
+accumulate (float *acc, size_t tplane, const float *w, const float *nb, size_t plane, int tw, int n)
+{
+  switch (n)
+    {
+    case 1:  accumulate_n (acc, tplane, w, nb, plane, tw, 1); break;
+    case 2:  accumulate_n (acc, tplane, w, nb, plane, tw, 2); break;
+    case 3:  accumulate_n (acc, tplane, w, nb, plane, tw, 3); break;
+    default: accumulate_n (acc, tplane, w, nb, plane, tw, 4); break;
+    }
 }
 
 /* Tile [x0, x1) x [y0, y1) of the image into dst. */
@@ -187,64 +238,34 @@ nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, 
          * and output row r+dy through -o (columns -dx .. tw-dx). */
         const int lo = dx > 0 ? -dx : 0, dw = tw + abs (dx);
 
-        float *restrict colsum = wk->colsum;
+        /* Tile row q's squared differences start at column lo - P of plane
+         * row q + R; its box sums go to ring slot q mod 2P+2, so the slot of
+         * row q - 2P - 1, leaving the patch, is still intact. */
+        const int ring_n = 2 * P + 2, first = -dy - P;
+        const ptrdiff_t shift = (ptrdiff_t) dy * pw + dx;
+        float *w = wk->wrow;
         for (int x = 0; x < dw; x++)
-          colsum[x] = 0.0f;
-        for (int q = -dy - P; q <= -dy + P; q++)
+          wk->colsum[x] = 0.0f;
+        for (int q = first; q < th + P; q++)
           {
-            const float *h = diff_row (wk, n, plane, pw, R, P, q, dx, dy, lo, dw);
-            for (int x = 0; x < dw; x++)
-              colsum[x] += h[x];
-          }
+            const float *a = wk->planes + (size_t) (q + R) * pw + (lo - P + R);
+            diff_row (wk->erow, a, plane, shift, dw + 2 * P, n);
+            float *hnew = wk->ring + (size_t) ((q - first) % ring_n) * dw;
+            const float *hold = q - first < 2 * P + 1
+              ? wk->zeros : wk->ring + (size_t) ((q - first - 2 * P - 1) % ring_n) * dw;
+            slide_row (wk->erow, hnew, hold, wk->colsum, w, dw, scale, offset, P);
 
-        for (int r = -dy; r < th; r++)
-          {
-            if (r > -dy)
-              {
-                /* Slide the patch down one row: drop row r-P-1, whose ring
-                 * slot row r+P then takes. */
-                const float *old = ring_slot (wk, P, r - P - 1, dw);
-                for (int x = 0; x < dw; x++)
-                  colsum[x] -= old[x];
-                const float *h = diff_row (wk, n, plane, pw, R, P, r + P, dx, dy, lo, dw);
-                for (int x = 0; x < dw; x++)
-                  colsum[x] += h[x];
-              }
-
-            float *restrict w = wk->wrow;
-            for (int x = 0; x < dw; x++)
-              w[x] = exp_neg (colsum[x] * scale - offset);
-
+            /* Weights of distance row r feed output row r through +o and
+             * output row r + dy through -o. */
+            const int r = q - P;
+            if (r < -dy)
+              continue;
             if (r >= 0)
-              {
-                const float *restrict wp = w - lo;
-                float *restrict ws = wk->acc + n * tplane + (size_t) r * tw;
-                for (int x = 0; x < tw; x++)
-                  ws[x] += wp[x];
-                for (int c = 0; c < n; c++)
-                  {
-                    float *restrict acc = wk->acc + c * tplane + (size_t) r * tw;
-                    const float *restrict nb = wk->planes + c * plane
-                      + (size_t) (r + dy + R) * pw + R + dx;
-                    for (int x = 0; x < tw; x++)
-                      acc[x] += wp[x] * nb[x];
-                  }
-              }
+              accumulate (wk->acc + (size_t) r * tw, tplane, w - lo,
+                          wk->planes + (size_t) (r + dy + R) * pw + R + dx, plane, tw, n);
             if (r + dy < th)
-              {
-                const float *restrict wm = w - lo - dx;
-                float *restrict ws = wk->acc + n * tplane + (size_t) (r + dy) * tw;
-                for (int x = 0; x < tw; x++)
-                  ws[x] += wm[x];
-                for (int c = 0; c < n; c++)
-                  {
-                    float *restrict acc = wk->acc + c * tplane + (size_t) (r + dy) * tw;
-                    const float *restrict nb = wk->planes + c * plane
-                      + (size_t) (r + R) * pw + R - dx;
-                    for (int x = 0; x < tw; x++)
-                      acc[x] += wm[x] * nb[x];
-                  }
-              }
+              accumulate (wk->acc + (size_t) (r + dy) * tw, tplane, w - lo - dx,
+                          wk->planes + (size_t) (r + R) * pw + R - dx, plane, tw, n);
           }
       }
 
@@ -291,6 +312,7 @@ work_free (nlmeans_work *wk)
   free (wk->ring);
   free (wk->colsum);
   free (wk->wrow);
+  free (wk->zeros);
 }
 
 static cudafx_status
@@ -303,7 +325,7 @@ work_alloc (nlmeans_work *wk, int colours, int tile_w, int tile_h, int P, int S)
       size_mul (planes, sizeof (float), &planes) ||
       size_mul ((size_t) tile_w, tile_h, &acc) || size_mul (acc, colours + 1, &acc) ||
       size_mul (acc, sizeof (float), &acc) ||
-      size_mul (row, 2 * (size_t) P + 1, &ring) || size_mul (ring, sizeof (float), &ring))
+      size_mul (row, 2 * (size_t) P + 2, &ring) || size_mul (ring, sizeof (float), &ring))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
   wk->planes = malloc (planes);
   wk->acc = malloc (acc);
@@ -311,7 +333,8 @@ work_alloc (nlmeans_work *wk, int colours, int tile_w, int tile_h, int P, int S)
   wk->ring = malloc (ring);
   wk->colsum = malloc (row * sizeof (float));
   wk->wrow = malloc (row * sizeof (float));
-  if (!wk->planes || !wk->acc || !wk->erow || !wk->ring || !wk->colsum || !wk->wrow)
+  wk->zeros = calloc (row, sizeof (float));
+  if (!wk->planes || !wk->acc || !wk->erow || !wk->ring || !wk->colsum || !wk->wrow || !wk->zeros)
     {
       work_free (wk);
       return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for %dx%d tiles",
