@@ -1,5 +1,503 @@
-/* Placeholder: the nlmeans filter is being written (issue 2). */
+/* Non-local means denoising, CPU reference.
+ *
+ * Pixel-wise NL-means (Buades, Coll, Morel, "A non-local algorithm for image
+ * denoising", CVPR 2005; parameters and weight of "Non-Local Means Denoising",
+ * IPOL 2011) in the fast formulation of Darbon, Cunha, Chan, Osher, Jensen
+ * (ISBI 2008): loop over the search offsets o; for each, the squared
+ * difference image summed over the colour channels is box-filtered over the
+ * patch (horizontal shifted sums, vertical running sums), so the cost does not
+ * grow with the patch area. o and -o share one distance image, d(p, p+o) =
+ * d(p+o, p), so only half the offsets are computed and each distance row
+ * feeds two output rows.
+ *
+ * Output at pixel p, over offsets o in the (2S+1)^2 search window:
+ *   u(p) = sum_o w(p,o) I(p+o) / sum_o w(p,o)
+ *   d2(p,o) = 1/(n (2P+1)^2) sum_{|k|<=P} sum_{c<n} (I_c(p+k) - I_c(p+o+k))^2
+ *   w(p,o)  = exp (-max (d2 - 2 s^2, 0) / h^2)
+ * on the 0..255 scale (f32 data is scaled by 255), n colour channels, all
+ * colour channels sharing one weight, borders clamped (edge pixels
+ * replicated), the centre (o = 0) weighing 1. In manual mode s = 0, so h
+ * means what it means for OpenCV's fastNlMeansDenoising; in automatic mode s
+ * is the estimated noise sigma and h, P, S follow the IPOL table. Alpha is
+ * copied unchanged.
+ *
+ * Noise sigma: Immerkaer's Laplacian-difference operator (1996), made robust
+ * with the median absolute value instead of the mean: per colour channel
+ * sigma_c = median |L * I_c| / (6 * 0.6745) over interior pixels, combined as
+ * sqrt (mean sigma_c^2).
+ *
+ * Work is split into tiles of at most TILE_H x TILE_W pixels with a halo of
+ * S + P pixels, each thread with its own buffers, so memory stays bounded and
+ * a tile's working set stays in cache. The tile layout does not depend on the
+ * thread count, so neither does the output. */
 #include "engine.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TILE_H 64
+#define TILE_W 256
+/* Noise histogram: |residual| in bins of 1/4 on the 0..255 scale. */
+#define NOISE_BINS 4096
+#define NOISE_BINS_PER_UNIT 4.0
+
+typedef struct {
+  const cudafx_image *src;
+  cudafx_image       *dst;
+  int                 colours;  /* colour channels: channels minus alpha */
+  int                 patch_radius, search_radius;
+  float               dist_scale;  /* 1 / (n (2P+1)^2 h^2) */
+  float               dist_offset; /* 2 s^2 / h^2 */
+} nlmeans_job;
+
+/* One thread's buffers, sized for the largest tile. */
+typedef struct {
+  float *planes;  /* colour planes of the tile plus halo, 0..255 scale */
+  float *acc;     /* colours + 1 planes (weight last) of tile_h x tile_w */
+  float *erow;    /* squared differences of one row */
+  float *ring;    /* 2P+2 horizontally box-filtered rows */
+  float *colsum;  /* patch distance sums of the current row */
+  float *wrow;    /* weights of the current row */
+  float *zeros;   /* a row of zeros: the box sums before the first row */
+} nlmeans_work;
+
+static int
+size_mul (size_t a, size_t b, size_t *out)
+{
+  return __builtin_mul_overflow (a, b, out);
+}
+
+/* Reads channel c of image row y at column x (clamped) on the 0..255 scale
+ * into out[0..n), for columns x0 .. x0+n-1. */
+static void
+load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
+{
+  const uint8_t *row = cudafx_row (img, y);
+  int ch = img->channels;
+  for (int i = 0; i < n; i++)
+    {
+      int x = x0 + i;
+      x = x < 0 ? 0 : x >= img->width ? img->width - 1 : x;
+      if (img->type == CUDAFX_U8)
+        out[i] = row[(size_t) x * ch + c];
+      else
+        out[i] = ((const float *) row)[(size_t) x * ch + c] * 255.0f;
+    }
+}
+
+/* exp (-max (x, 0)), relative error below 1e-5, written so that gcc
+ * vectorises the loops calling it: the clamp works on the float's bits (an
+ * integer max/min, monotonic for floats; a float compare would stop gcc's
+ * if-conversion), then exp (-x) = 2^-k exp (-g), k the integer nearest
+ * x / ln 2, |g| <= ln 2 / 2, exp (-g) by its Taylor series to degree 6. */
+static inline float
+exp_neg (float x)
+{
+  union { float f; int32_t i; } u = { .f = x };
+  u.i = u.i > 0 ? u.i : 0;                   /* negatives and -NaN to +0 */
+  u.i = u.i < 0x42ae0000 ? u.i : 0x42ae0000; /* 87.0f: 2^-k stays normal */
+  x = u.f;
+  int k = (int) (x * 1.44269504f + 0.5f);
+  float g = x - (float) k * 0.693147182f;
+  float p = 1.0f + g * (-1.0f + g * (0.5f + g * (-1.0f / 6 + g * (1.0f / 24 + g * (-1.0f / 120
+                                                                                   + g * (1.0f / 720))))));
+  union { int32_t i; float f; } scale = { .i = (127 - k) << 23 };
+  return p * scale.f;
+}
+
+/* The row kernels below are written for a constant channel count n or
+ * patch radius P (always inlined into a switch), so gcc unrolls the inner
+ * loops and each kernel is one vectorised pass over the row. */
+#define ALWAYS_INLINE static inline __attribute__ ((always_inline))
+
+/* e[x] = sum_c (a_c[x] - a_c[x + shift])^2, x < ew; plane c at a + c*plane. */
+ALWAYS_INLINE void
+diff_row_n (float *restrict e, const float *restrict a, size_t plane, ptrdiff_t shift, int ew,
+            const int n)
+{
+  for (int x = 0; x < ew; x++)
+    {
+      float s = 0.0f;
+      for (int c = 0; c < n; c++)
+        {
+          float d = a[c * plane + x] - a[c * plane + x + shift];
+          s += d * d;
+        }
+      e[x] = s;
+    }
+}
+
+static void
+diff_row (float *e, const float *a, size_t plane, ptrdiff_t shift, int ew, int n)
+{
+  switch (n)
+    {
+    case 1:  diff_row_n (e, a, plane, shift, ew, 1); break;
+    case 2:  diff_row_n (e, a, plane, shift, ew, 2); break;
+    case 3:  diff_row_n (e, a, plane, shift, ew, 3); break;
+    default: diff_row_n (e, a, plane, shift, ew, 4); break;
+    }
+}
+
+/* One row down: the new row's squared differences e are box-filtered over
+ * 2P+1 columns into hnew, the patch column sums move from the row hold left
+ * behind to hnew, and the weights of the patch distances go to w; x < dw. */
+ALWAYS_INLINE void
+slide_row_p (const float *restrict e, float *restrict hnew, const float *restrict hold,
+             float *restrict colsum, float *restrict w, int dw, float scale, float offset,
+             const int P)
+{
+  for (int x = 0; x < dw; x++)
+    {
+      float h = e[x];
+      for (int j = 1; j <= 2 * P; j++)
+        h += e[x + j];
+      hnew[x] = h;
+      float c = (colsum[x] - hold[x]) + h;
+      colsum[x] = c;
+      w[x] = exp_neg (c * scale - offset);
+    }
+}
+
+static void
+slide_row (const float *e, float *hnew, const float *hold, float *colsum, float *w,
+           int dw, float scale, float offset, int P)
+{
+  switch (P)
+    {
+    case 1:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 1); break;
+    case 2:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 2); break;
+    case 3:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 3); break;
+    case 4:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 4); break;
+    default: slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 5); break;
+    }
+}
+
+/* acc_c[x] += w[x] nb_c[x] for the n colour planes, and the weight plane
+ * acc_n[x] += w[x]; x < tw. */
+ALWAYS_INLINE void
+accumulate_n (float *restrict acc, size_t tplane, const float *restrict w,
+              const float *restrict nb, size_t plane, int tw, const int n)
+{
+  for (int x = 0; x < tw; x++)
+    {
+      float wx = w[x];
+      for (int c = 0; c < n; c++)
+        acc[c * tplane + x] += wx * nb[c * plane + x];
+      acc[n * tplane + x] += wx;
+    }
+}
+
+static void
+accumulate (float *acc, size_t tplane, const float *w, const float *nb, size_t plane, int tw, int n)
+{
+  switch (n)
+    {
+    case 1:  accumulate_n (acc, tplane, w, nb, plane, tw, 1); break;
+    case 2:  accumulate_n (acc, tplane, w, nb, plane, tw, 2); break;
+    case 3:  accumulate_n (acc, tplane, w, nb, plane, tw, 3); break;
+    default: accumulate_n (acc, tplane, w, nb, plane, tw, 4); break;
+    }
+}
+
+/* Tile [x0, x1) x [y0, y1) of the image into dst. */
+static void
+nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, int y1)
+{
+  const int P = job->patch_radius, S = job->search_radius, R = S + P;
+  const int n = job->colours, tw = x1 - x0, th = y1 - y0;
+  const int pw = tw + 2 * R, ph = th + 2 * R;
+  const size_t plane = (size_t) pw * ph, tplane = (size_t) tw * th;
+  const float scale = job->dist_scale, offset = job->dist_offset;
+
+  /* planes[c] at (row i, column j) is I_c (y0 - R + i, x0 - R + j). */
+  for (int c = 0; c < n; c++)
+    for (int i = 0; i < ph; i++)
+      {
+        int y = y0 - R + i;
+        y = y < 0 ? 0 : y >= job->src->height ? job->src->height - 1 : y;
+        load_row (job->src, y, c, x0 - R, pw, wk->planes + c * plane + (size_t) i * pw);
+      }
+
+  /* The centre pixel, weight 1. */
+  for (int c = 0; c < n; c++)
+    for (int i = 0; i < th; i++)
+      memcpy (wk->acc + c * tplane + (size_t) i * tw,
+              wk->planes + c * plane + (size_t) (i + R) * pw + R, tw * sizeof (float));
+  for (size_t i = 0; i < tplane; i++)
+    wk->acc[n * tplane + i] = 1.0f;
+
+  /* Half of the search window: dy > 0, or dy = 0 and dx > 0. */
+  for (int dy = 0; dy <= S; dy++)
+    for (int dx = dy ? -S : 1; dx <= S; dx++)
+      {
+        /* Distance rows r = -dy .. th-1 (tile coordinates) at columns
+         * lo .. lo+dw-1: row r feeds output row r through +o (columns 0..tw)
+         * and output row r+dy through -o (columns -dx .. tw-dx). */
+        const int lo = dx > 0 ? -dx : 0, dw = tw + abs (dx);
+
+        /* Tile row q's squared differences start at column lo - P of plane
+         * row q + R; its box sums go to ring slot q mod 2P+2, so the slot of
+         * row q - 2P - 1, leaving the patch, is still intact. */
+        const int ring_n = 2 * P + 2, first = -dy - P;
+        const ptrdiff_t shift = (ptrdiff_t) dy * pw + dx;
+        float *w = wk->wrow;
+        for (int x = 0; x < dw; x++)
+          wk->colsum[x] = 0.0f;
+        for (int q = first; q < th + P; q++)
+          {
+            const float *a = wk->planes + (size_t) (q + R) * pw + (lo - P + R);
+            diff_row (wk->erow, a, plane, shift, dw + 2 * P, n);
+            float *hnew = wk->ring + (size_t) ((q - first) % ring_n) * dw;
+            const float *hold = q - first < 2 * P + 1
+              ? wk->zeros : wk->ring + (size_t) ((q - first - 2 * P - 1) % ring_n) * dw;
+            slide_row (wk->erow, hnew, hold, wk->colsum, w, dw, scale, offset, P);
+
+            /* Weights of distance row r feed output row r through +o and
+             * output row r + dy through -o. */
+            const int r = q - P;
+            if (r < -dy)
+              continue;
+            if (r >= 0)
+              accumulate (wk->acc + (size_t) r * tw, tplane, w - lo,
+                          wk->planes + (size_t) (r + dy + R) * pw + R + dx, plane, tw, n);
+            if (r + dy < th)
+              accumulate (wk->acc + (size_t) (r + dy) * tw, tplane, w - lo - dx,
+                          wk->planes + (size_t) (r + R) * pw + R - dx, plane, tw, n);
+          }
+      }
+
+  /* Normalise and store; alpha is copied. */
+  const cudafx_image *src = job->src;
+  cudafx_image *dst = job->dst;
+  const int ch = src->channels;
+  for (int i = 0; i < th; i++)
+    {
+      const float *ws = wk->acc + n * tplane + (size_t) i * tw;
+      const uint8_t *srow = cudafx_row (src, y0 + i);
+      uint8_t *drow = cudafx_row (dst, y0 + i);
+      for (int c = 0; c < ch; c++)
+        {
+          const float *acc = wk->acc + c * tplane + (size_t) i * tw;
+          for (int x = 0; x < tw; x++)
+            {
+              size_t e = (size_t) (x0 + x) * ch + c;
+              if (src->type == CUDAFX_U8)
+                {
+                  if (c >= n)
+                    drow[e] = srow[e];
+                  else
+                    {
+                      float v = acc[x] / ws[x];
+                      v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+                      drow[e] = (uint8_t) (v + 0.5f);
+                    }
+                }
+              else
+                ((float *) drow)[e] = c >= n ? ((const float *) srow)[e]
+                                             : acc[x] / ws[x] / 255.0f;
+            }
+        }
+    }
+}
+
+static void
+work_free (nlmeans_work *wk)
+{
+  free (wk->planes);
+  free (wk->acc);
+  free (wk->erow);
+  free (wk->ring);
+  free (wk->colsum);
+  free (wk->wrow);
+  free (wk->zeros);
+}
+
+static cudafx_status
+work_alloc (nlmeans_work *wk, int colours, int tile_w, int tile_h, int P, int S)
+{
+  size_t pw = (size_t) tile_w + 2 * (size_t) (S + P), ph = (size_t) tile_h + 2 * (size_t) (S + P);
+  size_t planes, acc, row = pw, ring;
+  memset (wk, 0, sizeof *wk);
+  if (size_mul (pw, ph, &planes) || size_mul (planes, colours, &planes) ||
+      size_mul (planes, sizeof (float), &planes) ||
+      size_mul ((size_t) tile_w, tile_h, &acc) || size_mul (acc, colours + 1, &acc) ||
+      size_mul (acc, sizeof (float), &acc) ||
+      size_mul (row, 2 * (size_t) P + 2, &ring) || size_mul (ring, sizeof (float), &ring))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
+  wk->planes = malloc (planes);
+  wk->acc = malloc (acc);
+  wk->erow = malloc (row * sizeof (float));
+  wk->ring = malloc (ring);
+  wk->colsum = malloc (row * sizeof (float));
+  wk->wrow = malloc (row * sizeof (float));
+  wk->zeros = calloc (row, sizeof (float));
+  if (!wk->planes || !wk->acc || !wk->erow || !wk->ring || !wk->colsum || !wk->wrow || !wk->zeros)
+    {
+      work_free (wk);
+      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for %dx%d tiles",
+                          tile_w, tile_h);
+    }
+  return CUDAFX_OK;
+}
+
+static cudafx_status
+nlmeans_cpu (void *job_, const cudafx_options *o)
+{
+  const nlmeans_job *job = job_;
+  const int W = job->src->width, H = job->src->height;
+  const int tiles_x = (W + TILE_W - 1) / TILE_W, tiles_y = (H + TILE_H - 1) / TILE_H;
+  const int tile_w = (W + tiles_x - 1) / tiles_x, tile_h = (H + tiles_y - 1) / tiles_y;
+  const int tiles = tiles_x * tiles_y;
+  int threads = cudafx_thread_count (o);
+  if (threads > tiles)
+    threads = tiles;
+  cudafx_status s = CUDAFX_OK;
+
+  nlmeans_work *work = calloc (threads, sizeof *work);
+  if (!work)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+  int allocated = 0;
+  for (; allocated < threads && !s; allocated++)
+    s = work_alloc (&work[allocated], job->colours, tile_w, tile_h,
+                    job->patch_radius, job->search_radius);
+
+  /* Batches of tiles between progress reports, so cancel answers quickly. */
+  const int batch = 2 * threads;
+  for (int first = 0; first < tiles && !s; first += batch)
+    {
+      int last = first + batch < tiles ? first + batch : tiles;
+#pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
+      for (int t = first; t < last; t++)
+        {
+          int tx = t % tiles_x, ty = t / tiles_x;
+          int x0 = tx * tile_w, y0 = ty * tile_h;
+          int x1 = x0 + tile_w < W ? x0 + tile_w : W, y1 = y0 + tile_h < H ? y0 + tile_h : H;
+          nlmeans_tile (job, &work[omp_get_thread_num ()], x0, x1, y0, y1);
+        }
+      s = cudafx_progress (o, (double) last / tiles);
+    }
+
+  for (int i = 0; i < allocated; i++)
+    work_free (&work[i]);
+  free (work);
+  return s;
+}
+
+/* Robust noise sigma of the colour channels, 0..255 scale (see header). */
+static cudafx_status
+estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, double *sigma)
+{
+  const int W = src->width, H = src->height;
+  *sigma = 0.0;
+  if (W < 3 || H < 3)
+    return CUDAFX_OK;
+  int threads = cudafx_thread_count (o);
+  size_t hist_n, rows_n;
+  if (size_mul ((size_t) threads * colours, NOISE_BINS, &hist_n) ||
+      size_mul ((size_t) threads * 3, W, &rows_n))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
+  uint64_t *hist = calloc (hist_n, sizeof *hist);
+  float *rows = malloc (rows_n * sizeof *rows);
+  cudafx_status s = CUDAFX_OK;
+  if (!hist || !rows)
+    {
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+      goto out;
+    }
+
+#pragma omp parallel num_threads (threads)
+  {
+    int t = omp_get_thread_num ();
+    float *r0 = rows + (size_t) t * 3 * W, *r1 = r0 + W, *r2 = r1 + W;
+#pragma omp for schedule (static)
+    for (int y = 1; y < H - 1; y++)
+      for (int c = 0; c < colours; c++)
+        {
+          uint64_t *hc = hist + ((size_t) t * colours + c) * NOISE_BINS;
+          load_row (src, y - 1, c, 0, W, r0);
+          load_row (src, y, c, 0, W, r1);
+          load_row (src, y + 1, c, 0, W, r2);
+          for (int x = 1; x < W - 1; x++)
+            {
+              /* Immerkaer's mask [1 -2 1; -2 4 -2; 1 -2 1]: the difference of
+               * two Laplacians, blind to linear ramps. */
+              float l = (r0[x - 1] + r0[x + 1] + r2[x - 1] + r2[x + 1])
+                        - 2.0f * (r0[x] + r2[x] + r1[x - 1] + r1[x + 1]) + 4.0f * r1[x];
+              double b = fabs ((double) l) * NOISE_BINS_PER_UNIT + 0.5;
+              hc[b < NOISE_BINS - 1 ? (int) b : NOISE_BINS - 1]++;
+            }
+        }
+  }
+
+  double sum_sq = 0.0;
+  uint64_t count = (uint64_t) (W - 2) * (H - 2);
+  for (int c = 0; c < colours; c++)
+    {
+      /* Median of |l| with linear interpolation inside its bin; bin b
+       * holds [b - 1/2, b + 1/2) / NOISE_BINS_PER_UNIT, so integer
+       * residuals (u8 data) sit at bin centres and all zeros give 0. */
+      double half = count / 2.0, cum = 0.0, median = 0.0;
+      for (int b = 0; b < NOISE_BINS; b++)
+        {
+          double nb = 0.0;
+          for (int t = 0; t < threads; t++)
+            nb += hist[((size_t) t * colours + c) * NOISE_BINS + b];
+          if (cum + nb >= half && nb > 0)
+            {
+              median = fmax (0.0, b - 0.5 + (half - cum) / nb) / NOISE_BINS_PER_UNIT;
+              break;
+            }
+          cum += nb;
+        }
+      /* |l| of white noise sigma: half-normal of scale 6 sigma (the mask's
+       * squared taps sum to 36), median 0.6745 * 6 sigma. */
+      double sc = median / (6.0 * 0.6744897501960817);
+      sum_sq += sc * sc;
+    }
+  *sigma = sqrt (sum_sq / colours);
+
+out:
+  free (hist);
+  free (rows);
+  return s;
+}
+
+/* Parameters for noise sigma: Buades, Coll, Morel, IPOL 2011, tables 1 and 2
+ * (search 35x35 is radius 17). */
+static void
+choose_params (double sigma, int colours, cudafx_nlmeans_info *info)
+{
+  int P, S;
+  double k;
+  if (colours == 1)
+    {
+      if (sigma <= 15)      { P = 1; S = 10; k = 0.40; }
+      else if (sigma <= 30) { P = 2; S = 10; k = 0.40; }
+      else if (sigma <= 45) { P = 3; S = 17; k = 0.35; }
+      else if (sigma <= 75) { P = 4; S = 17; k = 0.35; }
+      else                  { P = 5; S = 17; k = 0.30; }
+    }
+  else
+    {
+      if (sigma <= 25)      { P = 1; S = 10; k = 0.55; }
+      else if (sigma <= 55) { P = 2; S = 17; k = 0.40; }
+      else                  { P = 3; S = 17; k = 0.35; }
+    }
+  double h = k * sigma;
+  info->sigma = sigma;
+  info->h = h < 0.1 ? 0.1 : h > 100 ? 100 : h;
+  info->patch_radius = P;
+  info->search_radius = S;
+}
+
+static int
+colour_channels (const cudafx_image *img)
+{
+  return img->channels - (img->has_alpha ? 1 : 0);
+}
 
 void
 cudafx_nlmeans_params_init (cudafx_nlmeans_params *p)
@@ -11,14 +509,63 @@ cudafx_nlmeans_params_init (cudafx_nlmeans_params *p)
 }
 
 cudafx_status
-cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans_params *p,
-                const cudafx_options *o, cudafx_nlmeans_info *info)
+cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudafx_nlmeans_info *info)
 {
-  return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: not implemented yet");
+  cudafx_status s;
+  double sigma;
+  cudafx_clear_error ();
+  if ((s = cudafx_check_image ("nl-means", "source", src)))
+    return s;
+  if (!info)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: info is NULL");
+  if ((s = estimate_sigma (src, colour_channels (src), o, &sigma)))
+    return s;
+  choose_params (sigma, colour_channels (src), info);
+  return CUDAFX_OK;
 }
 
 cudafx_status
-cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudafx_nlmeans_info *info)
+cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans_params *p,
+                const cudafx_options *o, cudafx_nlmeans_info *info)
 {
-  return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: not implemented yet");
+  cudafx_status s;
+  cudafx_nlmeans_info used;
+  if ((s = cudafx_check_pair ("nl-means", src, dst)))
+    return s;
+  if (!p)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: params is NULL");
+  if ((s = cudafx_check_arg (CUDAFX_FILTER_NLMEANS, "h", p->h)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_NLMEANS, "patch-radius", p->patch_radius)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_NLMEANS, "search-radius", p->search_radius)))
+    return s;
+
+  const int colours = colour_channels (src);
+  double subtract = 0.0;
+  if (p->automatic)
+    {
+      if ((s = cudafx_nlmeans_estimate (src, o, &used)))
+        return s;
+      subtract = used.sigma;
+    }
+  else
+    {
+      /* The estimate is only reported in manual mode: skip it when unseen. */
+      used.sigma = 0.0;
+      if (info && (s = estimate_sigma (src, colours, o, &used.sigma)))
+        return s;
+      used.h = p->h;
+      used.patch_radius = p->patch_radius;
+      used.search_radius = p->search_radius;
+    }
+
+  const double patch = 2.0 * used.patch_radius + 1.0;
+  nlmeans_job job = {
+    src, dst, colours, used.patch_radius, used.search_radius,
+    (float) (1.0 / (colours * patch * patch * used.h * used.h)),
+    (float) (2.0 * subtract * subtract / (used.h * used.h)),
+  };
+  s = cudafx_dispatch ("nl-means", nlmeans_cpu, NULL, &job, o);
+  if (s == CUDAFX_OK && info)
+    *info = used;
+  return s;
 }

@@ -1,0 +1,333 @@
+/* Non-local means: the engine against a brute-force oracle (direct loops over
+ * search window and patch, same formula as core/nlmeans.c's header), the
+ * noise estimator, automatic mode, properties and argument checks. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double
+clamped (const cudafx_image *img, int x, int y, int c)
+{
+  x = x < 0 ? 0 : x >= img->width ? img->width - 1 : x;
+  y = y < 0 ? 0 : y >= img->height ? img->height - 1 : y;
+  return harness_get (img, x, y, c);
+}
+
+/* Expected value (0..255 scale) of channel c at (x, y); s is the sigma
+ * subtracted in the weight (0 in manual mode). */
+static double
+oracle (const cudafx_image *img, int x, int y, int c, double h, int P, int S, double s)
+{
+  int n = img->channels - (img->has_alpha ? 1 : 0);
+  if (c >= n)
+    return harness_get (img, x, y, c);
+  double num = 0, den = 0;
+  for (int dy = -S; dy <= S; dy++)
+    for (int dx = -S; dx <= S; dx++)
+      {
+        double d2 = 0;
+        for (int ky = -P; ky <= P; ky++)
+          for (int kx = -P; kx <= P; kx++)
+            for (int k = 0; k < n; k++)
+              {
+                double a = clamped (img, x + kx, y + ky, k);
+                double b = clamped (img, x + dx + kx, y + dy + ky, k);
+                d2 += (a - b) * (a - b);
+              }
+        d2 /= n * (2.0 * P + 1) * (2.0 * P + 1);
+        double w = exp (-fmax (d2 - 2 * s * s, 0) / (h * h));
+        num += w * clamped (img, x + dx, y + dy, c);
+        den += w;
+      }
+  return num / den;
+}
+
+/* Largest difference (0..255 scale) between dst and the oracle; alpha must
+ * match exactly (counted as infinite otherwise). */
+static double
+oracle_diff (const cudafx_image *src, const cudafx_image *dst, double h, int P, int S, double s)
+{
+  double m = 0;
+  int n = src->channels - (src->has_alpha ? 1 : 0);
+  for (int y = 0; y < src->height; y++)
+    for (int x = 0; x < src->width; x++)
+      for (int c = 0; c < src->channels; c++)
+        {
+          double d = fabs (harness_get (dst, x, y, c) - oracle (src, x, y, c, h, P, S, s));
+          if (c >= n && d != 0)
+            d = INFINITY;
+          if (!(d <= m))
+            m = isnan (d) ? INFINITY : d;
+        }
+  return m;
+}
+
+/* Padding bytes after each row still hold the poison. */
+static int
+padding_intact (const cudafx_image *img)
+{
+  size_t row = (size_t) img->width * img->channels * cudafx_type_size (img->type);
+  for (int y = 0; y < img->height; y++)
+    for (size_t i = row; i < img->stride; i++)
+      if (((const unsigned char *) img->data)[(size_t) y * img->stride + i] != 0xA5)
+        return 0;
+  return 1;
+}
+
+static cudafx_nlmeans_params
+manual (double h, int P, int S)
+{
+  cudafx_nlmeans_params p;
+  cudafx_nlmeans_params_init (&p);
+  p.automatic = 0;
+  p.h = h;
+  p.patch_radius = P;
+  p.search_radius = S;
+  return p;
+}
+
+static const struct { int channels, alpha; } layouts[] = {
+  { 1, 0 }, { 2, 1 }, { 3, 0 }, { 4, 1 }, { 2, 0 }, { 4, 0 },
+};
+static const int threads[] = { 1, 2, 3, 7 };
+
+TEST (nlmeans_matches_oracle)
+{
+  static const struct { int w, h; } sizes[] = { { 17, 13 }, { 1, 1 }, { 1, 9 }, { 9, 1 }, { 13, 7 } };
+  static const struct { double h; int P, S; } params[] = { { 10, 1, 2 }, { 40, 2, 3 }, { 3, 1, 1 } };
+  harness_rng rng = { 12345 };
+  int run = 0;
+  for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+    for (size_t li = 0; li < sizeof layouts / sizeof *layouts; li++)
+      for (int type = 0; type < 2; type++)
+        {
+          const size_t pad = (run % 3) * 4;
+          const int ch = layouts[li].channels, alpha = layouts[li].alpha;
+          const int w = sizes[si].w, hgt = sizes[si].h;
+          const int pi = run % 3;
+          cudafx_image src = harness_image_new (w, hgt, ch, alpha, type, pad);
+          cudafx_image dst = harness_image_new (w, hgt, ch, alpha, type, pad + 4);
+          harness_image_random (&src, &rng);
+          harness_image_poison (&dst);
+          cudafx_nlmeans_params p = manual (params[pi].h, params[pi].P, params[pi].S);
+          cudafx_options o = harness_options ();
+          o.threads = threads[run % 4];
+          cudafx_status s = cudafx_nlmeans (&src, &dst, &p, &o, NULL);
+          CHECK (s == CUDAFX_OK, "status %d: %s", s, cudafx_error_message ());
+          if (s == CUDAFX_OK)
+            {
+              double d = oracle_diff (&src, &dst, p.h, p.patch_radius, p.search_radius, 0);
+              CHECK (d <= 1.0, "%dx%d ch %d alpha %d %s h %g P %d S %d: off by %g", w, hgt, ch,
+                     alpha, type ? "f32" : "u8", p.h, p.patch_radius, p.search_radius, d);
+              CHECK (padding_intact (&dst), "padding written");
+            }
+          harness_image_free (&src);
+          harness_image_free (&dst);
+          run++;
+        }
+}
+
+/* Big enough for several tiles (256 x 64 at most): tile seams and halos. */
+TEST (nlmeans_tiles_match_oracle_and_ignore_thread_count)
+{
+  harness_rng rng = { 777 };
+  for (int type = 0; type < 2; type++)
+    {
+      cudafx_image src = harness_image_new (300, 70, 3, 0, type, 8);
+      cudafx_image ref = harness_image_new (300, 70, 3, 0, type, 0);
+      cudafx_image dst = harness_image_new (300, 70, 3, 0, type, 0);
+      harness_image_random (&src, &rng);
+      /* Smooth content plus noise: weights neither all 1 nor all 0. */
+      for (int y = 0; y < 70; y++)
+        for (int x = 0; x < 300; x++)
+          for (int c = 0; c < 3; c++)
+            harness_set (&src, x, y, c, 128 + 80 * sin (x / 9.0 + c) * cos (y / 7.0)
+                                        + (harness_uniform (&rng) - 0.5) * 40);
+      cudafx_nlmeans_params p = manual (15, 1, 2);
+      for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+        {
+          cudafx_options o = harness_options ();
+          o.threads = threads[t];
+          CHECK (cudafx_nlmeans (&src, t ? &dst : &ref, &p, &o, NULL) == CUDAFX_OK, "%s",
+                 cudafx_error_message ());
+          if (t)
+            CHECK (harness_max_diff (&ref, &dst) == 0, "threads %d differ from 1", threads[t]);
+        }
+      double d = oracle_diff (&src, &ref, p.h, p.patch_radius, p.search_radius, 0);
+      CHECK (d <= 1.0, "%s: off by %g", type ? "f32" : "u8", d);
+      harness_image_free (&src);
+      harness_image_free (&ref);
+      harness_image_free (&dst);
+    }
+}
+
+TEST (nlmeans_constant_image_stays_constant)
+{
+  for (int type = 0; type < 2; type++)
+    for (int automatic = 0; automatic < 2; automatic++)
+      {
+        cudafx_image src = harness_image_new (23, 19, 4, 1, type, 4);
+        cudafx_image dst = harness_image_new (23, 19, 4, 1, type, 4);
+        for (int y = 0; y < 19; y++)
+          for (int x = 0; x < 23; x++)
+            for (int c = 0; c < 4; c++)
+              harness_set (&src, x, y, c, c == 3 ? 200 : 77);
+        cudafx_nlmeans_params p = manual (10, 2, 5);
+        p.automatic = automatic;
+        cudafx_options o = harness_options ();
+        CHECK (cudafx_nlmeans (&src, &dst, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+        CHECK (harness_max_diff (&src, &dst) <= (type ? 1e-3 : 0), "%s auto %d: changed by %g",
+               type ? "f32" : "u8", automatic, harness_max_diff (&src, &dst));
+        harness_image_free (&src);
+        harness_image_free (&dst);
+      }
+}
+
+/* Flat grey 128 plus Gaussian noise of standard deviation sigma (Box-Muller). */
+static void
+fill_noisy_flat (cudafx_image *img, double sigma, harness_rng *rng)
+{
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      for (int c = 0; c < img->channels; c++)
+        {
+          double u = harness_uniform (rng), v = harness_uniform (rng);
+          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          harness_set (img, x, y, c, 128 + sigma * g);
+        }
+}
+
+TEST (nlmeans_estimator)
+{
+  harness_rng rng = { 99 };
+  cudafx_options o = harness_options ();
+  cudafx_nlmeans_info info;
+  for (int type = 0; type < 2; type++)
+    {
+      cudafx_image img = harness_image_new (200, 150, 3, 0, type, 4);
+      fill_noisy_flat (&img, 0, &rng);
+      CHECK (cudafx_nlmeans_estimate (&img, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
+      CHECK (info.sigma < 0.01, "flat image: sigma %g", info.sigma);
+      fill_noisy_flat (&img, 20, &rng);
+      CHECK (cudafx_nlmeans_estimate (&img, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
+      CHECK (fabs (info.sigma - 20) < 1.0, "%s noise 20: sigma %g", type ? "f32" : "u8", info.sigma);
+      CHECK (info.patch_radius == 1 && info.search_radius == 10 && fabs (info.h - 0.55 * info.sigma) < 1e-9,
+             "colour sigma 20: P %d S %d h %g", info.patch_radius, info.search_radius, info.h);
+      harness_image_free (&img);
+    }
+  cudafx_image tiny = harness_image_new (2, 2, 1, 0, CUDAFX_U8, 0);
+  memset (tiny.data, 9, 4);
+  CHECK (cudafx_nlmeans_estimate (&tiny, &o, &info) == CUDAFX_OK && info.sigma == 0, "2x2 image");
+  CHECK (cudafx_nlmeans_estimate (&tiny, &o, NULL) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "info"), "NULL info accepted");
+  harness_image_free (&tiny);
+}
+
+TEST (nlmeans_auto_fills_info_and_matches_oracle)
+{
+  harness_rng rng = { 4242 };
+  static const struct { int channels, alpha, P, S; double k; } cases[] = {
+    { 2, 1, 2, 10, 0.40 }, /* grey, sigma 15..30 */
+    { 3, 0, 1, 10, 0.55 }, /* colour, sigma <= 25 */
+  };
+  for (int i = 0; i < 2; i++)
+    {
+      cudafx_image src = harness_image_new (26, 21, cases[i].channels, cases[i].alpha, CUDAFX_U8, 0);
+      cudafx_image dst = harness_image_new (26, 21, cases[i].channels, cases[i].alpha, CUDAFX_U8, 0);
+      fill_noisy_flat (&src, 20, &rng);
+      cudafx_nlmeans_params p = manual (10, 1, 1);
+      p.automatic = 1;
+      cudafx_nlmeans_info info = { 0 };
+      cudafx_options o = harness_options ();
+      o.threads = 2;
+      CHECK (cudafx_nlmeans (&src, &dst, &p, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
+      CHECK (info.sigma > 15 && info.sigma < 25, "sigma %g", info.sigma);
+      CHECK (info.patch_radius == cases[i].P && info.search_radius == cases[i].S &&
+             fabs (info.h - cases[i].k * info.sigma) < 1e-9,
+             "channels %d: P %d S %d h %g", cases[i].channels, info.patch_radius,
+             info.search_radius, info.h);
+      double d = oracle_diff (&src, &dst, info.h, info.patch_radius, info.search_radius, info.sigma);
+      CHECK (d <= 1.0, "channels %d: off by %g", cases[i].channels, d);
+
+      /* Manual mode reports the estimate and its own parameters. */
+      cudafx_nlmeans_info m = { 0 };
+      p.automatic = 0;
+      CHECK (cudafx_nlmeans (&src, &dst, &p, &o, &m) == CUDAFX_OK, "%s", cudafx_error_message ());
+      CHECK (m.sigma == info.sigma && m.h == 10 && m.patch_radius == 1 && m.search_radius == 1,
+             "manual info: sigma %g h %g P %d S %d", m.sigma, m.h, m.patch_radius, m.search_radius);
+      harness_image_free (&src);
+      harness_image_free (&dst);
+    }
+}
+
+static int
+cancel_at_half (double fraction, void *user_data)
+{
+  double *last = user_data;
+  *last = fraction;
+  return fraction >= 0.5;
+}
+
+static int
+record (double fraction, void *user_data)
+{
+  *(double *) user_data = fraction;
+  return 0;
+}
+
+TEST (nlmeans_progress_and_cancel)
+{
+  harness_rng rng = { 5 };
+  cudafx_image src = harness_image_new (300, 200, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (300, 200, 3, 0, CUDAFX_U8, 0);
+  harness_image_random (&src, &rng);
+  cudafx_nlmeans_params p = manual (10, 1, 1);
+  cudafx_options o = harness_options ();
+  double last = 0;
+  o.threads = 1;
+  o.progress = record;
+  o.user_data = &last;
+  CHECK (cudafx_nlmeans (&src, &dst, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+  CHECK (last == 1.0, "progress ended at %g", last);
+  o.progress = cancel_at_half;
+  CHECK (cudafx_nlmeans (&src, &dst, &p, &o, NULL) == CUDAFX_ERR_CANCELLED, "not cancelled");
+  CHECK (last >= 0.5 && last < 1.0, "cancelled at %g", last);
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
+TEST (nlmeans_rejects_invalid_arguments)
+{
+  cudafx_image src = harness_image_new (8, 8, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (8, 8, 3, 0, CUDAFX_U8, 0);
+  memset (src.data, 50, src.stride * 8);
+  static const struct { double h; int P, S; const char *name; } bad[] = {
+    { 0, 1, 10, "h" }, { 101, 1, 10, "h" }, { NAN, 1, 10, "h" },
+    { 10, 0, 10, "patch-radius" }, { 10, 6, 10, "patch-radius" },
+    { 10, 1, 0, "search-radius" }, { 10, 1, 21, "search-radius" },
+  };
+  cudafx_options o = harness_options ();
+  for (int automatic = 0; automatic < 2; automatic++)
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+      {
+        harness_image_poison (&dst);
+        cudafx_nlmeans_params p = manual (bad[i].h, bad[i].P, bad[i].S);
+        p.automatic = automatic;
+        CHECK (cudafx_nlmeans (&src, &dst, &p, &o, NULL) == CUDAFX_ERR_INVALID_ARG,
+               "%s h %g P %d S %d accepted", bad[i].name, bad[i].h, bad[i].P, bad[i].S);
+        CHECK (strstr (cudafx_error_message (), bad[i].name) != NULL, "message '%s' lacks %s",
+               cudafx_error_message (), bad[i].name);
+        CHECK (((unsigned char *) dst.data)[0] == 0xA5, "dst written on error");
+      }
+  cudafx_nlmeans_params p = manual (10, 1, 1);
+  CHECK (cudafx_nlmeans (&src, &dst, NULL, &o, NULL) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "params"), "NULL params accepted");
+  CHECK (cudafx_nlmeans (NULL, &dst, &p, &o, NULL) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "source"), "NULL source accepted");
+  CHECK (cudafx_nlmeans (&src, &src, &p, &o, NULL) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "overlaps"), "in-place accepted");
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
