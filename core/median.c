@@ -37,7 +37,7 @@
 #include <string.h>
 
 /* Radii up to this use the selection network, larger ones the histogram. */
-#define NETWORK_MAX_RADIUS 4
+#define NETWORK_MAX_RADIUS 3
 #define NETWORK_MAX_WINDOW ((2 * NETWORK_MAX_RADIUS + 1) * (2 * NETWORK_MAX_RADIUS + 1))
 /* Bytes of one array of the network per tile: small enough that all live
  * arrays stay in the L1/L2 cache. */
@@ -737,6 +737,149 @@ out:
   return status;
 }
 
+/* ==== column histograms (u8, square) ======================================= */
+
+/* Perreault and Hébert, "Median filtering in constant time" (IEEE TIP 16(9),
+ * 2007): one histogram per column of the image, kept for the window's height
+ * and moved down one row with one removal and one addition; the window's
+ * coarse histogram (16 bins) slides along x by adding one column's and
+ * subtracting another's, and the fine histogram (16 bins) of a coarse bin is
+ * brought up to date only when the wanted rank falls in that bin. Columns
+ * are processed in strips narrow enough for their histograms to stay in cache. */
+#define STRIP_ELEMENTS 768
+
+typedef struct {
+  const median_job *job;
+  int               rank;
+  int               strip;      /* pixels per strip */
+  uint16_t        **work;       /* per thread: coarse and fine column histograms */
+} columns_ctx;
+
+static void
+columns_rows (void *ctx_, int y0, int y1)
+{
+  const columns_ctx *ctx = ctx_;
+  const cudafx_image *src = ctx->job->src;
+  int w = src->width, h = src->height, c = src->channels, r = ctx->job->p->radius;
+  int cols = (ctx->strip + 2 * r) * c;    /* columns of a strip with its halo */
+  uint16_t *coarse = ctx->work[omp_get_thread_num ()];
+  uint16_t *fine = coarse + (size_t) cols * 16;
+
+  for (int sx = 0; sx < w; sx += ctx->strip)
+    {
+      int sw = w - sx < ctx->strip ? w - sx : ctx->strip;
+      int n_cols = (sw + 2 * r) * c;
+      /* Column j is element (px, ch) with px = sx − r + j / c, clamped. */
+      memset (coarse, 0, (size_t) n_cols * 16 * sizeof *coarse);
+      memset (fine, 0, (size_t) n_cols * 256 * sizeof *fine);
+      for (int dy = -r; dy <= r; dy++)
+        {
+          const uint8_t *row = cudafx_row (src, clamp_int (y0 + dy, 0, h - 1));
+          for (int j = 0; j < n_cols; j++)
+            {
+              uint8_t v = row[clamp_int (sx - r + j / c, 0, w - 1) * c + j % c];
+              coarse[j * 16 + (v >> 4)]++;
+              fine[j * 256 + v]++;
+            }
+        }
+      for (int y = y0; y < y1; y++)
+        {
+          if (y > y0)
+            {
+              const uint8_t *out = cudafx_row (src, clamp_int (y - r - 1, 0, h - 1));
+              const uint8_t *in = cudafx_row (src, clamp_int (y + r, 0, h - 1));
+              for (int j = 0; j < n_cols; j++)
+                {
+                  size_t at = (size_t) clamp_int (sx - r + j / c, 0, w - 1) * c + j % c;
+                  uint8_t vo = out[at], vi = in[at];
+                  coarse[j * 16 + (vo >> 4)]--;
+                  fine[j * 256 + vo]--;
+                  coarse[j * 16 + (vi >> 4)]++;
+                  fine[j * 256 + vi]++;
+                }
+            }
+          uint8_t *drow = cudafx_row (ctx->job->dst, y) + (size_t) sx * c;
+          for (int ch = 0; ch < c; ch++)
+            {
+              uint16_t wc[16] = { 0 }, wf[16][16];
+              int valid[16];
+              for (int b = 0; b < 16; b++)
+                valid[b] = -1;
+              for (int k = 0; k <= 2 * r; k++)
+                for (int b = 0; b < 16; b++)
+                  wc[b] += coarse[(k * c + ch) * 16 + b];
+              for (int x = 0; x < sw; x++)
+                {
+                  /* The window of output x holds columns x .. x + 2r. */
+                  if (x > 0)
+                    {
+                      const uint16_t *add = coarse + ((x + 2 * r) * c + ch) * 16;
+                      const uint16_t *sub = coarse + ((x - 1) * c + ch) * 16;
+                      for (int b = 0; b < 16; b++)
+                        wc[b] += add[b] - sub[b];
+                    }
+                  int b = 0, below = 0;
+                  while (below + wc[b] <= ctx->rank)
+                    below += wc[b++];
+                  uint16_t *f = wf[b];
+                  if (valid[b] < 0 || x - valid[b] > 2 * r)
+                    {
+                      memset (f, 0, sizeof wf[b]);
+                      for (int k = x; k <= x + 2 * r; k++)
+                        {
+                          const uint16_t *col = fine + (size_t) (k * c + ch) * 256 + b * 16;
+                          for (int i = 0; i < 16; i++)
+                            f[i] += col[i];
+                        }
+                    }
+                  else
+                    for (int k = valid[b] + 1; k <= x; k++)
+                      {
+                        const uint16_t *add = fine + (size_t) ((k + 2 * r) * c + ch) * 256 + b * 16;
+                        const uint16_t *sub = fine + (size_t) ((k - 1) * c + ch) * 256 + b * 16;
+                        for (int i = 0; i < 16; i++)
+                          f[i] += add[i] - sub[i];
+                      }
+                  valid[b] = x;
+                  int i = 0;
+                  while (below + f[i] <= ctx->rank)
+                    below += f[i++];
+                  drow[x * c + ch] = (uint8_t) (b * 16 + i);
+                }
+            }
+        }
+    }
+}
+
+static cudafx_status
+median_columns (const median_job *job, const cudafx_options *o)
+{
+  const cudafx_image *src = job->src;
+  int r = job->p->radius, c = src->channels, threads = cudafx_thread_count (o);
+  columns_ctx ctx = { job, window_rank (window_size (r, CUDAFX_SHAPE_SQUARE), job->p->percentile),
+                      0, NULL };
+  ctx.strip = STRIP_ELEMENTS / c - 2 * r;
+  if (ctx.strip < 32)
+    ctx.strip = 32;
+  size_t bytes = (size_t) (ctx.strip + 2 * r) * c * (16 + 256) * sizeof (uint16_t);
+  cudafx_status status = CUDAFX_ERR_NO_MEMORY;
+  ctx.work = calloc (threads, sizeof *ctx.work);
+  if (!ctx.work)
+    goto out;
+  for (int t = 0; t < threads; t++)
+    if (!(ctx.work[t] = malloc (bytes)))
+      goto out;
+  status = cudafx_parallel_rows (src->height, columns_rows, &ctx, o, 0, 1);
+out:
+  if (ctx.work)
+    for (int t = 0; t < threads; t++)
+      free (ctx.work[t]);
+  free (ctx.work);
+  if (status == CUDAFX_ERR_NO_MEMORY)
+    return cudafx_fail (status, "median: out of memory");
+  return status;
+}
+
 /* ==== entry points ========================================================= */
 
 static cudafx_status
@@ -745,6 +888,8 @@ median_cpu (void *job_, const cudafx_options *o)
   const median_job *job = job_;
   if (job->p->radius <= NETWORK_MAX_RADIUS)
     return median_network (job, o);
+  if (job->src->type == CUDAFX_U8 && job->p->shape == CUDAFX_SHAPE_SQUARE)
+    return median_columns (job, o);
   return median_histogram (job, o);
 }
 
