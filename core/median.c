@@ -755,6 +755,35 @@ typedef struct {
   uint16_t        **work;       /* per thread: coarse and fine column histograms */
 } columns_ctx;
 
+/* 16 bins of 16 bits: one AVX2 register, added and subtracted whole. */
+typedef uint16_t bins16 __attribute__ ((vector_size (32)));
+
+static inline bins16
+load_bins (const uint16_t *p)
+{
+  bins16 v;
+  memcpy (&v, p, sizeof v);
+  return v;
+}
+
+/* Adds one source row's values to (delta 1) or removes them from (delta −1)
+ * the histograms of the strip's columns. */
+static void
+columns_update (uint16_t *coarse, uint16_t *fine, const uint8_t *row, int from_px, int n_px,
+                int w, int c, int delta)
+{
+  for (int k = 0; k < n_px; k++)
+    {
+      const uint8_t *px = row + (size_t) clamp_int (from_px + k, 0, w - 1) * c;
+      for (int ch = 0; ch < c; ch++)
+        {
+          int j = k * c + ch;
+          coarse[j * 16 + (px[ch] >> 4)] += delta;
+          fine[j * 256 + px[ch]] += delta;
+        }
+    }
+}
+
 static void
 columns_rows (void *ctx_, int y0, int y1)
 {
@@ -768,82 +797,59 @@ columns_rows (void *ctx_, int y0, int y1)
   for (int sx = 0; sx < w; sx += ctx->strip)
     {
       int sw = w - sx < ctx->strip ? w - sx : ctx->strip;
-      int n_cols = (sw + 2 * r) * c;
-      /* Column j is element (px, ch) with px = sx − r + j / c, clamped. */
-      memset (coarse, 0, (size_t) n_cols * 16 * sizeof *coarse);
-      memset (fine, 0, (size_t) n_cols * 256 * sizeof *fine);
+      int n_px = sw + 2 * r;
+      /* Column k·c + ch holds channel ch of pixel sx − r + k (clamped). */
+      memset (coarse, 0, (size_t) n_px * c * 16 * sizeof *coarse);
+      memset (fine, 0, (size_t) n_px * c * 256 * sizeof *fine);
       for (int dy = -r; dy <= r; dy++)
-        {
-          const uint8_t *row = cudafx_row (src, clamp_int (y0 + dy, 0, h - 1));
-          for (int j = 0; j < n_cols; j++)
-            {
-              uint8_t v = row[clamp_int (sx - r + j / c, 0, w - 1) * c + j % c];
-              coarse[j * 16 + (v >> 4)]++;
-              fine[j * 256 + v]++;
-            }
-        }
+        columns_update (coarse, fine, cudafx_row (src, clamp_int (y0 + dy, 0, h - 1)),
+                        sx - r, n_px, w, c, 1);
       for (int y = y0; y < y1; y++)
         {
           if (y > y0)
             {
-              const uint8_t *out = cudafx_row (src, clamp_int (y - r - 1, 0, h - 1));
-              const uint8_t *in = cudafx_row (src, clamp_int (y + r, 0, h - 1));
-              for (int j = 0; j < n_cols; j++)
-                {
-                  size_t at = (size_t) clamp_int (sx - r + j / c, 0, w - 1) * c + j % c;
-                  uint8_t vo = out[at], vi = in[at];
-                  coarse[j * 16 + (vo >> 4)]--;
-                  fine[j * 256 + vo]--;
-                  coarse[j * 16 + (vi >> 4)]++;
-                  fine[j * 256 + vi]++;
-                }
+              columns_update (coarse, fine, cudafx_row (src, clamp_int (y - r - 1, 0, h - 1)),
+                              sx - r, n_px, w, c, -1);
+              columns_update (coarse, fine, cudafx_row (src, clamp_int (y + r, 0, h - 1)),
+                              sx - r, n_px, w, c, 1);
             }
           uint8_t *drow = cudafx_row (ctx->job->dst, y) + (size_t) sx * c;
           for (int ch = 0; ch < c; ch++)
             {
-              uint16_t wc[16] = { 0 }, wf[16][16];
+              bins16 wc = { 0 }, wf[16];
               int valid[16];
               for (int b = 0; b < 16; b++)
                 valid[b] = -1;
               for (int k = 0; k <= 2 * r; k++)
-                for (int b = 0; b < 16; b++)
-                  wc[b] += coarse[(k * c + ch) * 16 + b];
+                wc += load_bins (coarse + (k * c + ch) * 16);
               for (int x = 0; x < sw; x++)
                 {
                   /* The window of output x holds columns x .. x + 2r. */
                   if (x > 0)
-                    {
-                      const uint16_t *add = coarse + ((x + 2 * r) * c + ch) * 16;
-                      const uint16_t *sub = coarse + ((x - 1) * c + ch) * 16;
-                      for (int b = 0; b < 16; b++)
-                        wc[b] += add[b] - sub[b];
-                    }
+                    wc += load_bins (coarse + ((x + 2 * r) * c + ch) * 16)
+                          - load_bins (coarse + ((x - 1) * c + ch) * 16);
+                  uint16_t counts[16];
+                  memcpy (counts, &wc, sizeof counts);
                   int b = 0, below = 0;
-                  while (below + wc[b] <= ctx->rank)
-                    below += wc[b++];
-                  uint16_t *f = wf[b];
+                  while (below + counts[b] <= ctx->rank)
+                    below += counts[b++];
+                  const uint16_t *fb = fine + ch * 256 + b * 16;
+                  size_t step = (size_t) c * 256;
                   if (valid[b] < 0 || x - valid[b] > 2 * r)
                     {
-                      memset (f, 0, sizeof wf[b]);
+                      bins16 f = { 0 };
                       for (int k = x; k <= x + 2 * r; k++)
-                        {
-                          const uint16_t *col = fine + (size_t) (k * c + ch) * 256 + b * 16;
-                          for (int i = 0; i < 16; i++)
-                            f[i] += col[i];
-                        }
+                        f += load_bins (fb + k * step);
+                      wf[b] = f;
                     }
                   else
                     for (int k = valid[b] + 1; k <= x; k++)
-                      {
-                        const uint16_t *add = fine + (size_t) ((k + 2 * r) * c + ch) * 256 + b * 16;
-                        const uint16_t *sub = fine + (size_t) ((k - 1) * c + ch) * 256 + b * 16;
-                        for (int i = 0; i < 16; i++)
-                          f[i] += add[i] - sub[i];
-                      }
+                      wf[b] += load_bins (fb + (k + 2 * r) * step) - load_bins (fb + (k - 1) * step);
                   valid[b] = x;
+                  memcpy (counts, &wf[b], sizeof counts);
                   int i = 0;
-                  while (below + f[i] <= ctx->rank)
-                    below += f[i++];
+                  while (below + counts[i] <= ctx->rank)
+                    below += counts[i++];
                   drow[x * c + ch] = (uint8_t) (b * 16 + i);
                 }
             }
