@@ -6,7 +6,7 @@
  * then spans |dy| ≤ floor(sqrt(r² − dx²))). Borders replicate the edge pixels.
  * Channels, alpha included, are filtered independently.
  *
- * Two methods, chosen by radius in median_cpu:
+ * Three methods, chosen in median_cpu:
  *
  * - Small radii: a selection network in the spirit of Adams, "Fast median
  *   filters using separable sorting networks" (ACM TOG 40(4), 2021). Each
@@ -20,7 +20,10 @@
  *   compare-exchange a min/max loop over whole arrays of elements, which gcc
  *   vectorises for both u8 and f32.
  *
- * - Larger radii: Huang's sliding window ("A fast two-dimensional median
+ * - Larger radii, u8 square windows: Perreault–Hébert column histograms
+ *   (see columns_rows below), constant time per pixel.
+ *
+ * - Larger radii otherwise (disc, f32): Huang's sliding window ("A fast two-dimensional median
  *   filtering algorithm", IEEE TASSP 1979) with a hierarchical histogram of
  *   16-way levels (Alparone et al.'s two-level 16×16 histogram for u8): per
  *   output, each window row drops one value and gains one (per-row extents
