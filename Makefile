@@ -53,7 +53,7 @@ GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
 endif
 
-.PHONY: all check check-asan check-gpu bench-gpu clean
+.PHONY: all check check-asan check-gpu bench bench-gpu quality clean
 all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI)
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)"
 
@@ -124,6 +124,22 @@ check-asan:
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  LDLIBS="-fsanitize=address,undefined -fopenmp -lm" build-asan/test-unit
 	ASAN_OPTIONS=detect_leaks=1 build-asan/test-unit
+
+# Benchmarks and quality scripts (never part of `make check`): Python with
+# OpenCV and numpy, Debian's python3-opencv on the CPU machine.
+PYTHON3    ?= /usr/bin/python3
+BENCH_ARGS ?=
+
+bench: $(SHLIB)
+	$(PYTHON3) tools/bench.py $(BENCH_ARGS)
+
+# Each tests/quality/*.py in order; all run, the target fails if any did.
+quality: $(SHLIB)
+	@failed=0; for f in $(sort $(wildcard tests/quality/*.py)); do \
+	  echo "== $$f"; $(PYTHON3) $$f || { echo "== $$f FAILED"; failed=$$((failed + 1)); }; \
+	done; \
+	if [ -z "$(wildcard tests/quality/*.py)" ]; then echo "no tests/quality/*.py yet"; fi; \
+	test $$failed -eq 0
 
 clean:
 	rm -rf build build-asan build-gpu
