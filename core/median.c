@@ -33,6 +33,7 @@
  *   original floats, so the result is an exact order statistic.
  */
 #include "engine.h"
+#include "../cuda/cudafx_cuda.h"
 
 #include <math.h>
 #include <omp.h>
@@ -902,6 +903,13 @@ median_cpu (void *job_, const cudafx_options *o)
   return median_histogram (job, o);
 }
 
+static cudafx_status
+median_cuda (void *job_ptr, const cudafx_options *o)
+{
+  const median_job *job = job_ptr;
+  return cudafx_median_cuda (job->src, job->dst, job->p, o);
+}
+
 void
 cudafx_median_params_init (cudafx_median_params *p)
 {
@@ -923,5 +931,5 @@ cudafx_median (const cudafx_image *src, cudafx_image *dst,
       || (s = cudafx_check_arg (CUDAFX_FILTER_MEDIAN, "shape", p->shape)))
     return s;
   median_job job = { src, dst, p };
-  return cudafx_dispatch ("median", median_cpu, NULL, &job, o);
+  return cudafx_dispatch ("median", median_cpu, median_cuda, &job, o);
 }
