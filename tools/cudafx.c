@@ -249,8 +249,8 @@ parse_kernel (const char *command, const cudafx_arg *a, const char *text, double
         {
           char *end;
           if (count == KERNEL_CAPACITY)
-            return usage_error (command, "--%s has more than %d values (at most %dx%d)", a->name,
-                                KERNEL_CAPACITY, CUDAFX_MAX_KERNEL_SIZE, CUDAFX_MAX_KERNEL_SIZE);
+            return usage_error (command, "--%s has more than %d values; the size must be odd, "
+                                "%.0f..%.0f", a->name, KERNEL_CAPACITY, a->min, a->max);
           errno = 0;
           taps[count] = strtod (p, &end);
           if (end == p || errno || !isfinite (taps[count]))
