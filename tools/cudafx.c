@@ -523,7 +523,9 @@ choose_formats (const Babl *file, cli_picture *pic)
 {
   const char *model = babl_get_name (babl_format_get_model (file));
   const char *type = babl_get_name (babl_format_get_type (file, 0));
-  int grey = !babl_format_is_palette (file) && model[0] == 'Y';
+  /* Grey models are Y, Y', Y~ with or without (premultiplied) alpha; the
+   * terminating NUL of a bare "Y" is in strchr's set too. */
+  int grey = !babl_format_is_palette (file) && model[0] == 'Y' && strchr ("'~aA", model[1]);
   int alpha = babl_format_has_alpha (file);
   const Babl *space = babl_format_get_space (file);
   const char *layout = grey ? (alpha ? "Y'A" : "Y'") : (alpha ? "R'G'B'A" : "R'G'B'");
@@ -707,6 +709,8 @@ save_image (const cli_picture *pic, const char *saver, const cli_output *o)
         depth = 16;
       gegl_node_set (save, "bitdepth", depth, NULL);
     }
+  if (pic->image.channels <= 2 && gegl_operation_find_property (saver, "grayscale"))
+    gegl_node_set (save, "grayscale", TRUE, NULL); /* jpg-save writes colour otherwise */
   gegl_node_link (source, save);
   gegl_node_process (save);
   g_object_unref (graph);

@@ -214,5 +214,24 @@ run_ok "16-bit PPM to PNG" convolve --kernel 1 "$tmp/in16.ppm" "$tmp/in16.png" &
 run_ok "16-bit PNG median" median --radius 1 "$tmp/in16.png" "$out" && image_is "$out" "7 5 16 3" "16-bit median"
 run_ok "16-bit PNG quantize" quantize --colors 3 "$tmp/in16.png" "$out" && image_is "$out" "7 5 16 3" "16-bit quantize"
 
+echo "-- alpha is kept"
+# make_png FILE W H CHANNELS: a random 8-bit PNG (grey+alpha or RGBA here).
+make_png() {
+  "$py" - "$@" <<'EOF'
+import os, struct, sys, zlib
+path, w, h, ch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rows = b''.join(b'\0' + os.urandom(w * ch) for _ in range(h))
+def chunk(kind, body):
+    return struct.pack('>I', len(body)) + kind + body + struct.pack('>I', zlib.crc32(kind + body) & 0xffffffff)
+color = {1: 0, 2: 4, 3: 2, 4: 6}[ch]
+open(path, 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, color, 0, 0, 0))
+                      + chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
+EOF
+}
+make_png "$tmp/rgba.png" 6 5 4 && make_png "$tmp/greya.png" 6 5 2
+run_ok "median RGBA" median --radius 1 "$tmp/rgba.png" "$out" && image_is "$out" "6 5 8 4" "median RGBA"
+run_ok "convolve grey+alpha" convolve --preset blur-3x3 "$tmp/greya.png" "$out" && image_is "$out" "6 5 8 2" "convolve grey+alpha"
+run_ok "quantize RGBA" quantize --colors 2 "$tmp/rgba.png" "$out" && image_is "$out" "6 5 8 4" "quantize RGBA"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
