@@ -46,6 +46,6 @@ echo "install-deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 # shellcheck disable=SC2086
-$sudo apt-get install -y -qq --no-install-recommends $missing
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 have_everything || { echo "install-deps: still missing something after apt-get: $needs" >&2; exit 1; }
 echo "install-deps: done"
