@@ -143,3 +143,17 @@ quality: $(SHLIB)
 
 clean:
 	rm -rf build build-asan build-gpu
+
+# The main job on a fresh Debian machine: dependencies, build, and the four
+# filters through the CLI on tests/data/astronaut.png, results in out/.
+DEMO_IN := tests/data/astronaut.png
+.PHONY: demo
+demo:
+	bash tools/install-deps.sh
+	$(MAKE) --no-print-directory all
+	@mkdir -p out
+	$(BUILD)/cudafx median --radius 3 --json $(DEMO_IN) out/median.png
+	$(BUILD)/cudafx nl-means --json $(DEMO_IN) out/nl-means.png
+	$(BUILD)/cudafx quantize --colors 16 --palette-out out/quantize.gpl --json $(DEMO_IN) out/quantize.png
+	$(BUILD)/cudafx convolve --preset sharpen-5x5 --json $(DEMO_IN) out/convolve.png
+	@echo "demo: results in out/ (median.png nl-means.png quantize.png quantize.gpl convolve.png)"

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# Tests of the cudafx command-line tool (tools/cudafx.c): usage errors exit 2
+# and name the option, runtime errors exit 1, neither creates OUT nor touches
+# an existing one; each filter runs on the test images and writes a valid
+# image of the same size and depth; --json and --palette-out write what they
+# promise. Ends with "N passed, N failed". Usage: tests/unit/cli.sh BUILD/cudafx
+set -u
+cli=${1:?usage: tests/unit/cli.sh BUILD/cudafx}
+cli=$(cd "$(dirname "$cli")" && pwd)/$(basename "$cli")
+cd "$(dirname "$0")/../.."
+data=tests/data
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect STATUS PATTERN ARGS...: cudafx ARGS exits STATUS, stderr names
+# PATTERN (fixed string), and neither $tmp/out.png nor a temporary file appears.
+expect() {
+  local want=$1 pattern=$2; shift 2
+  rm -f "$tmp/out.png"
+  "$cli" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    bad "cudafx $* exited $rc, expected $want: $(tail -n 3 "$tmp/stderr")"
+  elif ! grep -qF -- "$pattern" "$tmp/stderr"; then
+    bad "cudafx $*: stderr does not mention '$pattern': $(cat "$tmp/stderr")"
+  elif [ -e "$tmp/out.png" ] || ls -A "$tmp" | grep -q '^\.cudafx-'; then
+    bad "cudafx $*: output or temporary file left behind"
+  else
+    ok
+  fi
+}
+
+# png_info FILE: "WIDTH HEIGHT BITDEPTH CHANNELS" of a PNG whose chunks all
+# check out and whose pixel data inflates to the right size; fails otherwise.
+png_info() {
+  "$py" - "$1" <<'EOF'
+import struct, sys, zlib
+d = open(sys.argv[1], 'rb').read()
+assert d[:8] == b'\x89PNG\r\n\x1a\n', 'not a PNG'
+pos, idat, ihdr = 8, b'', None
+while pos < len(d):
+    n, = struct.unpack('>I', d[pos:pos + 4])
+    kind, body = d[pos + 4:pos + 8], d[pos + 8:pos + 8 + n]
+    crc, = struct.unpack('>I', d[pos + 8 + n:pos + 12 + n])
+    assert zlib.crc32(kind + body) & 0xffffffff == crc, 'bad CRC'
+    if kind == b'IHDR':
+        ihdr = body
+    elif kind == b'IDAT':
+        idat += body
+    pos += 12 + n
+    if kind == b'IEND':
+        break
+w, h, depth, color, _, _, interlace = struct.unpack('>IIBBBBB', ihdr)
+ch = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[color]
+raw = zlib.decompress(idat)
+assert interlace or len(raw) == h * (1 + (w * ch * depth + 7) // 8), 'short pixel data'
+print(w, h, depth, ch)
+EOF
+}
+
+# image_is FILE "W H DEPTH CHANNELS" WHAT
+image_is() {
+  local got
+  got=$(png_info "$1" 2>/dev/null)
+  if [ "$got" = "$2" ]; then ok; else bad "$3: $1 is '${got:-not a valid PNG}', expected '$2'"; fi
+}
+
+# run_ok WHAT ARGS...: cudafx ARGS succeeds (stdout kept in $tmp/stdout).
+run_ok() {
+  local what=$1; shift
+  if "$cli" "$@" >"$tmp/stdout" 2>"$tmp/stderr"; then
+    ok; return 0
+  fi
+  bad "$what: cudafx $* failed: $(tail -n 3 "$tmp/stderr")"
+  return 1
+}
+
+# json_ok WHAT PYTHON-EXPR: stdout is one JSON object j for which EXPR holds.
+json_ok() {
+  if "$py" -c "import json, sys; j = json.load(sys.stdin); sys.exit(0 if ($2) else 1)" <"$tmp/stdout" 2>/dev/null
+  then ok; else bad "$1: JSON check '$2' failed on: $(cat "$tmp/stdout")"; fi
+}
+
+grey=$data/camera.png   # 512x512 grey, 8-bit
+rgb=$data/chelsea.png   # 451x300 RGB, 8-bit
+out=$tmp/out.png
+
+echo "-- usage errors: exit 2, the message names the problem, OUT not created"
+expect 2 "Usage"
+expect 2 "unknown command 'blur'" blur "$rgb" "$out"
+expect 2 "--frobnicate" median --frobnicate "$rgb" "$out"
+expect 2 "-x" median -x "$rgb" "$out"
+expect 2 "--radius needs a value" median "$rgb" "$out" --radius
+expect 2 "--radius 'abc' is not an integer" median --radius abc "$rgb" "$out"
+expect 2 "--radius '2.5' is not an integer" median --radius 2.5 "$rgb" "$out"
+expect 2 "--radius 0 is out of range 1..100" median --radius 0 "$rgb" "$out"
+expect 2 "--radius 101 is out of range 1..100" median --radius 101 "$rgb" "$out"
+expect 2 "--percentile 'x' is not a number" median --percentile x "$rgb" "$out"
+expect 2 "--percentile 100.5 is out of range 0..100" median --percentile 100.5 "$rgb" "$out"
+expect 2 "--shape 'star' is not one of square, circle" median --shape star "$rgb" "$out"
+expect 2 "--h 0 is out of range 0.1..100" nl-means --h 0 "$rgb" "$out"
+expect 2 "--patch-radius 6 is out of range 1..5" nl-means --patch-radius 6 "$rgb" "$out"
+expect 2 "--search-radius 21 is out of range 1..20" nl-means --search-radius 21 "$rgb" "$out"
+expect 2 "--auto cannot be combined" nl-means --auto --h 5 "$rgb" "$out"
+expect 2 "--colors 1 is out of range 2..256" quantize --colors 1 "$rgb" "$out"
+expect 2 "--colors 257 is out of range 2..256" quantize --colors 257 "$rgb" "$out"
+expect 2 "--dither 'ordered' is not one of" quantize --dither ordered "$rgb" "$out"
+expect 2 "--seed -1 is out of range" quantize --seed -1 "$rgb" "$out"
+expect 2 "--palette-out" median --palette-out "$tmp/p.gpl" "$rgb" "$out"
+expect 2 "--kernel is 2x2; the size must be odd" convolve --kernel "1,2;3,4" "$rgb" "$out"
+expect 2 "--kernel: value 2 of row 1 is not a number" convolve --kernel "1,x,1;1,1,1;1,1,1" "$rgb" "$out"
+expect 2 "--kernel must be square" convolve --kernel "1,2,3;4,5,6" "$rgb" "$out"
+expect 2 "--kernel must be square" convolve --kernel "1,2,3;4,5;6,7,8" "$rgb" "$out"
+expect 2 "the size must be odd, 1..31" convolve --kernel "$("$py" -c "print(';'.join([','.join(['1'] * 33)] * 33))")" "$rgb" "$out"
+expect 2 "--kernel cannot be combined with --preset gaussian" convolve --preset gaussian --kernel 1 "$rgb" "$out"
+expect 2 "--preset 'emboss' is not one of" convolve --preset emboss "$rgb" "$out"
+expect 2 "--border 'reflect' is not one of clamp, mirror, wrap, black" convolve --border reflect "$rgb" "$out"
+expect 2 "--sigma 51 is out of range 0.1..50" convolve --sigma 51 "$rgb" "$out"
+expect 2 "--offset -256 is out of range -255..255" convolve --offset -256 "$rgb" "$out"
+expect 2 "--backend 'gpu' is not one of auto, cpu, cuda" median --backend gpu "$rgb" "$out"
+expect 2 "--threads -1 is out of range" median --threads -1 "$rgb" "$out"
+expect 2 "--json takes no value" median --json=yes "$rgb" "$out"
+expect 2 "missing OUT" median "$rgb"
+expect 2 "missing IN and OUT" median --radius 2
+expect 2 "unexpected argument" median "$rgb" "$out" "$tmp/third.png"
+expect 2 "no saver" median "$rgb" "$tmp/out.unknown-format"
+[ -e "$tmp/out.unknown-format" ] && bad "an output with an unknown extension was created" || ok
+expect 2 "unknown argument" info --verbose
+
+echo "-- runtime errors: exit 1, OUT not created, an existing OUT left intact"
+expect 1 "cannot read '$tmp/missing.png'" median "$tmp/missing.png" "$out"
+echo "not an image" >"$tmp/text.png"
+expect 1 "cannot load '$tmp/text.png'" median "$tmp/text.png" "$out"
+expect 1 "is a directory" median "$tmp" "$out"
+expect 1 "cannot write '$tmp/no/such/dir/out.png'" median --radius 1 "$rgb" "$tmp/no/such/dir/out.png"
+expect 1 "cannot write '$tmp/text.png/out.png'" median --radius 1 "$rgb" "$tmp/text.png/out.png"
+echo "precious" >"$tmp/keep.png"
+for args in "median $tmp/missing.png" "median --radius 0 $rgb" "median $tmp/text.png"; do
+  # shellcheck disable=SC2086
+  "$cli" $args "$tmp/keep.png" 2>/dev/null
+  if [ "$(cat "$tmp/keep.png")" = "precious" ]; then ok; else bad "cudafx $args changed an existing OUT"; fi
+done
+
+echo "-- help and info"
+for cmd in "" median nl-means quantize convolve info; do
+  # shellcheck disable=SC2086
+  if "$cli" $cmd --help >"$tmp/help" 2>&1 && grep -q "Usage: cudafx" "$tmp/help"; then ok
+  else bad "cudafx $cmd --help"; fi
+done
+"$cli" median --radius 999 --help >/dev/null 2>&1 && ok || bad "--help after a bad option does not win"
+missing=""
+for opt in radius percentile shape backend threads json help; do
+  "$cli" median --help | grep -q -- "--$opt" || missing="$missing --$opt"
+done
+"$cli" median --help | tr -s '\n ' '  ' | grep -q "Integer 1..100, default 3." || missing="$missing (radius range)"
+for opt in auto no-auto h patch-radius search-radius; do
+  "$cli" nl-means --help | grep -q -- "--$opt" || missing="$missing --$opt"
+done
+for opt in colors color-space dither max-iterations seed palette-out; do
+  "$cli" quantize --help | grep -q -- "--$opt" || missing="$missing --$opt"
+done
+for opt in preset kernel sigma divisor offset border; do
+  "$cli" convolve --help | grep -q -- "--$opt" || missing="$missing --$opt"
+done
+[ -z "$missing" ] && ok || bad "--help does not list:$missing"
+run_ok "info" info && grep -q "^cudafx " "$tmp/stdout" && ok || bad "info prints no version"
+run_ok "info --json" info --json && json_ok "info --json" "'version' in j and 'backends' in j"
+
+echo "-- each filter writes an image of the input's size, layout and depth"
+run_ok "median" median --radius 2 "$rgb" "$out" && image_is "$out" "451 300 8 3" "median RGB"
+run_ok "median grey circle" median --radius 1 --shape circle --percentile 25 --threads 1 "$grey" "$out" &&
+  image_is "$out" "512 512 8 1" "median grey"
+run_ok "nl-means manual" nl-means --h 12 --patch-radius 1 --search-radius 3 --json "$rgb" "$out" &&
+  image_is "$out" "451 300 8 3" "nl-means" &&
+  json_ok "nl-means --json" "j['filter'] == 'nl-means' and j['auto'] is False and j['h'] == 12 and j['search_radius'] == 3"
+run_ok "nl-means auto" nl-means --json "$grey" "$out" && image_is "$out" "512 512 8 1" "nl-means auto" &&
+  json_ok "nl-means auto --json" "j['auto'] is True and j['sigma'] >= 0 and 1 <= j['patch_radius'] <= 5 and 1 <= j['search_radius'] <= 20 and j['h'] > 0"
+run_ok "quantize" quantize --colors 8 --seed 3 --palette-out "$tmp/pal.gpl" --json "$rgb" "$out" &&
+  image_is "$out" "451 300 8 3" "quantize" &&
+  json_ok "quantize --json" "j['filter'] == 'quantize' and 2 <= len(j['palette']) <= 8 and all(len(c) == 3 for c in j['palette']) and j['iterations'] >= 1"
+if [ -f "$tmp/pal.gpl" ] && "$py" - "$tmp/pal.gpl" "$tmp/stdout" <<'EOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines[0] == 'GIMP Palette' and lines[1].startswith('Name: ') and lines[2].startswith('Columns: ')
+assert lines[3] == '#'
+colors = [tuple(int(v) for v in l.split('\t')[0].split()) for l in lines[4:]]
+assert all(len(c) == 3 and all(0 <= v <= 255 for v in c) for c in colors)
+palette = json.load(open(sys.argv[2]))['palette']
+assert colors == [tuple(min(255, max(0, round(v))) for v in c) for c in palette]
+EOF
+then ok; else bad "--palette-out did not write a GIMP palette matching the JSON palette"; fi
+run_ok "quantize dither" quantize --colors 4 --dither floyd-steinberg --color-space rgb "$grey" "$out" &&
+  image_is "$out" "512 512 8 1" "quantize grey"
+run_ok "convolve gaussian" convolve --sigma 1 --json "$rgb" "$out" && image_is "$out" "451 300 8 3" "convolve" &&
+  json_ok "convolve --json" "set(j) >= {'filter', 'backend', 'device', 'width', 'height', 'ms'} and (j['width'], j['height']) == (451, 300) and j['backend'] in ('cpu', 'cuda')"
+run_ok "convolve kernel" convolve --kernel "0,-1,0; -1,5,-1; 0,-1,0" --divisor 1 --offset 10 --border wrap "$grey" "$out" &&
+  image_is "$out" "512 512 8 1" "convolve custom"
+run_ok "convolve sobel" convolve --preset=sobel-horizontal --border=black --backend=cpu "$rgb" "$out" &&
+  image_is "$out" "451 300 8 3" "convolve sobel"
+ls -A "$tmp" | grep -q '^\.cudafx-' && bad "temporary files left behind after successful runs" || ok
+
+echo "-- 16-bit input keeps 16 bits"
+# A 7x5 16-bit PPM of random samples; through the identity kernel it must
+# come out as a 16-bit PNG, and a 16-bit PNG through a filter stays 16-bit.
+{ printf 'P6\n7 5\n65535\n'; head -c $((7 * 5 * 3 * 2)) /dev/urandom; } >"$tmp/in16.ppm"
+run_ok "16-bit PPM to PNG" convolve --kernel 1 "$tmp/in16.ppm" "$tmp/in16.png" &&
+  image_is "$tmp/in16.png" "7 5 16 3" "16-bit PPM to PNG"
+run_ok "16-bit PNG median" median --radius 1 "$tmp/in16.png" "$out" && image_is "$out" "7 5 16 3" "16-bit median"
+run_ok "16-bit PNG quantize" quantize --colors 3 "$tmp/in16.png" "$out" && image_is "$out" "7 5 16 3" "16-bit quantize"
+
+echo "-- alpha is kept"
+# make_png FILE W H CHANNELS: a random 8-bit PNG (grey+alpha or RGBA here).
+make_png() {
+  "$py" - "$@" <<'EOF'
+import os, struct, sys, zlib
+path, w, h, ch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rows = b''.join(b'\0' + os.urandom(w * ch) for _ in range(h))
+def chunk(kind, body):
+    return struct.pack('>I', len(body)) + kind + body + struct.pack('>I', zlib.crc32(kind + body) & 0xffffffff)
+color = {1: 0, 2: 4, 3: 2, 4: 6}[ch]
+open(path, 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, color, 0, 0, 0))
+                      + chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
+EOF
+}
+make_png "$tmp/rgba.png" 6 5 4 && make_png "$tmp/greya.png" 6 5 2
+run_ok "median RGBA" median --radius 1 "$tmp/rgba.png" "$out" && image_is "$out" "6 5 8 4" "median RGBA"
+run_ok "convolve grey+alpha" convolve --preset blur-3x3 "$tmp/greya.png" "$out" && image_is "$out" "6 5 8 2" "convolve grey+alpha"
+run_ok "quantize RGBA" quantize --colors 2 "$tmp/rgba.png" "$out" && image_is "$out" "6 5 8 4" "quantize RGBA"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,1031 @@
+/* cudafx — the command-line host of the engine.
+ *
+ *   cudafx FILTER [OPTIONS] IN OUT     (median, nl-means, quantize, convolve)
+ *   cudafx info
+ *
+ * Options, their ranges, defaults and --help text come from the engine's
+ * argument table (cudafx_filters in core/params.c), so the CLI, the GIMP
+ * procedures and the engine's validation agree by construction. Out-of-range
+ * or malformed options are usage errors (exit 2) caught before any file is
+ * touched; failures while reading, computing or writing are runtime errors
+ * (exit 1). Images go through GEGL (any format it loads and saves); OUT is
+ * written to a temporary file in its directory and renamed into place, so it
+ * is never left half-written. Like G'MIC-qt's "none" host, this file only
+ * fetches pixels, runs the engine and posts the result.
+ */
+#include "../core/cudafx.h"
+
+#include <gegl.h>
+#include <operation/gegl-operation-handlers.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* Enough for every filter's table (checked when parsing starts). */
+#define CLI_MAX_ARGS    16
+#define CLI_MAX_THREADS 1024
+#define KERNEL_CAPACITY (CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE)
+
+/* ---- the command line ------------------------------------------------------ */
+
+typedef struct {
+  const cudafx_filter_desc *filter;
+  int         filter_index;
+  double      values[CLI_MAX_ARGS]; /* by table index; the table's defaults until given */
+  int         given[CLI_MAX_ARGS];
+  double      kernel[KERNEL_CAPACITY];
+  int         kernel_size;          /* 0 unless --kernel was given */
+  int         threads;
+  int         json;
+  const char *palette_out;
+  const char *in, *out;
+} cli_command;
+
+/* Options the CLI adds to the table's arguments, for --help. */
+typedef struct {
+  const char *name;
+  const char *metavar;     /* NULL for flags */
+  const char *blurb;
+  int         only_filter; /* -1: every filter */
+} cli_option;
+
+static const cli_option cli_options[] = {
+  { "palette-out", "FILE.gpl", "Also write the palette as a GIMP palette file.",
+    CUDAFX_FILTER_QUANTIZE },
+  { "threads", "N", "CPU threads; 0 uses all cores. Integer 0..1024, default 0.", -1 },
+  { "json", NULL, "Print one JSON object describing the run on stdout.", -1 },
+  { "help", NULL, "Show this help and exit.", -1 },
+};
+
+/* What the CLI makes of some arguments, beyond the table's blurbs. */
+static const char *const filter_notes[CUDAFX_N_FILTERS] = {
+  [CUDAFX_FILTER_NLMEANS] =
+    "Automatic mode is the default. Giving --h, --patch-radius or --search-radius\n"
+    "selects manual mode (those not given keep their defaults), as does --no-auto;\n"
+    "--auto together with any of them is an error.\n",
+  [CUDAFX_FILTER_CONVOLVE] =
+    "--kernel implies --preset custom; --preset custom without --kernel uses the\n"
+    "3x3 identity. Example: --kernel \"0,-1,0;-1,5,-1;0,-1,0\" sharpens.\n",
+};
+
+static int
+usage_error (const char *command, const char *fmt, ...)
+{
+  va_list ap;
+  fprintf (stderr, "cudafx%s%s: ", command ? " " : "", command ? command : "");
+  va_start (ap, fmt);
+  vfprintf (stderr, fmt, ap);
+  va_end (ap);
+  fprintf (stderr, "\nTry 'cudafx%s%s --help'.\n", command ? " " : "", command ? command : "");
+  return EXIT_USAGE;
+}
+
+static int
+runtime_error (const char *fmt, ...)
+{
+  va_list ap;
+  fputs ("cudafx: ", stderr);
+  va_start (ap, fmt);
+  vfprintf (stderr, fmt, ap);
+  va_end (ap);
+  fputc ('\n', stderr);
+  return EXIT_RUNTIME;
+}
+
+/* ---- help -------------------------------------------------------------------- */
+
+/* Prints text word-wrapped to 79 columns, every line indented. */
+static void
+print_wrapped (int indent, const char *text)
+{
+  const int width = 79;
+  int column = 0;
+
+  while (*text)
+    {
+      size_t word = strcspn (text, " ");
+      /* Count UTF-8 characters, not bytes, for the column. */
+      int chars = 0;
+      for (size_t i = 0; i < word; i++)
+        chars += ((unsigned char) text[i] & 0xC0) != 0x80;
+      if (column > indent && column + 1 + chars > width)
+        {
+          putchar ('\n');
+          column = 0;
+        }
+      if (column == 0)
+        column = printf ("%*s", indent, "");
+      else
+        column += printf (" ");
+      fwrite (text, 1, word, stdout);
+      column += chars;
+      text += word;
+      while (*text == ' ')
+        text++;
+    }
+  putchar ('\n');
+}
+
+/* The argument's blurb followed by its range and default, as one paragraph. */
+static void
+print_arg_help (const cudafx_arg *a)
+{
+  GString *s = g_string_new (a->blurb);
+  switch (a->type)
+    {
+    case CUDAFX_ARG_INT:
+      g_string_append_printf (s, ". Integer %.0f..%.0f, default %.0f.", a->min, a->max, a->def);
+      break;
+    case CUDAFX_ARG_DOUBLE:
+      g_string_append_printf (s, ". Number %g..%g, default %g.", a->min, a->max, a->def);
+      break;
+    case CUDAFX_ARG_BOOLEAN:
+      g_string_append_printf (s, ". Default %s.", a->def ? "on" : "off");
+      break;
+    case CUDAFX_ARG_CHOICE:
+      g_string_append (s, ". One of");
+      for (int i = 0; i < a->n_choices; i++)
+        g_string_append_printf (s, "%s %s", i ? "," : "", a->choices[i].nick);
+      g_string_append_printf (s, "; default %s.", a->choices[(int) a->def].nick);
+      break;
+    case CUDAFX_ARG_DOUBLE_ARRAY:
+      g_string_append (s, ". Rows are separated by ';', values by ','.");
+      break;
+    }
+  print_wrapped (6, s->str);
+  g_string_free (s, TRUE);
+}
+
+static void
+print_filter_help (const cudafx_filter_desc *filter, int index)
+{
+  printf ("Usage: cudafx %s [OPTIONS] IN OUT\n\n%s.\n", filter->name, filter->blurb);
+  print_wrapped (0, filter->help);
+  putchar ('\n');
+  printf ("IN and OUT are image files GEGL can load and save (PNG, JPEG, TIFF, PPM,\n"
+          "EXR, WebP...); OUT keeps IN's bit depth where its format allows.\n\nOptions:\n");
+  for (int i = 0; i < filter->n_args; i++)
+    {
+      const cudafx_arg *a = &filter->args[i];
+      switch (a->type)
+        {
+        case CUDAFX_ARG_INT:          printf ("  --%s N\n", a->name); break;
+        case CUDAFX_ARG_DOUBLE:       printf ("  --%s X\n", a->name); break;
+        case CUDAFX_ARG_BOOLEAN:      printf ("  --%s, --no-%s\n", a->name, a->name); break;
+        case CUDAFX_ARG_CHOICE:       printf ("  --%s NAME\n", a->name); break;
+        case CUDAFX_ARG_DOUBLE_ARRAY: printf ("  --%s \"a,b,c;d,e,f;g,h,i\"\n", a->name); break;
+        }
+      print_arg_help (a);
+    }
+  for (size_t i = 0; i < sizeof cli_options / sizeof cli_options[0]; i++)
+    {
+      const cli_option *c = &cli_options[i];
+      if (c->only_filter >= 0 && c->only_filter != index)
+        continue;
+      printf ("  --%s%s%s\n", c->name, c->metavar ? " " : "", c->metavar ? c->metavar : "");
+      print_wrapped (6, c->blurb);
+    }
+  if (filter_notes[index])
+    printf ("\n%s", filter_notes[index]);
+}
+
+static void
+print_main_help (void)
+{
+  printf ("Usage: cudafx COMMAND [OPTIONS] IN OUT\n\n"
+          "GPU-accelerated image filters (CUDA, with a multithreaded CPU fallback).\n\n"
+          "Commands:\n");
+  for (int i = 0; i < CUDAFX_N_FILTERS; i++)
+    printf ("  %-10s %s\n", cudafx_filters[i].name, cudafx_filters[i].blurb);
+  printf ("  %-10s %s\n\n", "info", "Show the version, the backends and the CUDA device");
+  printf ("Common options: --backend auto|cpu|cuda  --threads N  --json  --help\n"
+          "'cudafx COMMAND --help' lists a command's options with ranges and defaults.\n\n"
+          "Environment: CUDAFX_BACKEND=cpu|cuda overrides --backend auto.\n"
+          "Exit status: 0 success, 1 runtime error (input, output, engine),\n"
+          "2 usage error (unknown or out-of-range option).\n");
+}
+
+/* ---- option parsing ----------------------------------------------------------- */
+
+/* Whole-string number; integers must be whole. Returns 1 when it parses. */
+static int
+parse_number (const char *text, int integer, double *value)
+{
+  char *end;
+  errno = 0;
+  if (integer)
+    {
+      long long v = strtoll (text, &end, 10);
+      *value = (double) v;
+    }
+  else
+    *value = strtod (text, &end);
+  while (end != text && (*end == ' ' || *end == '\t'))
+    end++;
+  return end != text && *end == '\0' && errno == 0 && isfinite (*value);
+}
+
+/* "a,b,c;d,e,f;g,h,i" into taps; n must be odd within the table's range. */
+static int
+parse_kernel (const char *command, const cudafx_arg *a, const char *text, double *taps, int *size)
+{
+  int rows = 0, n = 0, count = 0;
+  const char *p = text;
+
+  for (;;)
+    {
+      int in_row = 0;
+      rows++;
+      for (;;)
+        {
+          char *end;
+          if (count == KERNEL_CAPACITY)
+            return usage_error (command, "--%s has more than %d values; the size must be odd, "
+                                "%.0f..%.0f", a->name, KERNEL_CAPACITY, a->min, a->max);
+          errno = 0;
+          taps[count] = strtod (p, &end);
+          if (end == p || errno || !isfinite (taps[count]))
+            return usage_error (command, "--%s: value %d of row %d is not a number (near '%.20s')",
+                                a->name, in_row + 1, rows, p);
+          count++, in_row++;
+          p = end;
+          while (*p == ' ' || *p == '\t' || *p == '\n')
+            p++;
+          if (*p != ',')
+            break;
+          p++;
+        }
+      if (rows == 1)
+        n = in_row;
+      else if (in_row != n)
+        return usage_error (command, "--%s must be square: row %d has %d values, row 1 has %d",
+                            a->name, rows, in_row, n);
+      if (*p == '\0')
+        break;
+      if (*p != ';')
+        return usage_error (command, "--%s: unexpected '%c' after value %d of row %d", a->name, *p,
+                            in_row, rows);
+      p++;
+    }
+  if (rows != n)
+    return usage_error (command, "--%s must be square: %d rows of %d values", a->name, rows, n);
+  if (n % 2 == 0 || n < a->min || n > a->max)
+    return usage_error (command, "--%s is %dx%d; the size must be odd, %.0f..%.0f", a->name, n, n,
+                        a->min, a->max);
+  *size = n;
+  return 0;
+}
+
+/* Converts and range-checks the text of --NAME for table argument a. */
+static int
+parse_arg_value (cli_command *c, const cudafx_arg *a, const char *text)
+{
+  const char *command = c->filter->name;
+  int index = (int) (a - c->filter->args);
+  double v;
+
+  switch (a->type)
+    {
+    case CUDAFX_ARG_INT:
+    case CUDAFX_ARG_DOUBLE:
+      if (!parse_number (text, a->type == CUDAFX_ARG_INT, &v))
+        return usage_error (command, "--%s '%s' is not %s", a->name, text,
+                            a->type == CUDAFX_ARG_INT ? "an integer" : "a number");
+      if (!(v >= a->min && v <= a->max))
+        {
+          if (a->type == CUDAFX_ARG_INT)
+            return usage_error (command, "--%s %s is out of range %.0f..%.0f", a->name, text,
+                                a->min, a->max);
+          return usage_error (command, "--%s %s is out of range %g..%g", a->name, text, a->min,
+                              a->max);
+        }
+      break;
+    case CUDAFX_ARG_CHOICE:
+      v = cudafx_choice_find (a, text);
+      if (v < 0)
+        {
+          fprintf (stderr, "cudafx %s: --%s '%s' is not one of", command, a->name, text);
+          for (int i = 0; i < a->n_choices; i++)
+            fprintf (stderr, "%s %s", i ? "," : "", a->choices[i].nick);
+          fprintf (stderr, "\nTry 'cudafx %s --help'.\n", command);
+          return EXIT_USAGE;
+        }
+      break;
+    case CUDAFX_ARG_DOUBLE_ARRAY:
+      {
+        int status = parse_kernel (command, a, text, c->kernel, &c->kernel_size);
+        if (status)
+          return status;
+        v = c->kernel_size;
+      }
+      break;
+    case CUDAFX_ARG_BOOLEAN:
+    default:
+      abort (); /* flags take no value: handled by the caller */
+    }
+  c->values[index] = v;
+  c->given[index] = 1;
+  return 0;
+}
+
+static int
+arg_index (const cli_command *c, const char *name)
+{
+  const cudafx_arg *a = cudafx_arg_find (c->filter, name);
+  if (!a)
+    abort (); /* the CLI misspelt a table name: a programming error */
+  return (int) (a - c->filter->args);
+}
+
+static double
+arg_value (const cli_command *c, const char *name)
+{
+  return c->values[arg_index (c, name)];
+}
+
+static int
+arg_given (const cli_command *c, const char *name)
+{
+  return c->given[arg_index (c, name)];
+}
+
+/* The rules between arguments that the table cannot say. */
+static int
+check_combinations (cli_command *c)
+{
+  const char *command = c->filter->name;
+
+  if (c->filter_index == CUDAFX_FILTER_NLMEANS)
+    {
+      int manual = arg_given (c, "h") || arg_given (c, "patch-radius") || arg_given (c, "search-radius");
+      int automatic = arg_index (c, "auto");
+      if (c->given[automatic] && c->values[automatic] && manual)
+        return usage_error (command, "--auto cannot be combined with --h, --patch-radius or "
+                                     "--search-radius");
+      if (!c->given[automatic])
+        c->values[automatic] = !manual;
+    }
+  if (c->filter_index == CUDAFX_FILTER_CONVOLVE)
+    {
+      int preset = arg_index (c, "preset");
+      if (c->kernel_size)
+        {
+          if (c->given[preset] && c->values[preset] != CUDAFX_PRESET_CUSTOM)
+            return usage_error (command, "--kernel cannot be combined with --preset %s",
+                                c->filter->args[preset].choices[(int) c->values[preset]].nick);
+          c->values[preset] = CUDAFX_PRESET_CUSTOM;
+        }
+      else if (c->values[preset] == CUDAFX_PRESET_CUSTOM)
+        {
+          c->kernel_size = 3;
+          memset (c->kernel, 0, 9 * sizeof c->kernel[0]);
+          c->kernel[4] = 1;
+        }
+    }
+  return 0;
+}
+
+/* Returns 0 and fills c, -1 when --help was printed, or an exit status. */
+static int
+parse_command (cli_command *c, int argc, char **argv)
+{
+  const char *command = c->filter->name;
+  int positional = 0, options_done = 0;
+
+  if (c->filter->n_args > CLI_MAX_ARGS)
+    abort ();
+  for (int i = 0; i < c->filter->n_args; i++)
+    c->values[i] = c->filter->args[i].def;
+
+  /* --help wins over anything else on the line. */
+  for (int i = 0; i < argc && strcmp (argv[i], "--"); i++)
+    if (!strcmp (argv[i], "--help") || !strcmp (argv[i], "-h"))
+      {
+        print_filter_help (c->filter, c->filter_index);
+        return -1;
+      }
+
+  for (int i = 0; i < argc; i++)
+    {
+      const char *arg = argv[i];
+      if (options_done || arg[0] != '-' || arg[1] == '\0')
+        {
+          if (positional == 0)
+            c->in = arg;
+          else if (positional == 1)
+            c->out = arg;
+          else
+            return usage_error (command, "unexpected argument '%s' (only IN and OUT are taken)", arg);
+          positional++;
+          continue;
+        }
+      if (!strcmp (arg, "--"))
+        {
+          options_done = 1;
+          continue;
+        }
+      if (arg[1] != '-')
+        return usage_error (command, "unknown option '%s'", arg);
+
+      /* --name VALUE or --name=VALUE */
+      char name[64];
+      const char *eq = strchr (arg + 2, '=');
+      size_t len = eq ? (size_t) (eq - (arg + 2)) : strlen (arg + 2);
+      if (len >= sizeof name)
+        return usage_error (command, "unknown option '%s'", arg);
+      memcpy (name, arg + 2, len);
+      name[len] = '\0';
+      const char *value = eq ? eq + 1 : NULL;
+
+      const cudafx_arg *a = cudafx_arg_find (c->filter, name);
+      int negated = 0;
+      if (!a && !strncmp (name, "no-", 3))
+        {
+          a = cudafx_arg_find (c->filter, name + 3);
+          negated = a && a->type == CUDAFX_ARG_BOOLEAN;
+          if (!negated)
+            a = NULL;
+        }
+      if (a && a->type == CUDAFX_ARG_BOOLEAN)
+        {
+          if (value)
+            return usage_error (command, "--%s takes no value", name);
+          c->values[a - c->filter->args] = !negated;
+          c->given[a - c->filter->args] = 1;
+          continue;
+        }
+      if (!strcmp (name, "json"))
+        {
+          if (value)
+            return usage_error (command, "--json takes no value");
+          c->json = 1;
+          continue;
+        }
+      int known = a || !strcmp (name, "threads") ||
+                  (!strcmp (name, "palette-out") && c->filter_index == CUDAFX_FILTER_QUANTIZE);
+      if (!known)
+        return usage_error (command, "unknown option '--%s'", name);
+      if (!value)
+        {
+          if (i + 1 >= argc)
+            return usage_error (command, "--%s needs a value", name);
+          value = argv[++i];
+        }
+
+      int status = 0;
+      if (a)
+        status = parse_arg_value (c, a, value);
+      else if (!strcmp (name, "threads"))
+        {
+          double t;
+          if (!parse_number (value, 1, &t))
+            return usage_error (command, "--threads '%s' is not an integer", value);
+          if (t < 0 || t > CLI_MAX_THREADS)
+            return usage_error (command, "--threads %s is out of range 0..%d", value, CLI_MAX_THREADS);
+          c->threads = (int) t;
+        }
+      else if (!value[0])
+        return usage_error (command, "--palette-out needs a file name");
+      else
+        c->palette_out = value;
+      if (status)
+        return status;
+    }
+  if (positional < 2)
+    return usage_error (command, positional ? "missing OUT (the output image)"
+                                            : "missing IN and OUT (the input and output images)");
+  return check_combinations (c);
+}
+
+/* ---- images through GEGL --------------------------------------------------- */
+
+typedef struct {
+  cudafx_image image;    /* the pixels in the engine's layout */
+  const Babl  *format;   /* babl format of image.data, in the file's colour space */
+  const Babl  *file_format; /* the same model in the file's component type, for saving */
+  int          eight_bit;   /* the file stores 8-bit components */
+} cli_picture;
+
+/* The engine format matching the file: grey or colour, alpha or not, u8 for
+ * 8-bit files and float otherwise, perceptual (non-linear) like GIMP's
+ * plug-ins read it, in the file's own colour space (no conversion). */
+static void
+choose_formats (const Babl *file, cli_picture *pic)
+{
+  const char *model = babl_get_name (babl_format_get_model (file));
+  const char *type = babl_get_name (babl_format_get_type (file, 0));
+  /* Grey models are Y, Y', Y~ with or without (premultiplied) alpha; the
+   * terminating NUL of a bare "Y" is in strchr's set too. */
+  int grey = !babl_format_is_palette (file) && model[0] == 'Y' && strchr ("'~aA", model[1]);
+  int alpha = babl_format_has_alpha (file);
+  const Babl *space = babl_format_get_space (file);
+  const char *layout = grey ? (alpha ? "Y'A" : "Y'") : (alpha ? "R'G'B'A" : "R'G'B'");
+  char name[64];
+
+  pic->eight_bit = !strcmp (type, "u8");
+  snprintf (name, sizeof name, "%s %s", layout, pic->eight_bit ? "u8" : "float");
+  pic->format = babl_format_with_space (name, space);
+  snprintf (name, sizeof name, "%s %s", layout, type);
+  pic->file_format = babl_format_exists (name) ? babl_format_with_space (name, space) : pic->format;
+
+  pic->image.channels = (grey ? 1 : 3) + alpha;
+  pic->image.has_alpha = alpha;
+  pic->image.type = pic->eight_bit ? CUDAFX_U8 : CUDAFX_F32;
+}
+
+/* Allocates pixels for a width x height image in pic's layout. */
+static int
+alloc_pixels (cudafx_image *img, int width, int height)
+{
+  gsize row, total;
+  if (!g_size_checked_mul (&row, (gsize) width, (gsize) img->channels * cudafx_type_size (img->type)) ||
+      !g_size_checked_mul (&total, row, (gsize) height))
+    return 0;
+  img->width = width;
+  img->height = height;
+  img->stride = row;
+  img->data = g_try_malloc (total ? total : 1);
+  return img->data != NULL;
+}
+
+static void
+drop_message (const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
+{
+}
+
+static int
+load_image (const char *path, cli_picture *pic)
+{
+  GeglBuffer *buffer = NULL;
+  GeglNode *graph, *load, *sink;
+  int status = 0;
+
+  /* gegl:load renders a missing file as an image of the error message. */
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    return runtime_error ("cannot read '%s': no such file", path);
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR) || access (path, R_OK))
+    return runtime_error ("cannot read '%s': %s", path,
+                          g_file_test (path, G_FILE_TEST_IS_DIR) ? "is a directory" : strerror (errno));
+
+  graph = gegl_node_new ();
+  load = gegl_node_new_child (graph, "operation", "gegl:load", "path", path, NULL);
+  sink = gegl_node_new_child (graph, "operation", "gegl:buffer-sink", "buffer", &buffer, NULL);
+  gegl_node_link (load, sink);
+  /* A file GEGL cannot decode is reported below; its loader still says why
+   * (outside the GEGL domain), GEGL's own "0px rectangle" noise is dropped. */
+  guint quiet = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING, drop_message, NULL);
+  gegl_node_process (sink);
+  g_log_remove_handler ("GEGL", quiet);
+
+  const GeglRectangle *extent = buffer ? gegl_buffer_get_extent (buffer) : NULL;
+  if (!extent || extent->width <= 0 || extent->height <= 0)
+    status = runtime_error ("cannot load '%s': not an image GEGL can read", path);
+  else
+    {
+      choose_formats (gegl_buffer_get_format (buffer), pic);
+      if (!alloc_pixels (&pic->image, extent->width, extent->height))
+        status = runtime_error ("cannot load '%s': %dx%d pixels do not fit in memory", path,
+                                extent->width, extent->height);
+      else
+        gegl_buffer_get (buffer, extent, 1.0, pic->format, pic->image.data, pic->image.stride,
+                         GEGL_ABYSS_NONE);
+    }
+  if (buffer)
+    g_object_unref (buffer);
+  g_object_unref (graph);
+  return status;
+}
+
+/* GEGL's saver for a file name's extension, or NULL. GEGL falls back to
+ * gegl:png-save (with a warning) for extensions it has no saver for; we
+ * refuse those instead of writing PNG data under another name. */
+static const char *
+saver_for (const char *path)
+{
+  const char *base = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
+  const char *ext = strrchr (base, '.');
+  if (!ext || ext == base)
+    return NULL;
+  guint n;
+  g_free (gegl_list_operations (&n)); /* savers register their extensions when listed */
+  guint quiet = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING, drop_message, NULL);
+  const char *saver = gegl_operation_handlers_get_saver (ext);
+  g_log_remove_handler ("GEGL", quiet);
+  if (saver && !strcmp (saver, "gegl:png-save") && g_ascii_strcasecmp (ext, ".png"))
+    return NULL;
+  return saver;
+}
+
+/* ---- output files: written next to their final name, renamed when complete -- */
+
+typedef struct {
+  const char *path;
+  char       *temp; /* NULL when nothing is pending */
+} cli_output;
+
+static int
+output_open (cli_output *o)
+{
+  gchar *dir = g_path_get_dirname (o->path);
+  const char *base = strrchr (o->path, '/') ? strrchr (o->path, '/') + 1 : o->path;
+  const char *ext = strrchr (base, '.') ? strrchr (base, '.') : "";
+  struct stat old;
+  int fd;
+
+  /* Same extension: whoever reads the name sees the right format. */
+  o->temp = g_strdup_printf ("%s/.cudafx-XXXXXX%s", dir, ext);
+  g_free (dir);
+  fd = mkstemps (o->temp, (int) strlen (ext));
+  if (fd < 0)
+    {
+      int error = errno;
+      g_free (o->temp);
+      o->temp = NULL;
+      return runtime_error ("cannot write '%s': %s", o->path, strerror (error));
+    }
+  /* mkstemps makes the file 0600: give it the mode of the file it replaces,
+   * or the one a new file would get. */
+  if (stat (o->path, &old) == 0)
+    fchmod (fd, old.st_mode & 07777);
+  else
+    {
+      mode_t mask = umask (0);
+      umask (mask);
+      fchmod (fd, 0666 & ~mask);
+    }
+  close (fd);
+  return 0;
+}
+
+static int
+output_commit (cli_output *o)
+{
+  if (rename (o->temp, o->path))
+    return runtime_error ("cannot write '%s': %s", o->path, strerror (errno));
+  g_free (o->temp);
+  o->temp = NULL;
+  return 0;
+}
+
+static void
+output_discard (cli_output *o)
+{
+  if (o->temp)
+    unlink (o->temp);
+  g_free (o->temp);
+  o->temp = NULL;
+}
+
+static int
+save_image (const cli_picture *pic, const char *saver, const cli_output *o)
+{
+  GeglRectangle rect = { 0, 0, pic->image.width, pic->image.height };
+  GeglBuffer *buffer = gegl_buffer_new (&rect, pic->file_format);
+  GeglNode *graph = gegl_node_new ();
+  GeglNode *source, *save;
+  struct stat st;
+
+  gegl_buffer_set (buffer, &rect, 0, pic->format, pic->image.data, pic->image.stride);
+  source = gegl_node_new_child (graph, "operation", "gegl:buffer-source", "buffer", buffer, NULL);
+  save = gegl_node_new_child (graph, "operation", saver, "path", o->temp, NULL);
+  /* png-save and ppm-save write 16 bits unless told; tiff-save follows the
+   * buffer's type when left at -1. */
+  if (gegl_operation_find_property (saver, "bitdepth"))
+    {
+      int depth;
+      gegl_node_get (save, "bitdepth", &depth, NULL);
+      if (pic->eight_bit)
+        depth = 8;
+      else if (depth != -1)
+        depth = 16;
+      gegl_node_set (save, "bitdepth", depth, NULL);
+    }
+  if (pic->image.channels <= 2 && gegl_operation_find_property (saver, "grayscale"))
+    gegl_node_set (save, "grayscale", TRUE, NULL); /* jpg-save writes colour otherwise */
+  gegl_node_link (source, save);
+  gegl_node_process (save);
+  g_object_unref (graph);
+  g_object_unref (buffer);
+
+  /* GEGL's savers report failure only as a warning: an empty file is a failed save. */
+  if (stat (o->temp, &st) || st.st_size == 0)
+    return runtime_error ("cannot save '%s': %s wrote nothing", o->path, saver);
+  return 0;
+}
+
+/* GIMP palette format: header, then "R G B<TAB>name" per colour. */
+static int
+save_palette (const cudafx_palette *palette, const cli_output *o)
+{
+  FILE *f = fopen (o->temp, "w");
+  gchar *name = g_path_get_basename (o->path);
+  char *dot = strrchr (name, '.');
+  int failed;
+
+  if (!f)
+    {
+      g_free (name);
+      return runtime_error ("cannot write '%s': %s", o->path, strerror (errno));
+    }
+  if (dot && dot != name)
+    *dot = '\0';
+  fprintf (f, "GIMP Palette\nName: %s\nColumns: %d\n#\n", name,
+           palette->colors < 16 ? palette->colors : 16);
+  for (int i = 0; i < palette->colors; i++)
+    {
+      int rgb[3];
+      for (int k = 0; k < 3; k++)
+        {
+          double v = palette->entries[i][palette->channels == 1 ? 0 : k];
+          rgb[k] = v <= 0 ? 0 : v >= 255 ? 255 : (int) lround (v);
+        }
+      fprintf (f, "%3d %3d %3d\t#%02x%02x%02x\n", rgb[0], rgb[1], rgb[2], rgb[0], rgb[1], rgb[2]);
+    }
+  g_free (name);
+  failed = ferror (f);
+  failed |= fclose (f) != 0;
+  return failed ? runtime_error ("cannot write '%s': %s", o->path, strerror (errno)) : 0;
+}
+
+/* ---- running a filter --------------------------------------------------------- */
+
+typedef struct {
+  cudafx_report         report;
+  cudafx_nlmeans_info   nlmeans;
+  cudafx_palette        palette;
+  double                ms;
+} cli_result;
+
+static cudafx_status
+run_engine (const cli_command *c, const cudafx_image *src, cudafx_image *dst,
+            const cudafx_options *o, cli_result *r)
+{
+  switch (c->filter_index)
+    {
+    case CUDAFX_FILTER_MEDIAN:
+      {
+        cudafx_median_params p;
+        cudafx_median_params_init (&p);
+        p.radius = (int) arg_value (c, "radius");
+        p.percentile = arg_value (c, "percentile");
+        p.shape = (cudafx_shape) arg_value (c, "shape");
+        return cudafx_median (src, dst, &p, o);
+      }
+    case CUDAFX_FILTER_NLMEANS:
+      {
+        cudafx_nlmeans_params p;
+        cudafx_nlmeans_params_init (&p);
+        p.automatic = (int) arg_value (c, "auto");
+        p.h = arg_value (c, "h");
+        p.patch_radius = (int) arg_value (c, "patch-radius");
+        p.search_radius = (int) arg_value (c, "search-radius");
+        return cudafx_nlmeans (src, dst, &p, o, &r->nlmeans);
+      }
+    case CUDAFX_FILTER_QUANTIZE:
+      {
+        cudafx_quantize_params p;
+        cudafx_quantize_params_init (&p);
+        p.colors = (int) arg_value (c, "colors");
+        p.color_space = (cudafx_color_space) arg_value (c, "color-space");
+        p.dither = (cudafx_dither) arg_value (c, "dither");
+        p.max_iterations = (int) arg_value (c, "max-iterations");
+        p.seed = (uint32_t) arg_value (c, "seed");
+        return cudafx_quantize (src, dst, &p, o, &r->palette);
+      }
+    case CUDAFX_FILTER_CONVOLVE:
+      {
+        cudafx_convolve_params p;
+        cudafx_convolve_params_init (&p);
+        p.preset = (cudafx_preset) arg_value (c, "preset");
+        if (p.preset == CUDAFX_PRESET_CUSTOM)
+          {
+            p.kernel = c->kernel;
+            p.kernel_size = c->kernel_size;
+          }
+        p.sigma = arg_value (c, "sigma");
+        p.divisor = arg_value (c, "divisor");
+        p.offset = arg_value (c, "offset");
+        p.border = (cudafx_border) arg_value (c, "border");
+        return cudafx_convolve (src, dst, &p, o);
+      }
+    }
+  abort ();
+}
+
+static void
+print_json_string (const char *s)
+{
+  putchar ('"');
+  for (; *s; s++)
+    {
+      unsigned char ch = (unsigned char) *s;
+      if (ch == '"' || ch == '\\')
+        printf ("\\%c", ch);
+      else if (ch < 0x20)
+        printf ("\\u%04x", ch);
+      else
+        putchar (ch);
+    }
+  putchar ('"');
+}
+
+static void
+print_json (const cli_command *c, const cudafx_image *img, const cli_result *r)
+{
+  printf ("{\"filter\": ");
+  print_json_string (c->filter->name);
+  printf (", \"backend\": \"%s\", \"device\": ",
+          r->report.backend_used == CUDAFX_BACKEND_CUDA ? "cuda" : "cpu");
+  print_json_string (r->report.device);
+  printf (", \"threads\": %d, \"width\": %d, \"height\": %d, \"ms\": %.3f",
+          r->report.threads_used, img->width, img->height, r->ms);
+  if (r->report.fallback[0] && arg_value (c, "backend") == CUDAFX_BACKEND_AUTO)
+    {
+      printf (", \"fallback\": ");
+      print_json_string (r->report.fallback);
+    }
+  if (c->filter_index == CUDAFX_FILTER_NLMEANS)
+    printf (", \"auto\": %s, \"sigma\": %.6g, \"h\": %.6g, \"patch_radius\": %d, \"search_radius\": %d",
+            arg_value (c, "auto") ? "true" : "false", r->nlmeans.sigma, r->nlmeans.h,
+            r->nlmeans.patch_radius, r->nlmeans.search_radius);
+  if (c->filter_index == CUDAFX_FILTER_QUANTIZE)
+    {
+      const cudafx_palette *p = &r->palette;
+      printf (", \"colors\": %d, \"iterations\": %d, \"palette\": [", p->colors, p->iterations);
+      for (int i = 0; i < p->colors; i++)
+        {
+          const double *e = p->entries[i];
+          int grey = p->channels == 1;
+          printf ("%s[%.6g, %.6g, %.6g]", i ? ", " : "", e[0], e[grey ? 0 : 1], e[grey ? 0 : 2]);
+        }
+      putchar (']');
+    }
+  printf ("}\n");
+}
+
+static double
+now_ms (void)
+{
+  struct timespec t;
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int
+run_filter (const cli_command *c)
+{
+  cli_picture pic = { 0 };
+  cudafx_image dst = { 0 };
+  cli_output out = { c->out, NULL }, palette_out = { c->palette_out, NULL };
+  cli_result result;
+  cudafx_options options;
+  const char *saver;
+  int status = 0;
+
+  memset (&result, 0, sizeof result);
+  gegl_init (NULL, NULL);
+
+  saver = saver_for (c->out);
+  if (!saver)
+    {
+      status = usage_error (c->filter->name, "cannot write '%s': GEGL has no saver for its "
+                            "extension (use .png, .tif, .jpg, .exr, .ppm, .webp...)", c->out);
+      goto done;
+    }
+  if ((status = load_image (c->in, &pic)))
+    goto done;
+  /* Claim the output files before computing, so a bad directory fails fast. */
+  if ((status = output_open (&out)) || (c->palette_out && (status = output_open (&palette_out))))
+    goto done;
+
+  dst = pic.image;
+  if (!alloc_pixels (&dst, pic.image.width, pic.image.height))
+    {
+      dst.data = NULL;
+      status = runtime_error ("%s: out of memory for a %dx%d image", c->filter->name,
+                              pic.image.width, pic.image.height);
+      goto done;
+    }
+
+  cudafx_options_init (&options);
+  options.backend = (cudafx_backend) arg_value (c, "backend");
+  options.threads = c->threads;
+  options.report = &result.report;
+  double start = now_ms ();
+  cudafx_status s = run_engine (c, &pic.image, &dst, &options, &result);
+  result.ms = now_ms () - start;
+  if (s != CUDAFX_OK)
+    {
+      const char *message = cudafx_error_message ();
+      status = runtime_error ("%s", message[0] ? message : cudafx_status_string (s));
+      goto done;
+    }
+
+  pic.image.data = dst.data; /* save the result in the input's formats */
+  dst.data = NULL;
+  if ((status = save_image (&pic, saver, &out)) ||
+      (c->palette_out && (status = save_palette (&result.palette, &palette_out))))
+    goto done;
+  if ((c->palette_out && (status = output_commit (&palette_out))) || (status = output_commit (&out)))
+    goto done;
+  if (c->json)
+    print_json (c, &pic.image, &result);
+
+done:
+  output_discard (&palette_out);
+  output_discard (&out);
+  g_free (dst.data);
+  g_free (pic.image.data);
+  gegl_exit ();
+  return status;
+}
+
+/* ---- info ---------------------------------------------------------------------- */
+
+static int
+run_info (int argc, char **argv)
+{
+  int json = 0;
+  char backends[512];
+
+  for (int i = 0; i < argc; i++)
+    {
+      if (!strcmp (argv[i], "--help") || !strcmp (argv[i], "-h"))
+        {
+          printf ("Usage: cudafx info [--json]\n\n"
+                  "Shows the version, the backends and the CUDA device the filters would use.\n");
+          return 0;
+        }
+      if (strcmp (argv[i], "--json"))
+        return usage_error ("info", "unknown argument '%s'", argv[i]);
+      json = 1;
+    }
+  cudafx_backend_describe (backends, sizeof backends);
+  const char *device = !strncmp (backends, "CUDA: ", 6) ? backends + 6 : NULL;
+  if (json)
+    {
+      printf ("{\"version\": \"%s\", \"backends\": ", CUDAFX_VERSION);
+      print_json_string (backends);
+      printf (", \"cuda_devices\": [");
+      if (device)
+        print_json_string (device);
+      printf ("]}\n");
+      return 0;
+    }
+  printf ("cudafx %s\nBackends: %s\nCUDA devices: %s\nFilters:", CUDAFX_VERSION, backends,
+          device ? device : "none");
+  for (int i = 0; i < CUDAFX_N_FILTERS; i++)
+    printf (" %s", cudafx_filters[i].name);
+  putchar ('\n');
+  return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+  cli_command command;
+
+  if (argc < 2)
+    {
+      fprintf (stderr, "Usage: cudafx COMMAND [OPTIONS] IN OUT (commands: median, nl-means, "
+                       "quantize, convolve, info)\nTry 'cudafx --help'.\n");
+      return EXIT_USAGE;
+    }
+  if (!strcmp (argv[1], "--help") || !strcmp (argv[1], "-h") || !strcmp (argv[1], "help"))
+    {
+      print_main_help ();
+      return 0;
+    }
+  if (!strcmp (argv[1], "--version"))
+    {
+      printf ("cudafx %s\n", CUDAFX_VERSION);
+      return 0;
+    }
+  if (!strcmp (argv[1], "info"))
+    return run_info (argc - 2, argv + 2);
+
+  memset (&command, 0, sizeof command);
+  for (int i = 0; i < CUDAFX_N_FILTERS; i++)
+    if (!strcmp (argv[1], cudafx_filters[i].name))
+      {
+        command.filter = &cudafx_filters[i];
+        command.filter_index = i;
+      }
+  if (!command.filter)
+    return usage_error (NULL, "unknown command '%s' (median, nl-means, quantize, convolve, info)",
+                        argv[1]);
+
+  int status = parse_command (&command, argc - 2, argv + 2);
+  if (status)
+    return status < 0 ? 0 : status;
+  return run_filter (&command);
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what cudafx needs to build and test on Debian or Ubuntu: a C
+# compiler with OpenMP and the address/undefined sanitizers (gcc), make,
+# pkg-config, GEGL's development files (the CLI reads and writes images through
+# GEGL) and python3 (the CLI tests check JSON and PNG files with it).
+# Idempotent and non-interactive: does nothing when everything is there,
+# otherwise runs apt-get update and installs only what is missing. The CUDA
+# toolkit is optional and not installed here: nvcc on PATH or in
+# /usr/local/cuda turns the GPU backend on.
+set -eu
+
+packages="gcc libc6-dev make pkg-config libgegl-dev python3"
+needs="a C compiler with OpenMP (gcc), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), python3"
+
+have_everything() {
+  command -v gcc >/dev/null && command -v make >/dev/null && command -v python3 >/dev/null &&
+    command -v pkg-config >/dev/null && pkg-config --exists gegl-0.4
+}
+
+if have_everything; then
+  echo "install-deps: everything is installed ($needs)"
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null || ! command -v dpkg-query >/dev/null; then
+  echo "install-deps: no apt-get here; please install: $needs" >&2
+  exit 1
+fi
+
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then
+    sudo="sudo"
+  else
+    echo "install-deps: not root and no sudo; please install as root:$missing" >&2
+    exit 1
+  fi
+fi
+
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+have_everything || { echo "install-deps: still missing something after apt-get: $needs" >&2; exit 1; }
+echo "install-deps: done"
