@@ -1,5 +1,65 @@
-/* Placeholder: the convolve filter is being written (issue 2). */
+/* Convolution with a preset or custom kernel (CPU reference and fallback).
+ *
+ * Kernels are applied like OpenCV filter2D and GIMP's Convolution Matrix,
+ * without flipping (correlation): out(x, y) = sum k[j][i] * in(x+i-r, y+j-r).
+ *
+ * Method: the input is padded once at the border policy, libvips style, so
+ * the inner loops never test bounds: each source row is converted to a float
+ * row with r extra pixels on each side filled through the border map, and
+ * rows above and below the image are mapped (or zeroed for "black") before
+ * they enter a per-thread ring of the 2r+1 rows an output row needs. Rank-1
+ * kernels (k = u vᵀ up to a relative 1e-9, found from the largest entry's row
+ * and column) run as two 1-D passes, horizontal into a float ring, then
+ * vertical; others run as a direct 2-D sum.
+ *
+ * Arithmetic (the CUDA kernel must copy it to match bit for bit on u8):
+ * - Working values are floats on the element's own scale (u8: 0..255, f32:
+ *   as stored); the offset is offset (u8) or offset / 255 (f32).
+ * - Effective divisor d = divisor, or when divisor is 0 the kernel sum s,
+ *   or 1 when s is zero (|s| <= 1e-9 sum|k|: Sobel, Laplacian, high-pass).
+ * - Float taps, computed in double and rounded once:
+ *   direct:    w[j*n+i] = (float) (k[j][i] / d)
+ *   separable: h[i] = (float) k[pr][i]  (the row through the largest entry
+ *              k[pr][pc]), v[j] = (float) (k[j][pc] / k[pr][pc] / d).
+ * - Every weighted sum starts from 0.0f and adds w * x term by term in tap
+ *   order (direct: row-major; horizontal: left to right; vertical: top to
+ *   bottom), a float multiply then a float add, never fused
+ *   (-ffp-contract=off). Taps equal to 0 are skipped, which changes nothing
+ *   for finite data.
+ * - u8 output: v = sum + offset; v = v > 0 ? v : 0; v = v < 255 ? v : 255;
+ *   result (int) (v + 0.5f). f32 output: sum + offset, not clamped.
+ *
+ * Alpha (GIMP 2.x Convolution Matrix "alpha weighting"): colour is
+ * premultiplied by the raw alpha a before convolving, so transparent pixels
+ * contribute nothing whatever their colour. A second plane convolves a with
+ * |k| (taps |w| built like above but without the divisor) giving the
+ * coverage W; with A = sum|k| (double, rounded to float) the colour is
+ *   W > 0 ? (P * A) / W + offset : offset
+ * where P is the premultiplied colour's sum. With opaque pixels W = A·a and
+ * this is the plain result; with a non-negative kernel it is the
+ * alpha-weighted average. The alpha channel itself is the kernel-weighted
+ * average of alpha, sum(w * a) * (float) (d / s), clamped to 0..1 (0..255),
+ * without divisor or offset: blurs soften edges, sharpening sharpens them.
+ * Zero-sum kernels (edge detectors) keep the source alpha, which would
+ * otherwise vanish.
+ *
+ * Work is split in bands of rows, one per thread at a time, so the 2r rows
+ * that fill a band's ring are paid once per band.
+ */
 #include "engine.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Floats per register-blocked tile of the weighted sums. */
+#define TILE 64
+/* Largest 1-D size: the gaussian at the table's largest sigma, 50. */
+#define MAX_TAPS_1D 301
+#define MAX_TAPS_2D (CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE)
+/* Relative tolerance for "zero sum" and "rank 1", against sum|k| and max|k|. */
+#define KERNEL_EPS 1e-9
 
 void
 cudafx_convolve_params_init (cudafx_convolve_params *p)
@@ -13,15 +73,669 @@ cudafx_convolve_params_init (cudafx_convolve_params *p)
   p->border = (cudafx_border) cudafx_arg_default (CUDAFX_FILTER_CONVOLVE, "border");
 }
 
-cudafx_status
-cudafx_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_convolve_params *p,
-                 const cudafx_options *o)
+/* ---- kernels ------------------------------------------------------------ */
+
+/* 5×5 presets, the usual published values:
+ * Laplacian: the 5×5 discrete Laplacian-of-Gaussian approximation;
+ * sharpen: unsharp masking, 256·δ·2 − binomial 5×5 (Wikipedia, "Kernel
+ * (image processing)"), sum 256; high-pass: 25·δ − box 5×5, sum 0. */
+static const signed char laplacian_5x5[25] = {
+   0,  0, -1,  0,  0,
+   0, -1, -2, -1,  0,
+  -1, -2, 16, -2, -1,
+   0, -1, -2, -1,  0,
+   0,  0, -1,  0,  0,
+};
+static const short sharpen_5x5[25] = {
+  -1,  -4,  -6,  -4, -1,
+  -4, -16, -24, -16, -4,
+  -6, -24, 476, -24, -6,
+  -4, -16, -24, -16, -4,
+  -1,  -4,  -6,  -4, -1,
+};
+static const signed char high_pass_5x5[25] = {
+  -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1,
+  -1, -1, 24, -1, -1,
+  -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1,
+};
+/* Sobel as derivatives: horizontal is d/dx (positive where the image gets
+ * brighter to the right), vertical is d/dy (brighter downwards). */
+static const signed char sobel_x[9] = { -1, 0, 1, -2, 0, 2, -1, 0, 1 };
+static const signed char sobel_y[9] = { -1, -2, -1, 0, 0, 0, 1, 2, 1 };
+static const signed char binomial_3[3] = { 1, 2, 1 };
+static const signed char binomial_5[5] = { 1, 4, 6, 4, 1 };
+
+/* A parameter set's kernel: an outer product col ⊗ row (gaussian, whose size
+ * may exceed the matrix) or an n×n matrix. */
+typedef struct {
+  int    size;
+  int    outer;
+  double matrix[MAX_TAPS_2D];
+  double col[MAX_TAPS_1D], row[MAX_TAPS_1D];
+} kernel_def;
+
+static cudafx_status
+check_params (const cudafx_convolve_params *p)
 {
-  return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "convolve: not implemented yet");
+  cudafx_status s;
+  if (!p)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "convolve: params is NULL");
+  if ((s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "preset", p->preset)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "sigma", p->sigma)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "divisor", p->divisor)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "offset", p->offset)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "border", p->border)))
+    return s;
+  if (p->preset == CUDAFX_PRESET_CUSTOM && p->kernel)
+    {
+      int n = p->kernel_size;
+      if (n < 1 || n > CUDAFX_MAX_KERNEL_SIZE || n % 2 == 0)
+        return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                            "convolve: kernel size %d is not an odd number from 1 to %d",
+                            n, CUDAFX_MAX_KERNEL_SIZE);
+      for (int i = 0; i < n * n; i++)
+        if (!isfinite (p->kernel[i]))
+          return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                              "convolve: kernel value at row %d, column %d is not a finite number",
+                              i / n + 1, i % n + 1);
+    }
+  return CUDAFX_OK;
+}
+
+static void
+outer_product (kernel_def *k, const signed char *v, int n)
+{
+  k->size = n;
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < n; i++)
+      k->matrix[j * n + i] = v[j] * v[i];
+}
+
+static void
+matrix_of (kernel_def *k, const signed char *m, int n)
+{
+  k->size = n;
+  for (int i = 0; i < n * n; i++)
+    k->matrix[i] = m[i];
+}
+
+/* Fills k from checked parameters. */
+static cudafx_status
+kernel_from_params (const cudafx_convolve_params *p, kernel_def *k)
+{
+  k->outer = 0;
+  switch (p->preset)
+    {
+    case CUDAFX_PRESET_CUSTOM:
+      if (!p->kernel)
+        {
+          k->size = 3;
+          for (int i = 0; i < 9; i++)
+            k->matrix[i] = i == 4;
+        }
+      else
+        {
+          k->size = p->kernel_size;
+          memcpy (k->matrix, p->kernel, sizeof (double) * k->size * k->size);
+        }
+      break;
+    case CUDAFX_PRESET_LAPLACIAN_5X5: matrix_of (k, laplacian_5x5, 5); break;
+    case CUDAFX_PRESET_HIGH_PASS_5X5: matrix_of (k, high_pass_5x5, 5); break;
+    case CUDAFX_PRESET_SHARPEN_5X5:
+      k->size = 5;
+      for (int i = 0; i < 25; i++)
+        k->matrix[i] = sharpen_5x5[i];
+      break;
+    case CUDAFX_PRESET_MEAN_3X3:
+      k->size = 3;
+      for (int i = 0; i < 9; i++)
+        k->matrix[i] = 1;
+      break;
+    case CUDAFX_PRESET_BLUR_3X3: outer_product (k, binomial_3, 3); break;
+    case CUDAFX_PRESET_BLUR_5X5: outer_product (k, binomial_5, 5); break;
+    case CUDAFX_PRESET_SOBEL_HORIZONTAL: matrix_of (k, sobel_x, 3); break;
+    case CUDAFX_PRESET_SOBEL_VERTICAL: matrix_of (k, sobel_y, 3); break;
+    case CUDAFX_PRESET_GAUSSIAN:
+      {
+        int r = (int) ceil (3 * p->sigma);
+        double sum = 0;
+        if (2 * r + 1 > MAX_TAPS_1D)
+          return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "convolve: sigma %g is too large", p->sigma);
+        k->size = 2 * r + 1;
+        k->outer = 1;
+        for (int i = -r; i <= r; i++)
+          sum += k->row[i + r] = exp (-(double) i * i / (2 * p->sigma * p->sigma));
+        for (int i = 0; i < k->size; i++)
+          k->col[i] = k->row[i] /= sum;
+        break;
+      }
+    }
+  return CUDAFX_OK;
+}
+
+static double
+kernel_tap (const kernel_def *k, int j, int i)
+{
+  return k->outer ? k->col[j] * k->row[i] : k->matrix[j * k->size + i];
+}
+
+/* Splits a matrix into col ⊗ row when it has rank 1: row is the row through
+ * the largest entry, col that entry's column divided by it. */
+static void
+find_rank_1 (kernel_def *k)
+{
+  int n = k->size, pivot = 0;
+  double big = 0;
+  for (int i = 0; i < n * n; i++)
+    if (fabs (k->matrix[i]) > big)
+      {
+        big = fabs (k->matrix[i]);
+        pivot = i;
+      }
+  if (big == 0)
+    return;
+  int pr = pivot / n, pc = pivot % n;
+  for (int i = 0; i < n; i++)
+    {
+      k->row[i] = k->matrix[pr * n + i];
+      k->col[i] = k->matrix[i * n + pc] / k->matrix[pivot];
+    }
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < n; i++)
+      if (fabs (k->matrix[j * n + i] - k->col[j] * k->row[i]) > KERNEL_EPS * big)
+        return;
+  k->outer = 1;
 }
 
 cudafx_status
 cudafx_convolve_kernel (const cudafx_convolve_params *p, double *taps, int *size)
 {
-  return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "convolve: not implemented yet");
+  kernel_def *k;
+  cudafx_status s;
+  cudafx_clear_error ();
+  if ((s = check_params (p)))
+    return s;
+  if (!taps || !size)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "convolve: taps or size is NULL");
+  if (!(k = malloc (sizeof *k)))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory");
+  s = kernel_from_params (p, k);
+  if (!s && k->size > CUDAFX_MAX_KERNEL_SIZE)
+    s = cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                     "convolve: the gaussian kernel for sigma %g is %d×%d, larger than %d×%d",
+                     p->sigma, k->size, k->size, CUDAFX_MAX_KERNEL_SIZE, CUDAFX_MAX_KERNEL_SIZE);
+  if (!s)
+    {
+      for (int j = 0; j < k->size; j++)
+        for (int i = 0; i < k->size; i++)
+          taps[j * k->size + i] = kernel_tap (k, j, i);
+      *size = k->size;
+    }
+  free (k);
+  return s;
+}
+
+/* ---- plan: float taps and constants, the arithmetic the GPU copies ------ */
+
+typedef struct {
+  int   size, radius;
+  int   separable;
+  /* direct: size*size row-major; separable: size horizontal, then size vertical */
+  float taps[MAX_TAPS_2D];
+  float abs_taps[MAX_TAPS_2D]; /* |k| without divisor: alpha coverage weights */
+  float abs_sum;               /* sum |k| */
+  float alpha_scale;           /* d / s: alpha as the kernel's weighted average */
+  int   zero_sum;              /* keep the source alpha */
+  float offset;                /* on the element's scale */
+} convolve_plan;
+
+static cudafx_status
+make_plan (const cudafx_convolve_params *p, cudafx_type type, convolve_plan *plan)
+{
+  kernel_def *k;
+  cudafx_status s;
+  if (!(k = malloc (sizeof *k)))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory");
+  if ((s = kernel_from_params (p, k)))
+    goto out;
+  int n = k->size;
+  double sum = 0, abs_sum = 0;
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < n; i++)
+      {
+        sum += kernel_tap (k, j, i);
+        abs_sum += fabs (kernel_tap (k, j, i));
+      }
+  plan->zero_sum = fabs (sum) <= KERNEL_EPS * abs_sum;
+  double d = p->divisor != 0 ? p->divisor : plan->zero_sum ? 1 : sum;
+  if (!k->outer)
+    find_rank_1 (k);
+  plan->size = n;
+  plan->radius = n / 2;
+  plan->separable = k->outer;
+  plan->abs_sum = (float) abs_sum;
+  plan->alpha_scale = plan->zero_sum ? 1.0f : (float) (d / sum);
+  plan->offset = (float) (type == CUDAFX_U8 ? p->offset : p->offset / 255.0);
+  if (k->outer)
+    for (int i = 0; i < n; i++)
+      {
+        plan->taps[i] = (float) k->row[i];
+        plan->taps[n + i] = (float) (k->col[i] / d);
+        plan->abs_taps[i] = (float) fabs (k->row[i]);
+        plan->abs_taps[n + i] = (float) fabs (k->col[i]);
+      }
+  else
+    for (int i = 0; i < n * n; i++)
+      {
+        plan->taps[i] = (float) (k->matrix[i] / d);
+        plan->abs_taps[i] = (float) fabs (k->matrix[i]);
+      }
+  for (int i = 0; i < (k->outer ? 2 * n : n * n); i++)
+    if (!isfinite (plan->taps[i]))
+      {
+        s = cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                         "convolve: divisor %g is too small for this kernel", p->divisor);
+        break;
+      }
+out:
+  free (k);
+  return s;
+}
+
+/* ---- CPU implementation ------------------------------------------------- */
+
+/* Source index for a position outside 0..n-1, or -1 for black. */
+static int
+border_index (int i, int n, cudafx_border border)
+{
+  if (i >= 0 && i < n)
+    return i;
+  switch (border)
+    {
+    case CUDAFX_BORDER_CLAMP:
+      return i < 0 ? 0 : n - 1;
+    case CUDAFX_BORDER_MIRROR:
+      {
+        /* reflect without repeating the edge: period 2(n-1) */
+        if (n == 1)
+          return 0;
+        long period = 2L * (n - 1);
+        long m = labs ((long) i) % period;
+        return (int) (m < n ? m : period - m);
+      }
+    case CUDAFX_BORDER_WRAP:
+      return (int) (((long) i % n + n) % n);
+    case CUDAFX_BORDER_BLACK:
+      break;
+    }
+  return -1;
+}
+
+typedef struct {
+  const cudafx_image   *src;
+  cudafx_image         *dst;
+  const convolve_plan  *plan;
+  cudafx_border         border;
+  int                   band_rows;
+  int                   left[MAX_TAPS_1D / 2];  /* source x of pixel -1-p, or -1 */
+  int                   right[MAX_TAPS_1D / 2]; /* source x of pixel width+p, or -1 */
+  /* per-thread scratch: thread t owns floats [t * scratch_floats, ...) */
+  float                *scratch;
+  size_t                scratch_floats;
+  size_t                pad_len, apad_len;     /* padded row, colour and alpha plane */
+  size_t                ring_len, aring_len;   /* rows of the ring */
+  size_t                row_len, arow_len;     /* an output row, rounded to TILE */
+  cudafx_status         status;
+} convolve_job;
+
+/* A thread's buffers inside the scratch. */
+typedef struct {
+  float *pad, *apad;           /* one converted source row with its border */
+  float *ring[MAX_TAPS_1D];    /* 2r+1 rows: padded (direct) or filtered (separable) */
+  float *aring[MAX_TAPS_1D];
+  float *acc, *aacc;           /* the output row's sums */
+  /* separable: the horizontal pass's terms over pad and apad, zero taps left out */
+  const float *h_in[MAX_TAPS_1D], *ha_in[MAX_TAPS_1D];
+  float h_w[MAX_TAPS_1D], ha_w[MAX_TAPS_1D];
+  int h_terms, ha_terms;
+} workspace;
+
+/* out[x] = sum over t of w[t] * in[t][x], for x < len rounded up to TILE
+ * (buffers have that slack). Terms in order, from 0.0f, multiply then add. */
+static void
+weighted_sum (float *restrict out, const float *const *in, const float *w, int n, size_t len)
+{
+  for (size_t x0 = 0; x0 < len; x0 += TILE)
+    {
+      float acc[TILE];
+      for (int i = 0; i < TILE; i++)
+        acc[i] = 0.0f;
+      for (int t = 0; t < n; t++)
+        {
+          const float *restrict s = in[t] + x0;
+          const float wt = w[t];
+          for (int i = 0; i < TILE; i++)
+            acc[i] = acc[i] + wt * s[i];
+        }
+      memcpy (out + x0, acc, sizeof acc);
+    }
+}
+
+/* Converts source row sy (or -1: black) to floats in ws->pad with the border
+ * around it, premultiplying colour by alpha and copying alpha to ws->apad. */
+static void
+load_row (const convolve_job *job, workspace *ws, int sy)
+{
+  const cudafx_image *src = job->src;
+  const int c = src->channels, w = src->width, r = job->plan->radius;
+  float *restrict mid = ws->pad + (size_t) r * c;
+  if (sy < 0)
+    {
+      memset (ws->pad, 0, sizeof (float) * ((size_t) w + 2 * r) * c);
+      if (src->has_alpha)
+        memset (ws->apad, 0, sizeof (float) * ((size_t) w + 2 * r));
+      return;
+    }
+  const size_t n = (size_t) w * c;
+  if (src->type == CUDAFX_U8)
+    {
+      const uint8_t *restrict row = cudafx_row (src, sy);
+      for (size_t i = 0; i < n; i++)
+        mid[i] = row[i];
+    }
+  else
+    memcpy (mid, cudafx_row (src, sy), sizeof (float) * n);
+  if (src->has_alpha)
+    {
+      float *amid = ws->apad + r;
+      for (int x = 0; x < w; x++)
+        {
+          float a = mid[(size_t) x * c + c - 1];
+          amid[x] = a;
+          for (int k = 0; k < c - 1; k++)
+            mid[(size_t) x * c + k] *= a;
+        }
+      for (int p = 0; p < r; p++)
+        {
+          ws->apad[r - 1 - p] = job->left[p] < 0 ? 0.0f : amid[job->left[p]];
+          amid[w + p] = job->right[p] < 0 ? 0.0f : amid[job->right[p]];
+        }
+    }
+  for (int p = 0; p < r; p++)
+    for (int k = 0; k < c; k++)
+      {
+        mid[(ptrdiff_t) (-1 - p) * c + k] = job->left[p] < 0 ? 0.0f : mid[(size_t) job->left[p] * c + k];
+        mid[(size_t) (w + p) * c + k] = job->right[p] < 0 ? 0.0f : mid[(size_t) job->right[p] * c + k];
+      }
+}
+
+/* Fills the ring slot of virtual row v (any integer; mapped at the border). */
+static void
+prepare_row (const convolve_job *job, workspace *ws, int v)
+{
+  const convolve_plan *pl = job->plan;
+  const cudafx_image *src = job->src;
+  const int n = pl->size, c = src->channels;
+  const int slot = ((v % n) + n) % n;
+  const int sy = border_index (v, src->height, job->border);
+  if (!pl->separable)
+    {
+      /* the padded row itself is the ring entry */
+      float *pad = ws->pad, *apad = ws->apad;
+      ws->pad = ws->ring[slot];
+      ws->apad = ws->aring[slot];
+      load_row (job, ws, sy);
+      ws->pad = pad;
+      ws->apad = apad;
+      return;
+    }
+  if (sy < 0)
+    {
+      memset (ws->ring[slot], 0, sizeof (float) * job->ring_len);
+      if (src->has_alpha)
+        memset (ws->aring[slot], 0, sizeof (float) * job->aring_len);
+      return;
+    }
+  load_row (job, ws, sy);
+  weighted_sum (ws->ring[slot], ws->h_in, ws->h_w, ws->h_terms, (size_t) src->width * c);
+  if (src->has_alpha)
+    weighted_sum (ws->aring[slot], ws->ha_in, ws->ha_w, ws->ha_terms, (size_t) src->width);
+}
+
+/* Sums the ring into ws->acc (and ws->aacc) for output row y. */
+static void
+sum_ring (const convolve_job *job, workspace *ws, int y)
+{
+  const convolve_plan *pl = job->plan;
+  const int n = pl->size, r = pl->radius, c = job->src->channels, w = job->src->width;
+  const float *in[MAX_TAPS_2D];
+  float wt[MAX_TAPS_2D];
+  for (int plane = 0; plane < (job->src->has_alpha ? 2 : 1); plane++)
+    {
+      float **ring = plane ? ws->aring : ws->ring;
+      const float *taps = plane ? pl->abs_taps : pl->taps;
+      const int step = plane ? 1 : c;
+      int terms = 0;
+      for (int j = 0; j < n; j++)
+        {
+          const float *row = ring[(((y - r + j) % n) + n) % n];
+          if (pl->separable)
+            {
+              if (taps[n + j] != 0.0f)
+                {
+                  in[terms] = row;
+                  wt[terms++] = taps[n + j];
+                }
+            }
+          else
+            for (int i = 0; i < n; i++)
+              if (taps[j * n + i] != 0.0f)
+                {
+                  in[terms] = row + (size_t) i * step;
+                  wt[terms++] = taps[j * n + i];
+                }
+        }
+      weighted_sum (plane ? ws->aacc : ws->acc, in, wt, terms, (size_t) w * (plane ? 1 : c));
+    }
+}
+
+static inline uint8_t
+to_u8 (float v)
+{
+  v = v > 0.0f ? v : 0.0f; /* also maps NaN to 0 */
+  v = v < 255.0f ? v : 255.0f;
+  return (uint8_t) (int) (v + 0.5f);
+}
+
+/* Writes output row y from ws->acc (and ws->aacc). */
+static void
+store_row (const convolve_job *job, workspace *ws, int y)
+{
+  const convolve_plan *pl = job->plan;
+  const cudafx_image *src = job->src;
+  const int c = src->channels, w = src->width;
+  const size_t n = (size_t) w * c;
+  const float off = pl->offset;
+  float *restrict acc = ws->acc;
+  uint8_t *out = cudafx_row (job->dst, y);
+
+  if (src->has_alpha)
+    {
+      const float amax = src->type == CUDAFX_U8 ? 255.0f : 1.0f;
+      const uint8_t *in = cudafx_row (src, y);
+      for (int x = 0; x < w; x++)
+        {
+          float *px = acc + (size_t) x * c;
+          const float cover = ws->aacc[x];
+          for (int k = 0; k < c - 1; k++)
+            px[k] = cover > 0.0f ? px[k] * pl->abs_sum / cover + off : off;
+          float a;
+          if (pl->zero_sum)
+            a = src->type == CUDAFX_U8 ? in[(size_t) x * c + c - 1]
+                                       : ((const float *) in)[(size_t) x * c + c - 1];
+          else
+            {
+              a = px[c - 1] * pl->alpha_scale;
+              a = a > 0.0f ? a : 0.0f;
+              a = a < amax ? a : amax;
+            }
+          px[c - 1] = a;
+        }
+    }
+  else
+    for (size_t i = 0; i < n; i++)
+      acc[i] = acc[i] + off;
+
+  if (src->type == CUDAFX_U8)
+    for (size_t i = 0; i < n; i++)
+      out[i] = to_u8 (acc[i]);
+  else
+    memcpy (out, acc, sizeof (float) * n);
+}
+
+static void
+convolve_bands (void *ctx, int b0, int b1)
+{
+  convolve_job *job = ctx;
+  const convolve_plan *pl = job->plan;
+  const int n = pl->size, r = pl->radius, height = job->src->height;
+  float *base = job->scratch + (size_t) omp_get_thread_num () * job->scratch_floats;
+  workspace ws;
+
+  ws.pad = base;
+  base += job->pad_len;
+  ws.apad = base;
+  base += job->apad_len;
+  ws.acc = base;
+  base += job->row_len;
+  ws.aacc = base;
+  base += job->arow_len;
+  for (int j = 0; j < n; j++)
+    {
+      ws.ring[j] = base;
+      base += job->ring_len;
+      ws.aring[j] = base;
+      base += job->aring_len;
+    }
+  ws.h_terms = ws.ha_terms = 0;
+  for (int i = 0; pl->separable && i < n; i++)
+    {
+      if (pl->taps[i] != 0.0f)
+        {
+          ws.h_in[ws.h_terms] = ws.pad + (size_t) i * job->src->channels;
+          ws.h_w[ws.h_terms++] = pl->taps[i];
+        }
+      if (pl->abs_taps[i] != 0.0f)
+        {
+          ws.ha_in[ws.ha_terms] = ws.apad + i;
+          ws.ha_w[ws.ha_terms++] = pl->abs_taps[i];
+        }
+    }
+
+  for (int b = b0; b < b1; b++)
+    {
+      int y0 = b * job->band_rows;
+      int y1 = y0 + job->band_rows < height ? y0 + job->band_rows : height;
+      for (int v = y0 - r; v < y0 + r; v++)
+        prepare_row (job, &ws, v);
+      for (int y = y0; y < y1; y++)
+        {
+          prepare_row (job, &ws, y + r);
+          sum_ring (job, &ws, y);
+          store_row (job, &ws, y);
+        }
+    }
+}
+
+/* a * b + c with overflow check into *out; returns 0 on overflow. */
+static int
+size_mul_add (size_t a, size_t b, size_t c, size_t *out)
+{
+  if (b && a > (SIZE_MAX - c) / b)
+    return 0;
+  *out = a * b + c;
+  return 1;
+}
+
+static size_t
+round_tile (size_t n)
+{
+  return (n + TILE - 1) / TILE * TILE;
+}
+
+static cudafx_status
+convolve_cpu (void *opaque, const cudafx_options *o)
+{
+  convolve_job *job = opaque;
+  const cudafx_image *src = job->src;
+  const convolve_plan *pl = job->plan;
+  const int threads = cudafx_thread_count (o);
+  const size_t c = src->channels, w = src->width, r = pl->radius, n = pl->size;
+  const int alpha = src->has_alpha;
+  size_t per_ring, per_thread, total;
+  cudafx_status s;
+
+  for (int p = 0; p < pl->radius; p++)
+    {
+      job->left[p] = border_index (-1 - p, src->width, job->border);
+      job->right[p] = border_index (src->width + p, src->width, job->border);
+    }
+
+  /* rows are read TILE-rounded, plus 2r pixels of border */
+  if (w * c / c != w || w * c > SIZE_MAX / 8)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: image row too large");
+  job->row_len = round_tile (w * c);
+  job->arow_len = alpha ? round_tile (w) : 0;
+  job->pad_len = job->row_len + 2 * r * c;
+  job->apad_len = alpha ? job->arow_len + 2 * r : 0;
+  job->ring_len = pl->separable ? job->row_len : job->pad_len;
+  job->aring_len = pl->separable ? job->arow_len : job->apad_len;
+  per_ring = job->ring_len + job->aring_len;
+  if (!size_mul_add (per_ring, n, job->pad_len + job->apad_len + job->row_len + job->arow_len,
+                     &per_thread)
+      || !size_mul_add (per_thread, threads, 0, &total) || total > SIZE_MAX / sizeof (float))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: working buffers too large");
+  job->scratch_floats = per_thread;
+  /* zeroed: the TILE slack of the rows is read (results discarded) */
+  job->scratch = calloc (total, sizeof (float));
+  if (!job->scratch)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory for %zu working floats", total);
+
+  int bands = threads * 4 < src->height ? threads * 4 : src->height;
+  job->band_rows = (src->height + bands - 1) / bands;
+  bands = (src->height + job->band_rows - 1) / job->band_rows;
+  s = cudafx_parallel_rows (bands, convolve_bands, job, o, 0.0, 1.0);
+  free (job->scratch);
+  job->scratch = NULL;
+  return s;
+}
+
+cudafx_status
+cudafx_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_convolve_params *p,
+                 const cudafx_options *o)
+{
+  convolve_job *job;
+  convolve_plan *plan;
+  cudafx_status s;
+
+  cudafx_clear_error ();
+  if ((s = cudafx_check_pair ("convolve", src, dst)) || (s = check_params (p)))
+    return s;
+  job = calloc (1, sizeof *job);
+  plan = malloc (sizeof *plan);
+  if (!job || !plan)
+    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory");
+  else if (!(s = make_plan (p, src->type, plan)))
+    {
+      job->src = src;
+      job->dst = dst;
+      job->plan = plan;
+      job->border = p->border;
+      s = cudafx_dispatch ("convolve", convolve_cpu, NULL /* CUDA later */, job, o);
+    }
+  free (plan);
+  free (job);
+  return s;
 }

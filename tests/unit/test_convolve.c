@@ -1,0 +1,672 @@
+/* Convolution: the engine against a brute-force double-precision 2-D
+ * correlation with an explicit border function, over every preset, border
+ * mode, custom kernel sizes (rank 1 or not), divisor and offset, both types,
+ * channels 1–4 with and without alpha, padded strides and thread counts;
+ * properties (identity, constant images, no bleeding from transparent
+ * pixels); and invalid arguments. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the oracle --------------------------------------------------------- */
+
+/* The documented preset kernels, written out. */
+static const double laplacian[25] = {
+   0,  0, -1,  0,  0,
+   0, -1, -2, -1,  0,
+  -1, -2, 16, -2, -1,
+   0, -1, -2, -1,  0,
+   0,  0, -1,  0,  0,
+};
+static const double sharpen[25] = {
+  -1,  -4,  -6,  -4, -1,
+  -4, -16, -24, -16, -4,
+  -6, -24, 476, -24, -6,
+  -4, -16, -24, -16, -4,
+  -1,  -4,  -6,  -4, -1,
+};
+static const double high_pass[25] = {
+  -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1,
+  -1, -1, 24, -1, -1,
+  -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1,
+};
+static const double mean3[9] = { 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+static const double blur3[9] = { 1, 2, 1, 2, 4, 2, 1, 2, 1 };
+static const double blur5[25] = {
+  1,  4,  6,  4, 1,
+  4, 16, 24, 16, 4,
+  6, 24, 36, 24, 6,
+  4, 16, 24, 16, 4,
+  1,  4,  6,  4, 1,
+};
+static const double sobel_h[9] = { -1, 0, 1, -2, 0, 2, -1, 0, 1 };
+static const double sobel_v[9] = { -1, -2, -1, 0, 0, 0, 1, 2, 1 };
+static const double identity3[9] = { 0, 0, 0, 0, 1, 0, 0, 0, 0 };
+
+/* The kernel the parameters describe, malloc'ed, size in *n. */
+static double *
+expected_kernel (const cudafx_convolve_params *p, int *n)
+{
+  const double *table = identity3;
+  double *k;
+  *n = 3;
+  switch (p->preset)
+    {
+    case CUDAFX_PRESET_CUSTOM:
+      *n = p->kernel ? p->kernel_size : 3;
+      table = p->kernel ? p->kernel : identity3;
+      break;
+    case CUDAFX_PRESET_LAPLACIAN_5X5: *n = 5; table = laplacian; break;
+    case CUDAFX_PRESET_SHARPEN_5X5: *n = 5; table = sharpen; break;
+    case CUDAFX_PRESET_HIGH_PASS_5X5: *n = 5; table = high_pass; break;
+    case CUDAFX_PRESET_MEAN_3X3: *n = 3; table = mean3; break;
+    case CUDAFX_PRESET_BLUR_3X3: *n = 3; table = blur3; break;
+    case CUDAFX_PRESET_BLUR_5X5: *n = 5; table = blur5; break;
+    case CUDAFX_PRESET_SOBEL_HORIZONTAL: *n = 3; table = sobel_h; break;
+    case CUDAFX_PRESET_SOBEL_VERTICAL: *n = 3; table = sobel_v; break;
+    case CUDAFX_PRESET_GAUSSIAN:
+      {
+        int r = (int) ceil (3 * p->sigma);
+        double sum = 0;
+        *n = 2 * r + 1;
+        k = malloc (sizeof (double) * *n * *n);
+        for (int j = -r; j <= r; j++)
+          for (int i = -r; i <= r; i++)
+            sum += k[(j + r) * *n + i + r] = exp (-(i * i + j * j) / (2 * p->sigma * p->sigma));
+        for (int i = 0; i < *n * *n; i++)
+          k[i] /= sum;
+        return k;
+      }
+    }
+  k = malloc (sizeof (double) * *n * *n);
+  memcpy (k, table, sizeof (double) * *n * *n);
+  return k;
+}
+
+/* Index of position i in 0..n-1 under a border mode, or -1 for black. */
+static int
+ref_border (int i, int n, cudafx_border border)
+{
+  if (i >= 0 && i < n)
+    return i;
+  switch (border)
+    {
+    case CUDAFX_BORDER_CLAMP:
+      return i < 0 ? 0 : n - 1;
+    case CUDAFX_BORDER_MIRROR:
+      if (n == 1)
+        return 0;
+      while (i < 0 || i >= n)
+        i = i < 0 ? -i : 2 * (n - 1) - i;
+      return i;
+    case CUDAFX_BORDER_WRAP:
+      while (i < 0)
+        i += n;
+      return i % n;
+    case CUDAFX_BORDER_BLACK:
+      return -1;
+    }
+  return -1;
+}
+
+static double
+ref_get (const cudafx_image *img, int x, int y, int c, cudafx_border border)
+{
+  int sx = ref_border (x, img->width, border), sy = ref_border (y, img->height, border);
+  return sx < 0 || sy < 0 ? 0 : harness_get (img, sx, sy, c);
+}
+
+/* Element (x, y, c) of the result on the 0..255 scale, before rounding and
+ * clamping, following the documented formulas in double precision. */
+static double
+oracle (const cudafx_image *src, const double *k, int n, const cudafx_convolve_params *p,
+        int x, int y, int c)
+{
+  const int r = n / 2, ch = src->channels;
+  double sum = 0, abs_sum = 0;
+  for (int i = 0; i < n * n; i++)
+    {
+      sum += k[i];
+      abs_sum += fabs (k[i]);
+    }
+  const int zero_sum = fabs (sum) <= 1e-9 * abs_sum;
+  const double d = p->divisor != 0 ? p->divisor : zero_sum ? 1 : sum;
+  const int is_alpha = src->has_alpha && c == ch - 1;
+  double acc = 0, cover = 0;
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < n; i++)
+      {
+        double v = ref_get (src, x + i - r, y + j - r, c, p->border);
+        double kv = k[j * n + i];
+        if (src->has_alpha && !is_alpha)
+          {
+            double a = ref_get (src, x + i - r, y + j - r, ch - 1, p->border);
+            acc += kv * a * v;
+            cover += fabs (kv) * a;
+          }
+        else
+          acc += kv * v;
+      }
+  if (is_alpha)
+    {
+      if (zero_sum)
+        return harness_get (src, x, y, c);
+      double a = acc / sum;
+      return a < 0 ? 0 : a > 255 ? 255 : a;
+    }
+  if (src->has_alpha)
+    return cover > 0 ? acc / d * abs_sum / cover + p->offset : p->offset;
+  return acc / d + p->offset;
+}
+
+/* Checks dst against the oracle and that dst's row padding is still poisoned. */
+static void
+check_against_oracle (const cudafx_image *src, const cudafx_image *dst,
+                      const cudafx_convolve_params *p, const char *what)
+{
+  int n;
+  double *k = expected_kernel (p, &n), abs_sum = 0, sum = 0;
+  for (int i = 0; i < n * n; i++)
+    {
+      abs_sum += fabs (k[i]);
+      sum += k[i];
+    }
+  double d = p->divisor != 0 ? p->divisor : fabs (sum) <= 1e-9 * abs_sum ? 1 : sum;
+  /* f32: float sums against double ones, relative to the largest possible sum */
+  double tol = 1e-5 * 255 * abs_sum / fabs (d) + 1e-4;
+  for (int y = 0; y < src->height && harness_failures () < 5; y++)
+    {
+      for (int x = 0; x < src->width; x++)
+        for (int c = 0; c < src->channels; c++)
+          {
+            double want = oracle (src, k, n, p, x, y, c), got = harness_get (dst, x, y, c);
+            if (dst->type == CUDAFX_U8)
+              {
+                want = want < 0 ? 0 : want > 255 ? 255 : want;
+                CHECK (fabs (got - want) <= 1.0 + 1e-9, "%s: (%d,%d,%d) got %g want %.4f",
+                       what, x, y, c, got, want);
+              }
+            else
+              CHECK (fabs (got - want) <= tol, "%s: (%d,%d,%d) got %.6f want %.6f",
+                     what, x, y, c, got, want);
+          }
+      size_t row = (size_t) dst->width * dst->channels * cudafx_type_size (dst->type);
+      const unsigned char *bytes = (const unsigned char *) dst->data + (size_t) y * dst->stride;
+      for (size_t b = row; b < dst->stride; b++)
+        CHECK (bytes[b] == 0xA5, "%s: row %d padding byte %zu overwritten", what, y, b);
+    }
+  free (k);
+}
+
+/* ---- running the engine over many layouts ------------------------------- */
+
+static const int sizes[][2] = { { 1, 1 }, { 1, 9 }, { 9, 1 }, { 13, 7 }, { 31, 17 }, { 6, 5 }, { 2, 3 } };
+static const int layouts[][2] = { { 1, 0 }, { 2, 0 }, { 2, 1 }, { 3, 0 }, { 4, 0 }, { 4, 1 } };
+static const int thread_counts[] = { 1, 2, 3, 7 };
+#define N_OF(a) ((int) (sizeof (a) / sizeof ((a)[0])))
+
+/* Runs p on the case-th combination of size, layout, type, padding and
+ * threads, and checks it against the oracle. */
+static void
+run_case (const cudafx_convolve_params *p, int variant, const char *what)
+{
+  harness_rng rng = { 1234567ull + variant };
+  const int *sz = sizes[variant % N_OF (sizes)];
+  const int *lay = layouts[(variant / 3) % N_OF (layouts)];
+  cudafx_type type = (variant / 2) % 2 ? CUDAFX_F32 : CUDAFX_U8;
+  size_t pad = variant % 5 == 0 ? 0 : 4 * (variant % 3) + 3 * (type == CUDAFX_U8);
+  cudafx_image src = harness_image_new (sz[0], sz[1], lay[0], lay[1], type, pad);
+  cudafx_image dst = harness_image_new (sz[0], sz[1], lay[0], lay[1], type, pad + 5 * 4);
+  harness_image_random (&src, &rng);
+  harness_image_poison (&dst);
+  cudafx_options o = harness_options ();
+  o.threads = thread_counts[variant % N_OF (thread_counts)];
+  char label[200];
+  snprintf (label, sizeof label, "%s, %dx%d c%d%s %s pad %zu threads %d border %d", what,
+            sz[0], sz[1], lay[0], lay[1] ? "+alpha" : "", type == CUDAFX_U8 ? "u8" : "f32",
+            pad, o.threads, p->border);
+  cudafx_status s = cudafx_convolve (&src, &dst, p, &o);
+  CHECK (s == CUDAFX_OK, "%s: status %d (%s)", label, s, cudafx_error_message ());
+  if (s == CUDAFX_OK)
+    check_against_oracle (&src, &dst, p, label);
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
+TEST (convolve_presets_match_oracle)
+{
+  static const double sigmas[] = { 0.1, 0.8, 1.7, 5 };
+  int variant = 0;
+  for (int preset = 0; preset <= CUDAFX_PRESET_SOBEL_VERTICAL; preset++)
+    for (int border = 0; border < 4; border++)
+      for (int rep = 0; rep < 3; rep++)
+        {
+          cudafx_convolve_params p;
+          cudafx_convolve_params_init (&p);
+          p.preset = preset;
+          p.border = border;
+          p.sigma = sigmas[(border + rep) % N_OF (sigmas)];
+          p.offset = rep == 2 ? 100 : 0;
+          char what[64];
+          snprintf (what, sizeof what, "preset %d sigma %g", preset, p.sigma);
+          run_case (&p, variant++, what);
+        }
+}
+
+TEST (convolve_gaussian_larger_than_31_taps)
+{
+  for (int border = 0; border < 4; border++)
+    {
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      p.sigma = 12; /* 73 taps, beyond the 13×7 image */
+      p.border = border;
+      run_case (&p, 3 + 6 * border, "gaussian sigma 12");
+    }
+}
+
+/* Random n×n kernel: rank 1 (outer product) or dense, with a nonzero sum. */
+static void
+random_kernel (double *k, int n, int rank_1, harness_rng *rng)
+{
+  double u[CUDAFX_MAX_KERNEL_SIZE], v[CUDAFX_MAX_KERNEL_SIZE];
+  for (int i = 0; i < n; i++)
+    {
+      u[i] = harness_uniform (rng) * 2 - 0.5;
+      v[i] = harness_uniform (rng) * 2 - 0.5;
+    }
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < n; i++)
+      k[j * n + i] = rank_1 ? u[j] * v[i] : harness_uniform (rng) * 2 - 0.5;
+}
+
+TEST (convolve_custom_kernels_match_oracle)
+{
+  static const int kernel_sizes[] = { 1, 3, 5, 7, 31 };
+  static const double divisors[] = { 0, 1, -2.5, 7 };
+  static const double offsets[] = { 0, 40, -100 };
+  static double k[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+  harness_rng rng = { 99 };
+  int variant = 0;
+  for (int s = 0; s < N_OF (kernel_sizes); s++)
+    for (int rank_1 = 0; rank_1 < 2; rank_1++)
+      for (int border = 0; border < 4; border++)
+        for (int rep = 0; rep < 2; rep++)
+          {
+            int n = kernel_sizes[s];
+            random_kernel (k, n, rank_1, &rng);
+            cudafx_convolve_params p;
+            cudafx_convolve_params_init (&p);
+            p.preset = CUDAFX_PRESET_CUSTOM;
+            p.kernel = k;
+            p.kernel_size = n;
+            p.border = border;
+            p.divisor = divisors[(variant / 2) % N_OF (divisors)];
+            p.offset = offsets[variant % N_OF (offsets)];
+            char what[96];
+            snprintf (what, sizeof what, "custom %dx%d %s divisor %g offset %g", n, n,
+                      rank_1 ? "rank-1" : "dense", p.divisor, p.offset);
+            run_case (&p, variant++, what);
+          }
+}
+
+TEST (convolve_zero_sum_kernels_match_oracle)
+{
+  /* rank-1 and dense kernels summing to 0: divisor 0 means 1, alpha is kept */
+  static const double ddx[9] = { 1, 0, -1, 2, 0, -2, 1, 0, -1 };
+  static const double dense[9] = { 1, -2, 0.5, 3, -4, 1, 0.25, 0.75, -0.5 };
+  for (int v = 0; v < 12; v++)
+    {
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      p.preset = CUDAFX_PRESET_CUSTOM;
+      p.kernel = v % 2 ? dense : ddx;
+      p.kernel_size = 3;
+      p.offset = 128;
+      p.border = v % 4;
+      run_case (&p, v * 5 + 2, v % 2 ? "dense zero-sum" : "rank-1 zero-sum");
+    }
+}
+
+/* ---- properties --------------------------------------------------------- */
+
+TEST (convolve_identity_is_identity)
+{
+  static const double one[1] = { 1 };
+  static double delta5[25];
+  delta5[12] = 1;
+  const double *kernels[] = { NULL, one, delta5 };
+  const int kernel_sizes[] = { 0, 1, 5 };
+  harness_rng rng = { 7 };
+  for (int kk = 0; kk < 3; kk++)
+    for (int l = 0; l < N_OF (layouts); l++)
+      for (int t = 0; t < 2; t++)
+        {
+          cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+          cudafx_image src = harness_image_new (13, 7, layouts[l][0], layouts[l][1], type, 4);
+          cudafx_image dst = harness_image_new (13, 7, layouts[l][0], layouts[l][1], type, 0);
+          harness_image_random (&src, &rng);
+          cudafx_convolve_params p;
+          cudafx_convolve_params_init (&p);
+          p.preset = CUDAFX_PRESET_CUSTOM;
+          p.kernel = kernels[kk];
+          p.kernel_size = kernel_sizes[kk];
+          p.border = (kk + l) % 4;
+          cudafx_options o = harness_options ();
+          CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "identity: %s",
+                 cudafx_error_message ());
+          const int ch = src.channels;
+          for (int y = 0; y < 7; y++)
+            for (int x = 0; x < 13; x++)
+              for (int c = 0; c < ch; c++)
+                {
+                  double a = src.has_alpha ? harness_get (&src, x, y, ch - 1) : 255;
+                  double want = a > 0 ? harness_get (&src, x, y, c) : 0;
+                  if (src.has_alpha && c == ch - 1)
+                    want = a;
+                  /* alpha: (c·a)·1/a can be 1 ulp off in f32; otherwise exact */
+                  double tol = type == CUDAFX_F32 && src.has_alpha ? 1e-4 : 0;
+                  CHECK (fabs (harness_get (&dst, x, y, c) - want) <= tol,
+                         "identity kernel %d layout %d type %d: (%d,%d,%d) %g vs %g", kk, l, t,
+                         x, y, c, harness_get (&dst, x, y, c), want);
+                }
+          harness_image_free (&src);
+          harness_image_free (&dst);
+        }
+}
+
+TEST (convolve_constant_stays_constant)
+{
+  static const cudafx_preset presets[] = { CUDAFX_PRESET_SHARPEN_5X5, CUDAFX_PRESET_MEAN_3X3,
+                                           CUDAFX_PRESET_BLUR_3X3, CUDAFX_PRESET_BLUR_5X5,
+                                           CUDAFX_PRESET_GAUSSIAN, CUDAFX_PRESET_CUSTOM };
+  static double k[49];
+  harness_rng rng = { 11 };
+  random_kernel (k, 7, 0, &rng); /* dense, mixed signs, sum > 0 */
+  for (int pi = 0; pi < N_OF (presets); pi++)
+    for (int border = 0; border < 3; border++) /* black is not constant */
+      for (int l = 0; l < N_OF (layouts); l++)
+        for (int t = 0; t < 2; t++)
+          {
+            cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+            cudafx_image src = harness_image_new (11, 9, layouts[l][0], layouts[l][1], type, 0);
+            cudafx_image dst = harness_image_new (11, 9, layouts[l][0], layouts[l][1], type, 0);
+            double colour[4] = { 17, 200, 133, 90 };
+            for (int y = 0; y < 9; y++)
+              for (int x = 0; x < 11; x++)
+                for (int c = 0; c < src.channels; c++)
+                  harness_set (&src, x, y, c, colour[c]);
+            cudafx_convolve_params p;
+            cudafx_convolve_params_init (&p);
+            p.preset = presets[pi];
+            p.kernel = presets[pi] == CUDAFX_PRESET_CUSTOM ? k : NULL;
+            p.kernel_size = 7;
+            p.sigma = 1.3;
+            p.border = border;
+            cudafx_options o = harness_options ();
+            o.threads = 1 + l % 3;
+            CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "constant: %s",
+                   cudafx_error_message ());
+            double diff = harness_max_diff (&src, &dst);
+            CHECK (diff <= (t ? 1e-3 : 0), "constant: preset %d border %d layout %d type %d: diff %g",
+                   p.preset, border, l, t, diff);
+            harness_image_free (&src);
+            harness_image_free (&dst);
+          }
+}
+
+/* Transparent pixels do not bleed: their colour never matters, and an
+ * opaque constant colour stays constant next to them, black border included. */
+TEST (convolve_alpha_does_not_bleed)
+{
+  harness_rng rng = { 5 };
+  for (int t = 0; t < 2; t++)
+    for (int border = 0; border < 4; border++)
+      {
+        cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+        cudafx_image a = harness_image_new (17, 9, 4, 1, type, 0);
+        cudafx_image b = harness_image_new (17, 9, 4, 1, type, 0);
+        cudafx_image out_a = harness_image_new (17, 9, 4, 1, type, 0);
+        cudafx_image out_b = harness_image_new (17, 9, 4, 1, type, 0);
+        for (int y = 0; y < 9; y++)
+          for (int x = 0; x < 17; x++)
+            {
+              int opaque = x < 8;
+              double alpha = opaque ? 255 : 0;
+              double ca[3] = { 40, 120, 250 };
+              for (int c = 0; c < 3; c++)
+                {
+                  harness_set (&a, x, y, c, opaque ? ca[c] : harness_rand (&rng) % 256);
+                  harness_set (&b, x, y, c, opaque ? ca[c] : harness_rand (&rng) % 256);
+                }
+              /* a partly transparent column as well */
+              harness_set (&a, x, y, 3, x == 3 ? 77 : alpha);
+              harness_set (&b, x, y, 3, x == 3 ? 77 : alpha);
+            }
+        cudafx_convolve_params p;
+        cudafx_convolve_params_init (&p);
+        p.sigma = 1.5;
+        p.border = border;
+        cudafx_options o = harness_options ();
+        CHECK (cudafx_convolve (&a, &out_a, &p, &o) == CUDAFX_OK, "bleed a");
+        CHECK (cudafx_convolve (&b, &out_b, &p, &o) == CUDAFX_OK, "bleed b");
+        CHECK (harness_max_diff (&out_a, &out_b) == 0,
+               "colour of transparent pixels leaked (type %d border %d)", t, border);
+        for (int y = 0; y < 9; y++)
+          for (int x = 0; x < 17; x++)
+            if (harness_get (&out_a, x, y, 3) > 0)
+              for (int c = 0; c < 3; c++)
+                CHECK (fabs (harness_get (&out_a, x, y, c) - harness_get (&a, 0, 0, c)) <= (t ? 1e-3 : 0),
+                       "opaque colour changed at (%d,%d,%d): %g (type %d border %d)", x, y, c,
+                       harness_get (&out_a, x, y, c), t, border);
+        /* the blur softens the alpha edge */
+        CHECK (harness_get (&out_a, 8, 4, 3) > 0 && harness_get (&out_a, 7, 4, 3) < 255,
+               "alpha edge not blurred");
+        harness_image_free (&a);
+        harness_image_free (&b);
+        harness_image_free (&out_a);
+        harness_image_free (&out_b);
+      }
+}
+
+TEST (convolve_zero_sum_keeps_alpha_and_flat_is_offset)
+{
+  harness_rng rng = { 3 };
+  cudafx_image src = harness_image_new (9, 8, 2, 1, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (9, 8, 2, 1, CUDAFX_U8, 0);
+  for (int y = 0; y < 8; y++)
+    for (int x = 0; x < 9; x++)
+      {
+        harness_set (&src, x, y, 0, 90);
+        harness_set (&src, x, y, 1, 1 + harness_rand (&rng) % 255);
+      }
+  const cudafx_preset presets[] = { CUDAFX_PRESET_SOBEL_HORIZONTAL, CUDAFX_PRESET_SOBEL_VERTICAL,
+                                    CUDAFX_PRESET_LAPLACIAN_5X5, CUDAFX_PRESET_HIGH_PASS_5X5 };
+  for (int i = 0; i < 4; i++)
+    {
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      p.preset = presets[i];
+      p.offset = 128;
+      cudafx_options o = harness_options ();
+      CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "zero-sum");
+      for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 9; x++)
+          CHECK (harness_get (&dst, x, y, 1) == harness_get (&src, x, y, 1),
+                 "preset %d: alpha changed at (%d,%d)", p.preset, x, y);
+      /* opaque flat colour: no gradient, only the offset */
+      cudafx_image flat = harness_image_new (9, 8, 3, 0, CUDAFX_F32, 0);
+      cudafx_image out = harness_image_new (9, 8, 3, 0, CUDAFX_F32, 0);
+      for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 9; x++)
+          for (int c = 0; c < 3; c++)
+            harness_set (&flat, x, y, c, 60 * c);
+      CHECK (cudafx_convolve (&flat, &out, &p, &o) == CUDAFX_OK, "zero-sum flat");
+      for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 9; x++)
+          for (int c = 0; c < 3; c++)
+            CHECK (fabs (harness_get (&out, x, y, c) - 128) < 1e-3, "preset %d flat: %g", p.preset,
+                   harness_get (&out, x, y, c));
+      harness_image_free (&flat);
+      harness_image_free (&out);
+    }
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
+TEST (convolve_thread_count_does_not_change_result)
+{
+  harness_rng rng = { 21 };
+  static double k[25];
+  random_kernel (k, 5, 0, &rng);
+  for (int preset = 0; preset < 3; preset++)
+    {
+      cudafx_image src = harness_image_new (61, 47, 4, 1, CUDAFX_F32, 8);
+      harness_image_random (&src, &rng);
+      cudafx_image ref = harness_image_new (61, 47, 4, 1, CUDAFX_F32, 8);
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      p.preset = preset == 0 ? CUDAFX_PRESET_CUSTOM : preset == 1 ? CUDAFX_PRESET_GAUSSIAN
+                                                                  : CUDAFX_PRESET_SHARPEN_5X5;
+      p.kernel = k;
+      p.kernel_size = 5;
+      p.border = CUDAFX_BORDER_MIRROR;
+      cudafx_options o = harness_options ();
+      o.threads = 1;
+      CHECK (cudafx_convolve (&src, &ref, &p, &o) == CUDAFX_OK, "threads 1");
+      for (int ti = 1; ti < N_OF (thread_counts); ti++)
+        {
+          cudafx_image dst = harness_image_new (61, 47, 4, 1, CUDAFX_F32, 8);
+          o.threads = thread_counts[ti];
+          CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "threads %d", o.threads);
+          for (int y = 0; y < 47; y++)
+            CHECK (!memcmp ((char *) dst.data + y * dst.stride, (char *) ref.data + y * ref.stride,
+                            61 * 4 * sizeof (float)),
+                   "preset %d: row %d differs with %d threads", p.preset, y, o.threads);
+          harness_image_free (&dst);
+        }
+      harness_image_free (&src);
+      harness_image_free (&ref);
+    }
+}
+
+/* ---- the kernel query --------------------------------------------------- */
+
+TEST (convolve_kernel_reports_presets)
+{
+  static double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+  for (int preset = 0; preset <= CUDAFX_PRESET_SOBEL_VERTICAL; preset++)
+    {
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      p.preset = preset;
+      p.sigma = 1;
+      int size = 0, n;
+      double *want = expected_kernel (&p, &n);
+      CHECK (cudafx_convolve_kernel (&p, taps, &size) == CUDAFX_OK, "preset %d: %s", preset,
+             cudafx_error_message ());
+      CHECK (size == n, "preset %d: size %d, want %d", preset, size, n);
+      for (int i = 0; i < n * n && size == n; i++)
+        CHECK (fabs (taps[i] - want[i]) <= 1e-12, "preset %d tap %d: %g vs %g", preset, i,
+               taps[i], want[i]);
+      free (want);
+    }
+  cudafx_convolve_params p;
+  cudafx_convolve_params_init (&p);
+  int size;
+  p.sigma = 5;
+  CHECK (cudafx_convolve_kernel (&p, taps, &size) == CUDAFX_OK && size == 31, "sigma 5 is 31x31");
+  p.sigma = 6;
+  CHECK (cudafx_convolve_kernel (&p, taps, &size) == CUDAFX_ERR_INVALID_ARG
+         && strstr (cudafx_error_message (), "sigma"), "sigma 6 does not fit the grid");
+}
+
+/* ---- invalid arguments -------------------------------------------------- */
+
+/* check_kernel_query: the kernel query rejects it too (it ignores what only
+ * the convolution uses, like a divisor too small for float taps). */
+static void
+expect_invalid_in (const cudafx_convolve_params *p, const char *arg, int check_kernel_query)
+{
+  cudafx_image src = harness_image_new (5, 4, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (5, 4, 3, 0, CUDAFX_U8, 0);
+  harness_rng rng = { 1 };
+  harness_image_random (&src, &rng);
+  harness_image_poison (&dst);
+  cudafx_options o = harness_options ();
+  cudafx_status s = cudafx_convolve (&src, &dst, p, &o);
+  CHECK (s == CUDAFX_ERR_INVALID_ARG, "%s: status %d", arg, s);
+  CHECK (strstr (cudafx_error_message (), arg) != NULL, "message '%s' does not name %s",
+         cudafx_error_message (), arg);
+  const unsigned char *d = dst.data;
+  for (size_t i = 0; i < dst.stride * 4; i++)
+    if (d[i] != 0xA5)
+      {
+        CHECK (0, "%s: destination written", arg);
+        break;
+      }
+  if (p && check_kernel_query)
+    {
+      double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+      int size;
+      CHECK (cudafx_convolve_kernel (p, taps, &size) == CUDAFX_ERR_INVALID_ARG,
+             "kernel query accepts bad %s", arg);
+    }
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
+static void
+expect_invalid (const cudafx_convolve_params *p, const char *arg)
+{
+  expect_invalid_in (p, arg, 1);
+}
+
+TEST (convolve_invalid_arguments)
+{
+  static double k[33 * 33];
+  cudafx_convolve_params p;
+  expect_invalid (NULL, "params");
+
+  cudafx_convolve_params_init (&p);
+  p.preset = CUDAFX_PRESET_CUSTOM;
+  p.kernel = k;
+  k[0] = 1;
+  p.kernel_size = 4;
+  expect_invalid (&p, "kernel");
+  p.kernel_size = 33;
+  expect_invalid (&p, "kernel");
+  p.kernel_size = 0;
+  expect_invalid (&p, "kernel");
+  p.kernel_size = 3;
+  k[4] = NAN;
+  expect_invalid (&p, "kernel");
+  k[4] = INFINITY;
+  expect_invalid (&p, "kernel");
+  k[4] = 1;
+  p.divisor = NAN;
+  expect_invalid (&p, "divisor");
+  p.divisor = 1e-300; /* taps would overflow a float */
+  expect_invalid_in (&p, "divisor", 0);
+
+  cudafx_convolve_params_init (&p);
+  p.sigma = 0;
+  expect_invalid (&p, "sigma");
+  p.sigma = 51;
+  expect_invalid (&p, "sigma");
+  cudafx_convolve_params_init (&p);
+  p.offset = 300;
+  expect_invalid (&p, "offset");
+  cudafx_convolve_params_init (&p);
+  p.preset = 10;
+  expect_invalid (&p, "preset");
+  p.preset = -1;
+  expect_invalid (&p, "preset");
+  cudafx_convolve_params_init (&p);
+  p.border = 4;
+  expect_invalid (&p, "border");
+}
