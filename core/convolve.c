@@ -20,7 +20,9 @@
  * - Float taps, computed in double and rounded once:
  *   direct:    w[j*n+i] = (float) (k[j][i] / d)
  *   separable: h[i] = (float) k[pr][i]  (the row through the largest entry
- *              k[pr][pc]), v[j] = (float) (k[j][pc] / k[pr][pc] / d).
+ *              k[pr][pc]), v[j] = (float) (k[j][pc] / k[pr][pc] / d);
+ *   gaussian:  g[i] = exp (-(i-R)² / 2σ²) / sum, R = ceil (3σ), h[i] = (float) g[i],
+ *              v[j] = (float) (g[j] / d) with d = sum over the 2-D kernel g gᵀ.
  * - Every weighted sum starts from 0.0f and adds w * x term by term in tap
  *   order (direct: row-major; horizontal: left to right; vertical: top to
  *   bottom), a float multiply then a float add, never fused
