@@ -269,6 +269,38 @@ TEST (convolve_gaussian_larger_than_31_taps)
     }
 }
 
+/* Rows wider than the engine's vertical strips (2048 floats), so strips
+ * meet inside the image and at its edges. */
+TEST (convolve_wide_rows_match_oracle)
+{
+  static double k[49];
+  harness_rng rng = { 77 };
+  for (int v = 0; v < 4; v++)
+    {
+      for (int i = 0; i < 49; i++)
+        k[i] = harness_uniform (&rng) - 0.3;
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      p.preset = v < 2 ? CUDAFX_PRESET_CUSTOM : CUDAFX_PRESET_GAUSSIAN;
+      p.kernel = k;
+      p.kernel_size = 7;
+      p.sigma = 2.5;
+      p.border = v;
+      cudafx_type type = v % 2 ? CUDAFX_F32 : CUDAFX_U8;
+      int channels = v == 3 ? 1 : 3 + (v & 1);
+      cudafx_image src = harness_image_new (1301, 4, channels, v == 1, type, 8);
+      cudafx_image dst = harness_image_new (1301, 4, channels, v == 1, type, 8);
+      harness_image_random (&src, &rng);
+      harness_image_poison (&dst);
+      cudafx_options o = harness_options ();
+      o.threads = 2;
+      CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "wide: %s", cudafx_error_message ());
+      check_against_oracle (&src, &dst, &p, v < 2 ? "wide custom 7x7" : "wide gaussian");
+      harness_image_free (&src);
+      harness_image_free (&dst);
+    }
+}
+
 /* Random n×n kernel: rank 1 (outer product) or dense, with a nonzero sum. */
 static void
 random_kernel (double *k, int n, int rank_1, harness_rng *rng)
