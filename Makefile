@@ -57,7 +57,7 @@ endif
 all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI)
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)"
 
-$(BUILD)/core/%.o: core/%.c core/cudafx.h core/engine.h
+$(BUILD)/core/%.o: core/%.c $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -65,7 +65,7 @@ $(BUILD)/cuda/stub.o: cuda/stub.c cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh) core/cudafx.h
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh core/*.h)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

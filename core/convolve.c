@@ -51,7 +51,9 @@
  * cache. The weighted sums keep 128 outputs in 8 vector registers (GCC
  * vector extensions) while they run through the terms.
  */
+#include "convolve.h"
 #include "engine.h"
+#include "../cuda/cudafx_cuda.h"
 
 #include <math.h>
 #include <omp.h>
@@ -63,9 +65,6 @@
 #define TILE 128
 /* Floats of output row per vertical strip. */
 #define STRIP_FLOATS 2048
-/* Largest 1-D size: the gaussian at the table's largest sigma, 50. */
-#define MAX_TAPS_1D 301
-#define MAX_TAPS_2D (CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE)
 /* Relative tolerance for "zero sum" and "rank 1", against sum|k| and max|k|. */
 #define KERNEL_EPS 1e-9
 
@@ -120,8 +119,8 @@ static const signed char binomial_5[5] = { 1, 4, 6, 4, 1 };
 typedef struct {
   int    size;
   int    outer;
-  double matrix[MAX_TAPS_2D];
-  double col[MAX_TAPS_1D], row[MAX_TAPS_1D];
+  double matrix[CONVOLVE_MAX_TAPS_2D];
+  double col[CONVOLVE_MAX_TAPS_1D], row[CONVOLVE_MAX_TAPS_1D];
 } kernel_def;
 
 static cudafx_status
@@ -209,7 +208,7 @@ kernel_from_params (const cudafx_convolve_params *p, kernel_def *k)
       {
         int r = (int) ceil (3 * p->sigma);
         double sum = 0;
-        if (2 * r + 1 > MAX_TAPS_1D)
+        if (2 * r + 1 > CONVOLVE_MAX_TAPS_1D)
           return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "convolve: sigma %g is too large", p->sigma);
         k->size = 2 * r + 1;
         k->outer = 1;
@@ -287,17 +286,6 @@ cudafx_convolve_kernel (const cudafx_convolve_params *p, double *taps, int *size
 
 /* ---- plan: float taps and constants, the arithmetic the GPU copies ------ */
 
-typedef struct {
-  int   size, radius;
-  int   separable;
-  /* direct: size*size row-major; separable: size horizontal, then size vertical */
-  float taps[MAX_TAPS_2D];
-  float abs_taps[MAX_TAPS_2D]; /* |k| without divisor: alpha coverage weights */
-  float abs_sum;               /* sum |k| */
-  float alpha_scale;           /* d / s: alpha as the kernel's weighted average */
-  int   zero_sum;              /* keep the source alpha */
-  float offset;                /* on the element's scale */
-} convolve_plan;
 
 static cudafx_status
 make_plan (const cudafx_convolve_params *p, cudafx_type type, convolve_plan *plan)
@@ -388,8 +376,8 @@ typedef struct {
   cudafx_border         border;
   int                   band_rows;
   int                   strip;                 /* pixels per vertical strip */
-  int                   left[MAX_TAPS_1D / 2];  /* source x of pixel -1-p, or -1 */
-  int                   right[MAX_TAPS_1D / 2]; /* source x of pixel width+p, or -1 */
+  int                   left[CONVOLVE_MAX_TAPS_1D / 2];  /* source x of pixel -1-p, or -1 */
+  int                   right[CONVOLVE_MAX_TAPS_1D / 2]; /* source x of pixel width+p, or -1 */
   /* per-thread scratch: thread t owns floats [t * scratch_floats, ...) */
   float                *scratch;
   size_t                scratch_floats;
@@ -402,12 +390,12 @@ typedef struct {
 /* A thread's buffers inside the scratch. */
 typedef struct {
   float *pad, *apad;           /* one converted source row with its border */
-  float *ring[MAX_TAPS_1D];    /* 2r+1 rows: padded (direct) or filtered (separable) */
-  float *aring[MAX_TAPS_1D];
+  float *ring[CONVOLVE_MAX_TAPS_1D];    /* 2r+1 rows: padded (direct) or filtered (separable) */
+  float *aring[CONVOLVE_MAX_TAPS_1D];
   float *acc, *aacc;           /* the output row's sums */
   /* separable: the horizontal pass's terms over pad and apad, zero taps left out */
-  const float *h_in[MAX_TAPS_1D], *ha_in[MAX_TAPS_1D];
-  float h_w[MAX_TAPS_1D], ha_w[MAX_TAPS_1D];
+  const float *h_in[CONVOLVE_MAX_TAPS_1D], *ha_in[CONVOLVE_MAX_TAPS_1D];
+  float h_w[CONVOLVE_MAX_TAPS_1D], ha_w[CONVOLVE_MAX_TAPS_1D];
   int h_terms, ha_terms;
 } workspace;
 
@@ -549,8 +537,8 @@ sum_ring (const convolve_job *job, workspace *ws, int y, int x0, int x1)
 {
   const convolve_plan *pl = job->plan;
   const int n = pl->size, r = pl->radius, c = job->src->channels, w = x1 - x0;
-  const float *in[MAX_TAPS_2D];
-  float wt[MAX_TAPS_2D];
+  const float *in[CONVOLVE_MAX_TAPS_2D];
+  float wt[CONVOLVE_MAX_TAPS_2D];
   for (int plane = 0; plane < (job->src->has_alpha ? 2 : 1); plane++)
     {
       float **ring = plane ? ws->aring : ws->ring;
@@ -756,6 +744,13 @@ convolve_cpu (void *opaque, const cudafx_options *o)
   return s;
 }
 
+static cudafx_status
+convolve_cuda (void *opaque, const cudafx_options *o)
+{
+  convolve_job *job = opaque;
+  return cudafx_convolve_cuda (job->src, job->dst, job->plan, job->border, o);
+}
+
 cudafx_status
 cudafx_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_convolve_params *p,
                  const cudafx_options *o)
@@ -777,7 +772,7 @@ cudafx_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_convol
       job->dst = dst;
       job->plan = plan;
       job->border = p->border;
-      s = cudafx_dispatch ("convolve", convolve_cpu, NULL /* CUDA later */, job, o);
+      s = cudafx_dispatch ("convolve", convolve_cpu, convolve_cuda, job, o);
     }
   free (plan);
   free (job);

@@ -167,28 +167,41 @@ cudafx_parallel_rows (int height, cudafx_rows_fn fn, void *ctx,
                       const cudafx_options *o, double from, double to)
 {
   int threads = cudafx_thread_count (o);
-  /* Stripes of a few rows per thread: enough work to amortise the fork, and
-   * small enough that progress moves and cancel answers quickly. */
-  int per_thread = height / (threads * 16) + 1;
-  if (per_thread > 64)
-    per_thread = 64;
-  int stripe = per_thread * threads;
-  for (int y0 = 0; y0 < height; y0 += stripe)
-    {
-      int y1 = y0 + stripe < height ? y0 + stripe : height;
-      int chunks = (y1 - y0 + per_thread - 1) / per_thread;
-#pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
-      for (int c = 0; c < chunks; c++)
-        {
-          int a = y0 + c * per_thread;
-          int b = a + per_thread < y1 ? a + per_thread : y1;
-          fn (ctx, a, b);
-        }
-      cudafx_status s = cudafx_progress (o, from + (to - from) * y1 / height);
-      if (s)
-        return s;
-    }
-  return CUDAFX_OK;
+  /* Many small chunks handed out dynamically in one parallel region: a
+   * thread that is descheduled on a busy machine delays only its chunk, and
+   * no barrier waits between stripes. The calling thread (thread 0) reports
+   * progress after each chunk it finishes; a cancel stops every thread at its
+   * next chunk. */
+  int rows = height / (threads * 16);
+  rows = rows < 1 ? 1 : rows > 64 ? 64 : rows;
+  int chunks = (height + rows - 1) / rows;
+  int done = 0, cancelled = 0;
+#pragma omp parallel num_threads (threads)
+  {
+#pragma omp for schedule (dynamic, 1) nowait
+    for (int c = 0; c < chunks; c++)
+      {
+        int stop;
+#pragma omp atomic read
+        stop = cancelled;
+        if (stop)
+          continue;
+        int y0 = c * rows;
+        fn (ctx, y0, y0 + rows < height ? y0 + rows : height);
+        int now;
+#pragma omp atomic capture
+        now = ++done;
+        if (omp_get_thread_num () == 0 && o && o->progress &&
+            o->progress (from + (to - from) * now / chunks, o->user_data))
+          {
+#pragma omp atomic write
+            cancelled = 1;
+          }
+      }
+  }
+  if (cancelled)
+    return cudafx_fail (CUDAFX_ERR_CANCELLED, "cancelled");
+  return cudafx_progress (o, to);
 }
 
 /* The backend asked for: options, then CUDAFX_BACKEND=cpu|cuda|auto. */

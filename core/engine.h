@@ -42,9 +42,9 @@ int cudafx_thread_count (const cudafx_options *o);
  * the host asked to stop. */
 cudafx_status cudafx_progress (const cudafx_options *o, double fraction);
 
-/* Runs fn over rows [0, height) in stripes, the rows of each stripe split
- * among threads; reports progress from `from` to `to` after each stripe and
- * stops early on cancel. fn must be safe to call concurrently on disjoint rows. */
+/* Runs fn over rows [0, height) in chunks of rows shared dynamically among
+ * threads; reports progress from `from` to `to` as chunks finish and stops
+ * early on cancel. fn must be safe to call concurrently on disjoint rows. */
 typedef void (*cudafx_rows_fn) (void *ctx, int y0, int y1);
 cudafx_status cudafx_parallel_rows (int height, cudafx_rows_fn fn, void *ctx,
                                     const cudafx_options *o, double from, double to);

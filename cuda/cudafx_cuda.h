@@ -5,6 +5,7 @@
 #define CUDAFX_CUDA_H
 
 #include "../core/cudafx.h"
+#include "../core/convolve.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,6 +18,11 @@ int cudafx_cuda_probe (char *name, size_t name_size, char *why, size_t why_size)
 /* Launchers: validated arguments in, status out (message via cudafx_fail). */
 cudafx_status cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst,
                                   const cudafx_median_params *p, const cudafx_options *o);
+
+/* plan from core/convolve.c; border for columns and the stripe's rows. */
+cudafx_status cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst,
+                                    const convolve_plan *plan, cudafx_border border,
+                                    const cudafx_options *o);
 
 #ifdef __cplusplus
 }

@@ -20,3 +20,10 @@ cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst,
 {
   return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "median: built without CUDA");
 }
+
+cudafx_status
+cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst, const convolve_plan *plan,
+                      cudafx_border border, const cudafx_options *o)
+{
+  return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "convolve: built without CUDA");
+}

@@ -19,8 +19,23 @@ run_median (const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
   return cudafx_median (src, dst, &p, o);
 }
 
+static cudafx_status
+run_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
+{
+  static const double kernel[25] = { 1, -2, 3, 0, 1, 2, 5, -1, 0, 2, 0, 1, 8, 1, 0,
+                                     2, 0, -1, 5, 2, 1, 0, 3, -2, 1 };
+  cudafx_convolve_params p;
+  cudafx_convolve_params_init (&p);
+  p.preset = CUDAFX_PRESET_CUSTOM;
+  p.kernel = kernel;
+  p.kernel_size = 5;
+  p.border = CUDAFX_BORDER_MIRROR;
+  return cudafx_convolve (src, dst, &p, o);
+}
+
 static const struct { const char *name; run_fn run; } gpu_filters[] = {
   { "median", run_median },
+  { "convolve", run_convolve },
 };
 
 /* Runs every GPU filter on a random image with `backend`, and checks the
