@@ -27,23 +27,35 @@
  * Voting. Pixels with alpha 0 do not vote (unless every pixel is transparent;
  * then all vote). n = number of voting pixels.
  *
- * Seeding (sequential, on the host in both backends). Sample S = min (n, 65536)
- * voting pixels: sample j is the voting pixel of rank floor (j * n / S) in
- * raster order. PRNG: splitmix64 with state = seed, uniform u = (next >> 11)
- * * 2^-53. First centre: sample floor (u * S). Then, while fewer than K
- * centres: D2[j] = squared distance (double, computed from the float features)
- * of sample j to its nearest centre; total = sum of D2 in j order; if total is
- * 0 stop (the image has fewer distinct colours than K); else target = u * total
- * and the next centre is the first j whose running sum exceeds target and
- * whose D2 > 0 (the last j with D2 > 0 if rounding leaves none).
+ * Seeding (on the host in both backends). Sample S = min (n, 65536) voting
+ * pixels: sample j is the voting pixel of rank floor (j * n / S) in raster
+ * order. 8 independent attempts; attempt a uses the PRNG splitmix64 with state
+ * seed + a * 2^32 and uniform u = (next >> 11) * 2^-53, and runs:
+ *  1. Greedy k-means++ (as in scikit-learn), T = 2 + floor (log (K)) trials
+ *     per centre. First centre: sample floor (u * S). D2[j] = squared distance
+ *     (double, from the float features) of sample j to its nearest centre;
+ *     total = sum of D2 in j order. While fewer than K centres and total > 0
+ *     (total 0: the sample has fewer distinct colours than K): for each of T
+ *     trials in turn, target = u * total and the candidate is the first j
+ *     whose running sum of D2 exceeds target and whose D2 > 0 (the last j
+ *     with D2 > 0 if rounding leaves none); its potential is the sum over j
+ *     of min (D2[j], distance² to the candidate); the trial with the lowest
+ *     potential (the first on ties) becomes the next centre.
+ *  2. Lloyd on the sample exactly as below (sequential, float distances,
+ *     integer means): at most 20 updates, stopping when no centre moves; then
+ *     error = sum in sample order, in double, of each sample's float
+ *     distance to its nearest final centre.
+ * The attempt with the lowest error (the first on ties) gives the starting
+ * centres. Attempts are independent, so they may run in parallel.
  *
- * Lloyd iterations, t = 1 .. max_iterations: assign every voting pixel to the
- * nearest centre, distance d = dx*dx + dy*dy + dz*dz in float in that order
- * (grey: dy = dz = 0), ties to the lowest index; if t > 1 and no assignment
- * changed, stop (iterations = t). Otherwise each centre becomes the mean of
- * its pixels: sums of the integer features in int64 (order-free, so any
- * thread count or GPU reduction gives the same), centre = floor ((2 * sum +
- * count) / (2 * count)) (round half up); a centre with no pixels stays put.
+ * Lloyd on the image, t = 1 .. max_iterations: assign every voting pixel to
+ * the nearest centre, distance d = dx*dx + dy*dy + dz*dz in float in that
+ * order (grey: dy = dz = 0; centres are the integers in float), ties to the
+ * lowest index; each centre becomes the mean of its pixels: sums of the
+ * integer features in int64 (order-free, so any thread count or GPU
+ * reduction gives the same), centre = floor ((2 * sum + count) / (2 * count))
+ * (round half up); a centre with no pixels stays put. Stop when no centre
+ * moved (the next assignment would repeat this one); iterations = t.
  *
  * Palette (host): centre / 256 on the 0..255 scale (rgb), or the inverse
  * Oklab transform in double with libm; then rounded to the element type (u8:
@@ -72,6 +84,8 @@
 #define FEATURE_LIMIT 32767.0f /* 0..255 scale: keeps |feature| < 2^23 */
 #define FIXED         256.0f   /* feature units per 0..255 level */
 #define BLOCK         512      /* pixels per vectorised distance block */
+#define ATTEMPTS      8        /* seedings tried on the sample */
+#define SAMPLE_ITERATIONS 20   /* Lloyd iterations of each attempt on the sample */
 #define FILTER        "quantize"
 
 typedef struct {
@@ -455,54 +469,89 @@ uniform (uint64_t *state)
   return (double) (splitmix64 (state) >> 11) * 0x1.0p-53;
 }
 
-/* k-means++ on the sample (S points of dims features, stride 3); writes the
- * centres (integers) and returns how many were found (≤ k). */
-static int
-seed_centres (const float (*sample)[3], int n, int dims, int k, uint32_t seed,
-              double *d2, int32_t (*centres)[3])
+/* The seeding sample, one plane per feature (planes past dims are zeros). */
+typedef struct {
+  int    n;
+  int    dims;
+  float *plane[3];
+} sample_set;
+
+static double
+sample_dist2 (const sample_set *smp, int j, const int32_t *centre)
 {
-  uint64_t state = seed;
-  int chosen = (int) (uniform (&state) * n);
-  int found = 0;
-  for (;;)
+  double d = 0;
+  for (int c = 0; c < smp->dims; c++)
     {
-      for (int c = 0; c < 3; c++)
-        centres[found][c] = (int32_t) sample[chosen][c];
+      double e = (double) smp->plane[c][j] - centre[c];
+      d += e * e;
+    }
+  return d;
+}
+
+/* Greedy k-means++ on the sample, continuing the PRNG `state`: writes the
+ * centres and returns how many were found (≤ k). d2 and work hold n and
+ * 2 * n doubles. */
+static int
+seed_centres (const sample_set *smp, int k, uint64_t *state, double *d2, double *work,
+              int32_t (*centres)[3])
+{
+  int n = smp->n;
+  double *trial = work, *best = work + n;
+  int trials = 2 + (int) floor (log ((double) k));
+  int first = (int) (uniform (state) * n);
+  for (int c = 0; c < 3; c++)
+    centres[0][c] = (int32_t) smp->plane[c][first];
+  double total = 0;
+  for (int j = 0; j < n; j++)
+    {
+      d2[j] = sample_dist2 (smp, j, centres[0]);
+      total += d2[j];
+    }
+  int found = 1;
+  while (found < k && total > 0)
+    {
+      double best_total = INFINITY;
+      for (int t = 0; t < trials; t++)
+        {
+          double target = uniform (state) * total, run = 0;
+          int chosen = -1;
+          for (int j = 0; j < n; j++)
+            {
+              run += d2[j];
+              if (d2[j] > 0)
+                {
+                  chosen = j;
+                  if (run > target)
+                    break;
+                }
+            }
+          int32_t candidate[3];
+          for (int c = 0; c < 3; c++)
+            candidate[c] = (int32_t) smp->plane[c][chosen];
+          double pot = 0;
+          for (int j = 0; j < n; j++)
+            {
+              double d = sample_dist2 (smp, j, candidate);
+              trial[j] = d < d2[j] ? d : d2[j];
+              pot += trial[j];
+            }
+          if (pot < best_total)
+            {
+              best_total = pot;
+              memcpy (centres[found], candidate, sizeof candidate);
+              double *swap = best;
+              best = trial;
+              trial = swap;
+            }
+        }
+      double *swap = d2;
+      d2 = best;
+      best = swap;
+      total = best_total;
       found++;
-      if (found == k)
-        break;
-      double total = 0;
-      for (int j = 0; j < n; j++)
-        {
-          double d = 0;
-          for (int c = 0; c < dims; c++)
-            {
-              double e = (double) sample[j][c] - centres[found - 1][c];
-              d += e * e;
-            }
-          if (found == 1 || d < d2[j])
-            d2[j] = d;
-          total += d2[j];
-        }
-      if (total == 0)
-        break;
-      double target = uniform (&state) * total, run = 0;
-      chosen = -1;
-      for (int j = 0; j < n; j++)
-        {
-          run += d2[j];
-          if (d2[j] > 0)
-            {
-              chosen = j;
-              if (run > target)
-                break;
-            }
-        }
     }
   return found;
 }
-
-/* ---- the run ------------------------------------------------------------- */
 
 static int64_t
 round_div (int64_t sum, int64_t count)
@@ -513,6 +562,84 @@ round_div (int64_t sum, int64_t count)
     q--;
   return q;
 }
+
+/* Moves every centre with pixels to their rounded mean; returns whether one moved. */
+static int
+update_centres (const accumulator *acc, int k, int dims, int32_t (*centres)[3])
+{
+  int moved = 0;
+  for (int j = 0; j < k; j++)
+    if (acc->counts[j] > 0)
+      for (int c = 0; c < dims; c++)
+        {
+          int32_t mean = (int32_t) round_div (acc->sums[j][c], acc->counts[j]);
+          moved |= mean != centres[j][c];
+          centres[j][c] = mean;
+        }
+  return moved;
+}
+
+/* Lloyd on the sample (the full-image scheme, sequential); returns the
+ * sample's squared error, summed in double in sample order. */
+static double
+refine_on_sample (const sample_set *smp, int k, int iterations, int32_t (*centres)[3],
+                  accumulator *acc)
+{
+  float centre_f[CUDAFX_MAX_COLORS][3], best_d[BLOCK];
+  int32_t best_k[BLOCK];
+  double error = 0;
+  for (int it = 0; it <= iterations; it++)
+    {
+      for (int j = 0; j < k; j++)
+        for (int c = 0; c < 3; c++)
+          centre_f[j][c] = (float) centres[j][c];
+      memset (acc, 0, sizeof *acc);
+      error = 0;
+      for (int i0 = 0; i0 < smp->n; i0 += BLOCK)
+        {
+          int len = smp->n - i0 < BLOCK ? smp->n - i0 : BLOCK;
+          nearest_block (smp->plane[0] + i0, smp->plane[1] + i0, smp->plane[2] + i0, len,
+                         (const float (*)[3]) centre_f, k, best_d, best_k);
+          for (int i = 0; i < len; i++)
+            {
+              error += best_d[i];
+              for (int c = 0; c < smp->dims; c++)
+                acc->sums[best_k[i]][c] += (int64_t) smp->plane[c][i0 + i];
+              acc->counts[best_k[i]]++;
+            }
+        }
+      /* the last round only measures the error */
+      if (it == iterations || !update_centres (acc, k, smp->dims, centres))
+        break;
+    }
+  return error;
+}
+
+/* Starting centres for the full image: the best (lowest sample error, the
+ * first on ties) of ATTEMPTS seedings, each refined on the sample. Attempts
+ * are independent (attempt a draws from state seed + a * 2^32), so they run
+ * in parallel; work holds 3 * n doubles and acc one accumulator per attempt. */
+static int
+starting_centres (const sample_set *smp, int k, uint32_t seed, int threads, double *work,
+                  accumulator *acc, int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found)
+{
+  double error[ATTEMPTS];
+#pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
+  for (int a = 0; a < ATTEMPTS; a++)
+    {
+      uint64_t state = seed + ((uint64_t) a << 32);
+      double *mine = work + (size_t) omp_get_thread_num () * 3 * smp->n;
+      found[a] = seed_centres (smp, k, &state, mine, mine + smp->n, centres[a]);
+      error[a] = refine_on_sample (smp, found[a], SAMPLE_ITERATIONS, centres[a], &acc[a]);
+    }
+  int best = 0;
+  for (int a = 1; a < ATTEMPTS; a++)
+    if (error[a] < error[best])
+      best = a;
+  return best;
+}
+
+/* ---- the run ------------------------------------------------------------- */
 
 /* Rounds the centres to palette entries of the element type, drops
  * duplicates, and puts the entries' features in q->centre for the mapping. */
@@ -629,10 +756,11 @@ dither_image (quantize_ctx *q, const cudafx_options *o)
 
 /* The seeding sample: sample j is the voting pixel of rank floor (j * n / S). */
 static void
-take_sample (const quantize_ctx *q, uint64_t n_vote, int count, float (*sample)[3])
+take_sample (const quantize_ctx *q, uint64_t n_vote, sample_set *smp)
 {
   uint64_t rank = 0, next = 0;
   int j = 0;
+  int count = smp->n;
   for (int y = 0; y < q->src->height && j < count; y++)
     {
       const uint8_t *row = cudafx_row (q->src, y);
@@ -647,10 +775,8 @@ take_sample (const quantize_ctx *q, uint64_t n_vote, int count, float (*sample)[
             continue;
           if (rank == next)
             {
-              float f[3] = { 0, 0, 0 };
-              float *out[3] = { &f[0], &f[1], &f[2] };
+              float *out[3] = { smp->plane[0] + j, smp->plane[1] + j, smp->plane[2] + j };
               compute_features (q, y, x, 1, out);
-              memcpy (sample[j], f, sizeof f);
               j++;
               next = (uint64_t) ((unsigned __int128) j * n_vote / (unsigned) count);
             }
@@ -669,8 +795,9 @@ quantize_cpu (void *job_, const cudafx_options *o)
   int threads = cudafx_thread_count (o);
   size_t n = (size_t) src->width * (size_t) h;
   cudafx_status s = CUDAFX_OK;
-  float (*sample)[3] = NULL;
-  double *d2 = NULL;
+  float *sample_planes = NULL;
+  double *work = NULL;
+  int32_t (*attempt)[CUDAFX_MAX_COLORS][3] = NULL;
   quantize_ctx *q = calloc (1, sizeof *q);
   if (!q)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory");
@@ -692,7 +819,7 @@ quantize_cpu (void *job_, const cudafx_options *o)
     if (!(q->plane[c] = malloc (n * sizeof (float))))
       cache = 0;
   q->row_votes = malloc ((size_t) h * sizeof (int));
-  q->acc = malloc ((size_t) threads * sizeof (accumulator));
+  q->acc = malloc ((size_t) (threads > ATTEMPTS ? threads : ATTEMPTS) * sizeof (accumulator));
   if (cache != q->fs.oklab || !q->row_votes || !q->acc)
     {
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for %zu pixels", n);
@@ -714,16 +841,20 @@ quantize_cpu (void *job_, const cudafx_options *o)
     }
 
   int count = n_vote < SAMPLE_MAX ? (int) n_vote : SAMPLE_MAX;
-  sample = malloc ((size_t) count * sizeof *sample);
-  d2 = malloc ((size_t) count * sizeof *d2);
-  if (!sample || !d2)
+  sample_planes = calloc ((size_t) count * 3, sizeof *sample_planes);
+  work = malloc ((size_t) count * 3 * (size_t) threads * sizeof *work);
+  attempt = malloc (ATTEMPTS * sizeof *attempt);
+  if (!sample_planes || !work || !attempt)
     {
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for the seeding sample");
       goto done;
     }
-  take_sample (q, n_vote, count, sample);
-  int32_t centres[CUDAFX_MAX_COLORS][3];
-  q->k = seed_centres ((const float (*)[3]) sample, count, dims, p->colors, p->seed, d2, centres);
+  sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count } };
+  take_sample (q, n_vote, &smp);
+  int found[ATTEMPTS];
+  int best = starting_centres (&smp, p->colors, p->seed, threads, work, q->acc, attempt, found);
+  int32_t (*centres)[3] = attempt[best];
+  q->k = found[best];
   for (int j = 0; j < q->k; j++)
     for (int c = 0; c < 3; c++)
       q->centre[j][c] = (float) centres[j][c];
@@ -746,16 +877,10 @@ quantize_cpu (void *job_, const cudafx_options *o)
             q->acc[0].counts[j] += q->acc[t].counts[j];
           }
       iterations = it;
-      moved = 0;
+      moved = update_centres (&q->acc[0], q->k, dims, centres);
       for (int j = 0; j < q->k; j++)
-        if (q->acc[0].counts[j] > 0)
-          for (int c = 0; c < dims; c++)
-            {
-              int32_t mean = (int32_t) round_div (q->acc[0].sums[j][c], q->acc[0].counts[j]);
-              moved |= mean != centres[j][c];
-              centres[j][c] = mean;
-              q->centre[j][c] = (float) mean;
-            }
+        for (int c = 0; c < dims; c++)
+          q->centre[j][c] = (float) centres[j][c];
     }
 
   if (job->palette)
@@ -773,8 +898,9 @@ quantize_cpu (void *job_, const cudafx_options *o)
     }
 
 done:
-  free (sample);
-  free (d2);
+  free (sample_planes);
+  free (work);
+  free (attempt);
   for (int c = 0; c < 3; c++)
     free (q->plane[c]);
   free (q->row_votes);
