@@ -290,10 +290,20 @@ compute_features (const quantize_ctx *q, int y, int x0, int len, float *const *o
   int dims = q->fs.dims, ch = src->channels;
   if (!q->fs.oklab && src->type == CUDAFX_U8)
     {
-      /* fixed_point of an integer is exact: the RGB u8 fast path */
-      for (int c = 0; c < dims; c++)
+      /* fixed_point of an integer is exact: the RGB u8 fast path, with the
+       * common interleaving spelt out so that it vectorises */
+      const uint8_t *px = row + (size_t) x0 * ch;
+      if (ch == 3)
         for (int i = 0; i < len; i++)
-          out[c][i] = (float) row[(size_t) (x0 + i) * ch + c] * FIXED;
+          {
+            out[0][i] = (float) px[3 * i] * FIXED;
+            out[1][i] = (float) px[3 * i + 1] * FIXED;
+            out[2][i] = (float) px[3 * i + 2] * FIXED;
+          }
+      else
+        for (int c = 0; c < dims; c++)
+          for (int i = 0; i < len; i++)
+            out[c][i] = (float) px[(size_t) i * ch + c] * FIXED;
       return;
     }
   for (int i = 0; i < len; i++)
@@ -400,11 +410,13 @@ accumulate_block (quantize_ctx *q, int y, int x0, int len, const float *const *f
   const uint8_t *row = cudafx_row (q->src, y);
   for (int i = 0; i < len; i++)
     {
-      if (!is_voting (q, row, x0 + i))
+      if (!q->everyone_votes && !is_voting (q, row, x0 + i))
         continue;
       int j = best_k[i];
-      for (int c = 0; c < q->fs.dims; c++)
-        acc->sums[j][c] += (int64_t) f[c][i];
+      /* planes past dims are zeros: adding them keeps the loop branch-free */
+      acc->sums[j][0] += (int64_t) f[0][i];
+      acc->sums[j][1] += (int64_t) f[1][i];
+      acc->sums[j][2] += (int64_t) f[2][i];
       acc->counts[j]++;
     }
 }
