@@ -46,7 +46,10 @@
  *     error = sum in sample order, in double, of each sample's float
  *     distance to its nearest final centre.
  * The attempt with the lowest error (the first on ties) gives the starting
- * centres. Attempts are independent, so they may run in parallel.
+ * centres. Attempts are independent, so they may run in parallel. If it has
+ * fewer than K centres (the sample has fewer distinct colours) and n > S,
+ * voting pixels whose features equal no centre become centres, in raster
+ * order, until K.
  *
  * Lloyd on the image, t = 1 .. max_iterations: assign every voting pixel to
  * the nearest centre, distance d = dx*dx + dy*dy + dz*dz in float in that
@@ -651,6 +654,44 @@ starting_centres (const sample_set *smp, int k, uint32_t seed, int threads, doub
   return best;
 }
 
+/* When the sample holds fewer distinct colours than K but the image has
+ * more pixels than the sample, colours the sample missed become centres too,
+ * in raster order, until K: K >= distinct colours then still reproduces the
+ * image exactly. Sequential, on the host. */
+static int
+add_unsampled_colours (const quantize_ctx *q, int32_t (*centres)[3], int found, int k)
+{
+  int dims = q->fs.dims, last = 0;
+  for (int y = 0; y < q->src->height && found < k; y++)
+    {
+      const uint8_t *row = cudafx_row (q->src, y);
+      for (int x = 0; x < q->width && found < k; x++)
+        {
+          if (!is_voting (q, row, x))
+            continue;
+          float f[3] = { 0, 0, 0 };
+          float *out[3] = { &f[0], &f[1], &f[2] };
+          if (q->plane[0])
+            for (int c = 0; c < dims; c++)
+              f[c] = q->plane[c][(size_t) y * q->width + x];
+          else
+            compute_features (q, y, x, 1, out);
+          int32_t colour[3] = { (int32_t) f[0], (int32_t) f[1], (int32_t) f[2] };
+          /* runs of one colour are common: try the last match first */
+          int known = !memcmp (centres[last], colour, sizeof colour);
+          for (int j = 0; j < found && !known; j++)
+            if (!memcmp (centres[j], colour, sizeof colour))
+              {
+                known = 1;
+                last = j;
+              }
+          if (!known)
+            memcpy (centres[found++], colour, sizeof colour);
+        }
+    }
+  return found;
+}
+
 /* ---- the run ------------------------------------------------------------- */
 
 /* Rounds the centres to palette entries of the element type, drops
@@ -867,6 +908,8 @@ quantize_cpu (void *job_, const cudafx_options *o)
   int best = starting_centres (&smp, p->colors, p->seed, threads, work, q->acc, attempt, found);
   int32_t (*centres)[3] = attempt[best];
   q->k = found[best];
+  if (q->k < p->colors && n_vote > (uint64_t) count)
+    q->k = add_unsampled_colours (q, centres, q->k, p->colors);
   for (int j = 0; j < q->k; j++)
     for (int c = 0; c < 3; c++)
       q->centre[j][c] = (float) centres[j][c];

@@ -437,6 +437,28 @@ TEST (quantize_reproduces_images_with_few_colours)
         }
 }
 
+TEST (quantize_reproduces_colours_the_sample_missed)
+{
+  /* 300x300 voting pixels, a 65536-pixel sample: rank 3 is not sampled */
+  harness_rng r = { 17 };
+  cudafx_image src = harness_image_new (300, 300, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (300, 300, 3, 0, CUDAFX_U8, 0);
+  clustered_image (&src, &r, 4, 0);
+  harness_set (&src, 3, 0, 0, 1);
+  harness_set (&src, 3, 0, 1, 2);
+  harness_set (&src, 3, 0, 2, 3);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.color_space = CUDAFX_SPACE_RGB;
+  p.colors = 6;
+  cudafx_palette pal;
+  CHECK (run (&src, &dst, &p, 2, &pal) == CUDAFX_OK, "status");
+  CHECK (pal.colors == 5, "%d colours for 5 distinct", pal.colors);
+  CHECK (harness_max_diff (&src, &dst) == 0, "the unsampled colour is not reproduced");
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
 static int
 same_palette (const cudafx_palette *a, const cudafx_palette *b)
 {
