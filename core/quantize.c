@@ -8,7 +8,8 @@
  * Features. Every pixel becomes a feature vector of integers stored in float
  * (exact, |f| < 2^23): 3 values for RGB images, 1 for grey. With x the
  * channel value on the 0..255 scale as a float (u8: (float) v; f32:
- * v * 255.0f), NaN replaced by 0 and clamped to ±32767:
+ * v * 255.0f), NaN replaced by 0 and clamped to ±8191 (so that |f| < 2^21
+ * and sums of squared distances over the sample fit int64):
  *   rgb:   f = floorf (x * 256.0f + 0.5f)
  *   oklab: t = x / 255.0f; linear = sign (t) * srgb_decode (|t|) with
  *          srgb_decode (t) = t <= 0.04045f ? t / 12.92f : u * u * root5 (u * u),
@@ -16,7 +17,7 @@
  *          RGB: lms = M1 · linear, lms' = sign · root3 (|lms|), Lab = M2 · lms'
  *          (Ottosson's matrices, rows summed left to right);
  *          grey: L = root3 (linear) (the Oklab L of a neutral grey);
- *          f = floorf (L * 255.0f * 256.0f + 0.5f), likewise a and b.
+ *          f = floorf (clamp (L * 255.0f) * 256.0f + 0.5f), likewise a and b.
  *   root_n (a, n), a > 0: bits of a as int32 i, i = (i - 0x3f800000) / n +
  *   0x3f800000 (C division, truncating), then 3 Newton steps
  *   y = ((n - 1) * y + a / y^(n-1)) / n with y^(n-1) multiplied left to right.
@@ -29,20 +30,22 @@
  *
  * Seeding (on the host in both backends). Sample S = min (n, 65536) voting
  * pixels: sample j is the voting pixel of rank floor (j * n / S) in raster
- * order. 8 independent attempts; attempt a uses the PRNG splitmix64 with state
+ * order. A = clamp (floor (128 / K), 1, 8) independent attempts; attempt a
+ * uses the PRNG splitmix64 with state
  * seed + a * 2^32 and uniform u = (next >> 11) * 2^-53, and runs:
  *  1. Greedy k-means++ (as in scikit-learn), T = 2 + floor (log (K)) trials
  *     per centre. First centre: sample floor (u * S). D2[j] = squared distance
- *     (double, from the float features) of sample j to its nearest centre;
- *     total = sum of D2 in j order. While fewer than K centres and total > 0
+ *     of sample j to its nearest centre, exact in int64 (the features are
+ *     integers); total = sum of D2. While fewer than K centres and total > 0
  *     (total 0: the sample has fewer distinct colours than K): for each of T
- *     trials in turn, target = u * total and the candidate is the first j
+ *     trials in turn, target = (int64) (u * (double) total) and the
+ *     candidate is the first j
  *     whose running sum of D2 exceeds target and whose D2 > 0 (the last j
  *     with D2 > 0 if rounding leaves none); its potential is the sum over j
  *     of min (D2[j], distance² to the candidate); the trial with the lowest
  *     potential (the first on ties) becomes the next centre.
  *  2. Lloyd on the sample exactly as below (sequential, float distances,
- *     integer means): at most 20 updates, stopping when no centre moves; then
+ *     integer means): at most 50 updates, stopping when no centre moves; then
  *     error = sum in sample order, in double, of each sample's float
  *     distance to its nearest final centre.
  * The attempt with the lowest error (the first on ties) gives the starting
@@ -84,11 +87,11 @@
 #include <string.h>
 
 #define SAMPLE_MAX    65536
-#define FEATURE_LIMIT 32767.0f /* 0..255 scale: keeps |feature| < 2^23 */
+#define FEATURE_LIMIT 8191.0f  /* 0..255 scale: keeps |feature| < 2^21 */
 #define FIXED         256.0f   /* feature units per 0..255 level */
 #define BLOCK         512      /* pixels per vectorised distance block */
-#define ATTEMPTS      8        /* seedings tried on the sample */
-#define SAMPLE_ITERATIONS 20   /* Lloyd iterations of each attempt on the sample */
+#define ATTEMPTS      8        /* most seedings tried on the sample (K <= 16) */
+#define SAMPLE_ITERATIONS 50   /* Lloyd iterations of each attempt on the sample */
 #define FILTER        "quantize"
 
 typedef struct {
@@ -189,7 +192,7 @@ features_of (const feature_space *fs, const float *x, const uint8_t *code, float
     lin[c] = code ? fs->decode[code[c]] : srgb_decode (sanitize (x[c]) / 255.0f);
   if (fs->dims == 1)
     {
-      f[0] = fixed_point (signed_root3 (lin[0]) * 255.0f);
+      f[0] = fixed_point (sanitize (signed_root3 (lin[0]) * 255.0f));
       return;
     }
   float l = 0.4122214708f * lin[0] + 0.5363325363f * lin[1] + 0.0514459929f * lin[2];
@@ -198,9 +201,9 @@ features_of (const feature_space *fs, const float *x, const uint8_t *code, float
   l = signed_root3 (l);
   m = signed_root3 (m);
   s = signed_root3 (s);
-  f[0] = fixed_point ((0.2104542553f * l + 0.7936177850f * m - 0.0040720468f * s) * 255.0f);
-  f[1] = fixed_point ((1.9779984951f * l - 2.4285922050f * m + 0.4505937099f * s) * 255.0f);
-  f[2] = fixed_point ((0.0259040371f * l + 0.7827717662f * m - 0.8086757660f * s) * 255.0f);
+  f[0] = fixed_point (sanitize ((0.2104542553f * l + 0.7936177850f * m - 0.0040720468f * s) * 255.0f));
+  f[1] = fixed_point (sanitize ((1.9779984951f * l - 2.4285922050f * m + 0.4505937099f * s) * 255.0f));
+  f[2] = fixed_point (sanitize ((0.0259040371f * l + 0.7827717662f * m - 0.8086757660f * s) * 255.0f));
 }
 
 /* Colour channels of pixel x of a row as 0..255-scale floats (and u8 codes). */
@@ -491,32 +494,30 @@ typedef struct {
   float *plane[3];
 } sample_set;
 
-static double
+/* Squared distance of sample j to a centre: exact (integers below 2^46). */
+static inline int64_t
 sample_dist2 (const sample_set *smp, int j, const int32_t *centre)
 {
-  double d = 0;
-  for (int c = 0; c < smp->dims; c++)
-    {
-      double e = (double) smp->plane[c][j] - centre[c];
-      d += e * e;
-    }
-  return d;
+  double e0 = (double) smp->plane[0][j] - centre[0];
+  double e1 = (double) smp->plane[1][j] - centre[1];
+  double e2 = (double) smp->plane[2][j] - centre[2];
+  return (int64_t) (e0 * e0 + e1 * e1 + e2 * e2);
 }
 
 /* Greedy k-means++ on the sample, continuing the PRNG `state`: writes the
  * centres and returns how many were found (≤ k). d2 and work hold n and
- * 2 * n doubles. */
+ * 2 * n values. */
 static int
-seed_centres (const sample_set *smp, int k, uint64_t *state, double *d2, double *work,
+seed_centres (const sample_set *smp, int k, uint64_t *state, int64_t *d2, int64_t *work,
               int32_t (*centres)[3])
 {
   int n = smp->n;
-  double *trial = work, *best = work + n;
+  int64_t *trial = work, *best = work + n;
   int trials = 2 + (int) floor (log ((double) k));
   int first = (int) (uniform (state) * n);
   for (int c = 0; c < 3; c++)
     centres[0][c] = (int32_t) smp->plane[c][first];
-  double total = 0;
+  int64_t total = 0;
   for (int j = 0; j < n; j++)
     {
       d2[j] = sample_dist2 (smp, j, centres[0]);
@@ -525,10 +526,10 @@ seed_centres (const sample_set *smp, int k, uint64_t *state, double *d2, double 
   int found = 1;
   while (found < k && total > 0)
     {
-      double best_total = INFINITY;
+      int64_t best_total = INT64_MAX;
       for (int t = 0; t < trials; t++)
         {
-          double target = uniform (state) * total, run = 0;
+          int64_t target = (int64_t) (uniform (state) * (double) total), run = 0;
           int chosen = -1;
           for (int j = 0; j < n; j++)
             {
@@ -543,10 +544,10 @@ seed_centres (const sample_set *smp, int k, uint64_t *state, double *d2, double 
           int32_t candidate[3];
           for (int c = 0; c < 3; c++)
             candidate[c] = (int32_t) smp->plane[c][chosen];
-          double pot = 0;
+          int64_t pot = 0;
           for (int j = 0; j < n; j++)
             {
-              double d = sample_dist2 (smp, j, candidate);
+              int64_t d = sample_dist2 (smp, j, candidate);
               trial[j] = d < d2[j] ? d : d2[j];
               pot += trial[j];
             }
@@ -554,12 +555,12 @@ seed_centres (const sample_set *smp, int k, uint64_t *state, double *d2, double 
             {
               best_total = pot;
               memcpy (centres[found], candidate, sizeof candidate);
-              double *swap = best;
+              int64_t *swap = best;
               best = trial;
               trial = swap;
             }
         }
-      double *swap = d2;
+      int64_t *swap = d2;
       d2 = best;
       best = swap;
       total = best_total;
@@ -630,25 +631,35 @@ refine_on_sample (const sample_set *smp, int k, int iterations, int32_t (*centre
   return error;
 }
 
+/* Attempts for K centres: a bounded cost (about 128 centres' worth), since
+ * more centres leave less to the luck of one seeding. */
+static int
+attempts_for (int k)
+{
+  int a = 128 / k;
+  return a < 1 ? 1 : a > ATTEMPTS ? ATTEMPTS : a;
+}
+
 /* Starting centres for the full image: the best (lowest sample error, the
  * first on ties) of ATTEMPTS seedings, each refined on the sample. Attempts
  * are independent (attempt a draws from state seed + a * 2^32), so they run
  * in parallel; work holds 3 * n doubles and acc one accumulator per attempt. */
 static int
-starting_centres (const sample_set *smp, int k, uint32_t seed, int threads, double *work,
+starting_centres (const sample_set *smp, int k, uint32_t seed, int threads, int64_t *work,
                   accumulator *acc, int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found)
 {
   double error[ATTEMPTS];
+  int attempts = attempts_for (k);
 #pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
-  for (int a = 0; a < ATTEMPTS; a++)
+  for (int a = 0; a < attempts; a++)
     {
       uint64_t state = seed + ((uint64_t) a << 32);
-      double *mine = work + (size_t) omp_get_thread_num () * 3 * smp->n;
+      int64_t *mine = work + (size_t) omp_get_thread_num () * 3 * smp->n;
       found[a] = seed_centres (smp, k, &state, mine, mine + smp->n, centres[a]);
       error[a] = refine_on_sample (smp, found[a], SAMPLE_ITERATIONS, centres[a], &acc[a]);
     }
   int best = 0;
-  for (int a = 1; a < ATTEMPTS; a++)
+  for (int a = 1; a < attempts; a++)
     if (error[a] < error[best])
       best = a;
   return best;
@@ -849,7 +860,7 @@ quantize_cpu (void *job_, const cudafx_options *o)
   size_t n = (size_t) src->width * (size_t) h;
   cudafx_status s = CUDAFX_OK;
   float *sample_planes = NULL;
-  double *work = NULL;
+  int64_t *work = NULL;
   int32_t (*attempt)[CUDAFX_MAX_COLORS][3] = NULL;
   quantize_ctx *q = calloc (1, sizeof *q);
   if (!q)
