@@ -6,7 +6,7 @@
  * The exact scheme, so that the CUDA port reproduces the palette bit for bit:
  *
  * Features. Every pixel becomes a feature vector of integers stored in float
- * (exact, |f| < 2^23): 3 values for RGB images, 1 for grey. With x the
+ * (exact): 3 values for RGB images, 1 for grey. With x the
  * channel value on the 0..255 scale as a float (u8: (float) v; f32:
  * v * 255.0f), NaN replaced by 0 and clamped to ±8191 (so that |f| < 2^21
  * and sums of squared distances over the sample fit int64):
@@ -162,16 +162,14 @@ sanitize (float x)
 typedef struct {
   int   dims;       /* 1 grey, 3 RGB */
   int   oklab;
-  int   u8;
   float decode[256]; /* srgb_decode (v / 255.0f) for u8 values */
 } feature_space;
 
 static void
-feature_space_init (feature_space *fs, int dims, int oklab, int u8)
+feature_space_init (feature_space *fs, int dims, int oklab)
 {
   fs->dims = dims;
   fs->oklab = oklab;
-  fs->u8 = u8;
   for (int v = 0; v < 256; v++)
     fs->decode[v] = srgb_decode ((float) v / 255.0f);
 }
@@ -869,7 +867,7 @@ quantize_cpu (void *job_, const cudafx_options *o)
   q->dst = job->dst;
   q->width = src->width;
   q->everyone_votes = !src->has_alpha;
-  feature_space_init (&q->fs, dims, p->color_space == CUDAFX_SPACE_OKLAB, src->type == CUDAFX_U8);
+  feature_space_init (&q->fs, dims, p->color_space == CUDAFX_SPACE_OKLAB);
 
   if (n / (size_t) src->width != (size_t) h || n > SIZE_MAX / sizeof (float))
     {
@@ -906,7 +904,8 @@ quantize_cpu (void *job_, const cudafx_options *o)
 
   int count = n_vote < SAMPLE_MAX ? (int) n_vote : SAMPLE_MAX;
   sample_planes = calloc ((size_t) count * 3, sizeof *sample_planes);
-  work = malloc ((size_t) count * 3 * (size_t) threads * sizeof *work);
+  int seeding_threads = threads < ATTEMPTS ? threads : ATTEMPTS;
+  work = malloc ((size_t) count * 3 * (size_t) seeding_threads * sizeof *work);
   attempt = malloc (ATTEMPTS * sizeof *attempt);
   if (!sample_planes || !work || !attempt)
     {
@@ -916,7 +915,8 @@ quantize_cpu (void *job_, const cudafx_options *o)
   sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count } };
   take_sample (q, n_vote, &smp);
   int found[ATTEMPTS];
-  int best = starting_centres (&smp, p->colors, p->seed, threads, work, q->acc, attempt, found);
+  int best = starting_centres (&smp, p->colors, p->seed, seeding_threads, work, q->acc, attempt,
+                               found);
   int32_t (*centres)[3] = attempt[best];
   q->k = found[best];
   if (q->k < p->colors && n_vote > (uint64_t) count)
