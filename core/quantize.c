@@ -1,5 +1,979 @@
-/* Placeholder: the quantize filter is being written (issue 2). */
+/* Colour quantization by k-means (Lloyd 1982) with k-means++ seeding
+ * (Arthur & Vassilvitskii 2007), in Oklab (Björn Ottosson 2020, "A perceptual
+ * color space for image processing", from sRGB-encoded values) or in RGB,
+ * with optional Floyd–Steinberg (1976) error diffusion.
+ *
+ * The exact scheme, so that the CUDA port reproduces the palette bit for bit:
+ *
+ * Features. Every pixel becomes a feature vector of integers stored in float
+ * (exact): 3 values for RGB images, 1 for grey. With x the
+ * channel value on the 0..255 scale as a float (u8: (float) v; f32:
+ * v * 255.0f), NaN replaced by 0 and clamped to ±8191 (so that |f| < 2^21
+ * and sums of squared distances over the sample fit int64):
+ *   rgb:   f = floorf (x * 256.0f + 0.5f)
+ *   oklab: t = x / 255.0f; linear = sign (t) * srgb_decode (|t|) with
+ *          srgb_decode (t) = t <= 0.04045f ? t / 12.92f : u * u * root5 (u * u),
+ *          u = (t + 0.055f) / 1.055f  (that is u^2.4);
+ *          RGB: lms = M1 · linear, lms' = sign · root3 (|lms|), Lab = M2 · lms'
+ *          (Ottosson's matrices, rows summed left to right);
+ *          grey: L = root3 (linear) (the Oklab L of a neutral grey);
+ *          f = floorf (clamp (L * 255.0f) * 256.0f + 0.5f), likewise a and b.
+ *   root_n (a, n), a > 0: bits of a as int32 i, i = (i - 0x3f800000) / n +
+ *   0x3f800000 (C division, truncating), then 3 Newton steps
+ *   y = ((n - 1) * y + a / y^(n-1)) / n with y^(n-1) multiplied left to right.
+ * All in IEEE float with no fused multiply-adds (-ffp-contract=off, nvcc
+ * --fmad=false), so CPU and GPU compute the same features. u8 images read the
+ * sRGB decode from a 256-entry table filled by the same function.
+ *
+ * Voting. Pixels with alpha 0 do not vote (unless every pixel is transparent;
+ * then all vote). n = number of voting pixels.
+ *
+ * Seeding (on the host in both backends). Sample S = min (n, 65536) voting
+ * pixels: sample j is the voting pixel of rank floor (j * n / S) in raster
+ * order. A = clamp (floor (128 / K), 1, 8) independent attempts; attempt a
+ * uses the PRNG splitmix64 with state
+ * seed + a * 2^32 and uniform u = (next >> 11) * 2^-53, and runs:
+ *  1. Greedy k-means++ (as in scikit-learn), T = 2 + floor (log (K)) trials
+ *     per centre. First centre: sample floor (u * S). D2[j] = squared distance
+ *     of sample j to its nearest centre, exact in int64 (the features are
+ *     integers); total = sum of D2. While fewer than K centres and total > 0
+ *     (total 0: the sample has fewer distinct colours than K): for each of T
+ *     trials in turn, target = (int64) (u * (double) total) and the
+ *     candidate is the first j
+ *     whose running sum of D2 exceeds target and whose D2 > 0 (the last j
+ *     with D2 > 0 if rounding leaves none); its potential is the sum over j
+ *     of min (D2[j], distance² to the candidate); the trial with the lowest
+ *     potential (the first on ties) becomes the next centre.
+ *  2. Lloyd on the sample exactly as below (sequential, float distances,
+ *     integer means): at most 50 updates, stopping when no centre moves; then
+ *     error = sum in sample order, in double, of each sample's float
+ *     distance to its nearest final centre.
+ * The attempt with the lowest error (the first on ties) gives the starting
+ * centres. Attempts are independent, so they may run in parallel. If it has
+ * fewer than K centres (the sample has fewer distinct colours) and n > S,
+ * voting pixels whose features equal no centre become centres, in raster
+ * order, until K.
+ *
+ * Lloyd on the image, t = 1 .. max_iterations: assign every voting pixel to
+ * the nearest centre, distance d = dx*dx + dy*dy + dz*dz in float in that
+ * order (grey: dy = dz = 0; centres are the integers in float), ties to the
+ * lowest index; each centre becomes the mean of its pixels: sums of the
+ * integer features in int64 (order-free, so any thread count or GPU
+ * reduction gives the same), centre = floor ((2 * sum + count) / (2 * count))
+ * (round half up); a centre with no pixels stays put. Stop when no centre
+ * moved (the next assignment would repeat this one); iterations = t.
+ *
+ * Palette (host): centre / 256 on the 0..255 scale (rgb), or the inverse
+ * Oklab transform in double with libm; then rounded to the element type (u8:
+ * clamp 0..255 and round half up; f32: stored as float, not clamped).
+ * Entries equal to an earlier one after rounding are dropped.
+ *
+ * Mapping: features of the palette entries as above; every pixel (transparent
+ * ones too) takes the nearest entry (ties to the lowest index) and its colour
+ * channels become exactly that entry; alpha is copied.
+ *
+ * Floyd–Steinberg: sequential, every row left to right. The value is the
+ * pixel (0..255 scale, float) plus the diffused error, clamped per channel to
+ * the palette's range; it takes the nearest entry in the chosen space, and
+ * the error (value - entry, RGB, float) goes 7/16 right, 3/16 down-left,
+ * 5/16 down, 1/16 down-right. Transparent pixels take their plain nearest
+ * entry and neither receive nor pass on error.
+ */
 #include "engine.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SAMPLE_MAX    65536
+#define FEATURE_LIMIT 8191.0f  /* 0..255 scale: keeps |feature| < 2^21 */
+#define FIXED         256.0f   /* feature units per 0..255 level */
+#define BLOCK         512      /* pixels per vectorised distance block */
+#define ATTEMPTS      8        /* most seedings tried on the sample (K <= 16) */
+#define SAMPLE_ITERATIONS 50   /* Lloyd iterations of each attempt on the sample */
+#define FILTER        "quantize"
+
+typedef struct {
+  const cudafx_image           *src;
+  cudafx_image                 *dst;
+  const cudafx_quantize_params *p;
+  cudafx_palette               *palette;
+} quantize_job;
+
+/* ---- features ------------------------------------------------------------ */
+
+static float
+root_n (float a, int n)
+{
+  if (!(a > 0.0f))
+    return 0.0f;
+  uint32_t i;
+  memcpy (&i, &a, sizeof i);
+  /* log2-linear first guess from the exponent bits */
+  i = (uint32_t) ((int32_t) (i - 0x3f800000u) / n + 0x3f800000);
+  float y;
+  memcpy (&y, &i, sizeof y);
+  for (int step = 0; step < 3; step++)
+    {
+      float power = y;
+      for (int j = 1; j < n - 1; j++)
+        power *= y;
+      y = ((float) (n - 1) * y + a / power) / (float) n;
+    }
+  return y;
+}
+
+static float
+signed_root3 (float a)
+{
+  return a < 0.0f ? -root_n (-a, 3) : root_n (a, 3);
+}
+
+static float
+srgb_decode (float t)
+{
+  float m = fabsf (t), lin;
+  if (m <= 0.04045f)
+    lin = m / 12.92f;
+  else
+    {
+      float u = (m + 0.055f) / 1.055f;
+      lin = u * u * root_n (u * u, 5);
+    }
+  return t < 0.0f ? -lin : lin;
+}
+
+static float
+fixed_point (float v)
+{
+  return floorf (v * FIXED + 0.5f);
+}
+
+static float
+sanitize (float x)
+{
+  if (!(x == x))
+    return 0.0f;
+  return x > FEATURE_LIMIT ? FEATURE_LIMIT : x < -FEATURE_LIMIT ? -FEATURE_LIMIT : x;
+}
+
+/* Per-call constants of the feature transform. */
+typedef struct {
+  int   dims;       /* 1 grey, 3 RGB */
+  int   oklab;
+  float decode[256]; /* srgb_decode (v / 255.0f) for u8 values */
+} feature_space;
+
+static void
+feature_space_init (feature_space *fs, int dims, int oklab)
+{
+  fs->dims = dims;
+  fs->oklab = oklab;
+  for (int v = 0; v < 256; v++)
+    fs->decode[v] = srgb_decode ((float) v / 255.0f);
+}
+
+/* Features of one colour given as 0..255-scale floats; `code` holds the u8
+ * values when the caller has them (the table then replaces the decode). */
+static void
+features_of (const feature_space *fs, const float *x, const uint8_t *code, float *f)
+{
+  if (!fs->oklab)
+    {
+      for (int c = 0; c < fs->dims; c++)
+        f[c] = fixed_point (sanitize (x[c]));
+      return;
+    }
+  float lin[3];
+  for (int c = 0; c < fs->dims; c++)
+    lin[c] = code ? fs->decode[code[c]] : srgb_decode (sanitize (x[c]) / 255.0f);
+  if (fs->dims == 1)
+    {
+      f[0] = fixed_point (sanitize (signed_root3 (lin[0]) * 255.0f));
+      return;
+    }
+  float l = 0.4122214708f * lin[0] + 0.5363325363f * lin[1] + 0.0514459929f * lin[2];
+  float m = 0.2119034982f * lin[0] + 0.6806995451f * lin[1] + 0.1073969566f * lin[2];
+  float s = 0.0883024619f * lin[0] + 0.2817188376f * lin[1] + 0.6299787005f * lin[2];
+  l = signed_root3 (l);
+  m = signed_root3 (m);
+  s = signed_root3 (s);
+  f[0] = fixed_point (sanitize ((0.2104542553f * l + 0.7936177850f * m - 0.0040720468f * s) * 255.0f));
+  f[1] = fixed_point (sanitize ((1.9779984951f * l - 2.4285922050f * m + 0.4505937099f * s) * 255.0f));
+  f[2] = fixed_point (sanitize ((0.0259040371f * l + 0.7827717662f * m - 0.8086757660f * s) * 255.0f));
+}
+
+/* Colour channels of pixel x of a row as 0..255-scale floats (and u8 codes). */
+static void
+read_pixel (const cudafx_image *img, const uint8_t *row, int x, int dims, float *v, uint8_t *code)
+{
+  size_t i = (size_t) x * img->channels;
+  for (int c = 0; c < dims; c++)
+    {
+      if (img->type == CUDAFX_U8)
+        {
+          code[c] = row[i + c];
+          v[c] = (float) code[c];
+        }
+      else
+        v[c] = ((const float *) row)[i + c] * 255.0f;
+    }
+}
+
+/* Inverse of the feature transform for the palette (host only, double). */
+static double
+srgb_encode (double lin)
+{
+  double m = fabs (lin);
+  double t = m <= 0.0031308 ? 12.92 * m : 1.055 * pow (m, 1.0 / 2.4) - 0.055;
+  return lin < 0 ? -t : t;
+}
+
+static void
+colour_of_centre (const feature_space *fs, const int32_t *centre, double *colour)
+{
+  double f[3];
+  for (int c = 0; c < fs->dims; c++)
+    f[c] = centre[c] / (double) FIXED;
+  if (!fs->oklab)
+    {
+      for (int c = 0; c < fs->dims; c++)
+        colour[c] = f[c];
+      return;
+    }
+  if (fs->dims == 1)
+    {
+      double L = f[0] / 255.0;
+      colour[0] = 255.0 * srgb_encode (L * L * L);
+      return;
+    }
+  double L = f[0] / 255.0, a = f[1] / 255.0, b = f[2] / 255.0;
+  double l = L + 0.3963377774 * a + 0.2158037573 * b;
+  double m = L - 0.1055613458 * a - 0.0638541728 * b;
+  double s = L - 0.0894841775 * a - 1.2914855480 * b;
+  l = l * l * l;
+  m = m * m * m;
+  s = s * s * s;
+  colour[0] = 255.0 * srgb_encode (4.0767416621 * l - 3.3077115913 * m + 0.2309699292 * s);
+  colour[1] = 255.0 * srgb_encode (-1.2684380046 * l + 2.6097574011 * m - 0.3413193965 * s);
+  colour[2] = 255.0 * srgb_encode (-0.0041960863 * l - 0.7034186147 * m + 1.7076147010 * s);
+}
+
+/* ---- the shared state of one run ------------------------------------------- */
+
+typedef struct {
+  int64_t sums[CUDAFX_MAX_COLORS][3];
+  int64_t counts[CUDAFX_MAX_COLORS];
+} accumulator;
+
+typedef struct {
+  const cudafx_image *src;
+  cudafx_image       *dst;
+  feature_space       fs;
+  int                 width;
+  int                 everyone_votes; /* no alpha, or every pixel transparent */
+  float              *plane[3];  /* Oklab features cached per pixel (y * width + x), else NULL */
+  int                *row_votes; /* voting pixels per row */
+  int                 k;
+  float               centre[CUDAFX_MAX_COLORS][3]; /* grey: [1], [2] are 0 */
+  accumulator        *acc;       /* one per thread */
+  uint8_t             pal_u8[CUDAFX_MAX_COLORS][3];   /* palette as stored, u8 */
+  float               pal_f32[CUDAFX_MAX_COLORS][3];  /* palette as stored, f32 */
+  float               pal_value[CUDAFX_MAX_COLORS][3]; /* palette on the 0..255 scale */
+} quantize_ctx;
+
+static const float zero_block[BLOCK];
+
+/* Features of pixels x0 .. x0+len-1 of row y into out[0..dims-1]. */
+static void
+compute_features (const quantize_ctx *q, int y, int x0, int len, float *const *out)
+{
+  const cudafx_image *src = q->src;
+  const uint8_t *row = cudafx_row (src, y);
+  int dims = q->fs.dims, ch = src->channels;
+  if (!q->fs.oklab && src->type == CUDAFX_U8)
+    {
+      /* fixed_point of an integer is exact: the RGB u8 fast path, with the
+       * common interleaving spelt out so that it vectorises */
+      const uint8_t *px = row + (size_t) x0 * ch;
+      if (ch == 3)
+        for (int i = 0; i < len; i++)
+          {
+            out[0][i] = (float) px[3 * i] * FIXED;
+            out[1][i] = (float) px[3 * i + 1] * FIXED;
+            out[2][i] = (float) px[3 * i + 2] * FIXED;
+          }
+      else
+        for (int c = 0; c < dims; c++)
+          for (int i = 0; i < len; i++)
+            out[c][i] = (float) px[(size_t) i * ch + c] * FIXED;
+      return;
+    }
+  for (int i = 0; i < len; i++)
+    {
+      float v[3] = { 0, 0, 0 }, f[3];
+      uint8_t code[3] = { 0, 0, 0 };
+      read_pixel (src, row, x0 + i, dims, v, code);
+      features_of (&q->fs, v, src->type == CUDAFX_U8 ? code : NULL, f);
+      for (int c = 0; c < dims; c++)
+        out[c][i] = f[c];
+    }
+}
+
+static int
+is_voting (const quantize_ctx *q, const uint8_t *row, int x)
+{
+  const cudafx_image *src = q->src;
+  if (q->everyone_votes)
+    return 1;
+  size_t a = (size_t) x * src->channels + src->channels - 1;
+  return src->type == CUDAFX_U8 ? row[a] != 0 : ((const float *) row)[a] != 0.0f;
+}
+
+/* First pass: counts the voting pixels of each row, fills the Oklab cache. */
+static void
+prepare_rows (void *ctx_, int y0, int y1)
+{
+  quantize_ctx *q = ctx_;
+  for (int y = y0; y < y1; y++)
+    {
+      const uint8_t *row = cudafx_row (q->src, y);
+      int votes = 0;
+      for (int x = 0; x < q->width; x++)
+        votes += is_voting (q, row, x);
+      q->row_votes[y] = votes;
+      if (q->plane[0])
+        {
+          size_t base = (size_t) y * q->width;
+          float *out[3] = { q->plane[0] + base, q->plane[1] ? q->plane[1] + base : NULL,
+                            q->plane[2] ? q->plane[2] + base : NULL };
+          compute_features (q, y, 0, q->width, out);
+        }
+    }
+}
+
+/* Nearest of the k centres for len pixels; ties go to the lowest index. */
+static void
+nearest_block (const float *px, const float *py, const float *pz, int len,
+               const float (*centre)[3], int k, float *best_d, int32_t *best_k)
+{
+  for (int i = 0; i < len; i++)
+    {
+      best_d[i] = INFINITY;
+      best_k[i] = 0;
+    }
+  for (int j = 0; j < k; j++)
+    {
+      float cx = centre[j][0], cy = centre[j][1], cz = centre[j][2];
+      for (int i = 0; i < len; i++)
+        {
+          float dx = px[i] - cx, dy = py[i] - cy, dz = pz[i] - cz;
+          float d = dx * dx + dy * dy + dz * dz;
+          int better = d < best_d[i];
+          best_d[i] = better ? d : best_d[i];
+          best_k[i] = better ? j : best_k[i];
+        }
+    }
+}
+
+typedef void (*block_fn) (quantize_ctx *q, int y, int x0, int len,
+                          const float *const *f, const int32_t *best_k);
+
+/* Runs fn on blocks of rows [y0, y1) with each pixel's nearest centre. */
+static void
+for_blocks (quantize_ctx *q, int y0, int y1, block_fn fn)
+{
+  float buf[3][BLOCK], best_d[BLOCK];
+  int32_t best_k[BLOCK];
+  for (int y = y0; y < y1; y++)
+    for (int x0 = 0; x0 < q->width; x0 += BLOCK)
+      {
+        int len = q->width - x0 < BLOCK ? q->width - x0 : BLOCK;
+        const float *f[3] = { zero_block, zero_block, zero_block };
+        if (q->plane[0])
+          for (int c = 0; c < q->fs.dims; c++)
+            f[c] = q->plane[c] + (size_t) y * q->width + x0;
+        else
+          {
+            float *out[3] = { buf[0], buf[1], buf[2] };
+            compute_features (q, y, x0, len, out);
+            for (int c = 0; c < q->fs.dims; c++)
+              f[c] = buf[c];
+          }
+        nearest_block (f[0], f[1], f[2], len, (const float (*)[3]) q->centre, q->k, best_d, best_k);
+        fn (q, y, x0, len, f, best_k);
+      }
+}
+
+static void
+accumulate_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
+                  const int32_t *best_k)
+{
+  accumulator *acc = &q->acc[omp_get_thread_num ()];
+  const uint8_t *row = cudafx_row (q->src, y);
+  for (int i = 0; i < len; i++)
+    {
+      if (!q->everyone_votes && !is_voting (q, row, x0 + i))
+        continue;
+      int j = best_k[i];
+      /* planes past dims are zeros: adding them keeps the loop branch-free */
+      acc->sums[j][0] += (int64_t) f[0][i];
+      acc->sums[j][1] += (int64_t) f[1][i];
+      acc->sums[j][2] += (int64_t) f[2][i];
+      acc->counts[j]++;
+    }
+}
+
+static void
+assign_rows (void *ctx_, int y0, int y1)
+{
+  for_blocks (ctx_, y0, y1, accumulate_block);
+}
+
+/* Writes palette entry best_k[i] to pixel x0 + i of row y, alpha copied. */
+static void
+write_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
+             const int32_t *best_k)
+{
+  const cudafx_image *src = q->src;
+  cudafx_image *dst = q->dst;
+  int dims = q->fs.dims, ch = src->channels;
+  const uint8_t *srow = cudafx_row (src, y);
+  uint8_t *drow = cudafx_row (dst, y);
+  for (int i = 0; i < len; i++)
+    {
+      size_t at = (size_t) (x0 + i) * ch;
+      int j = best_k[i];
+      if (dst->type == CUDAFX_U8)
+        {
+          for (int c = 0; c < dims; c++)
+            drow[at + c] = q->pal_u8[j][c];
+          if (src->has_alpha)
+            drow[at + ch - 1] = srow[at + ch - 1];
+        }
+      else
+        {
+          for (int c = 0; c < dims; c++)
+            ((float *) drow)[at + c] = q->pal_f32[j][c];
+          if (src->has_alpha)
+            ((float *) drow)[at + ch - 1] = ((const float *) srow)[at + ch - 1];
+        }
+    }
+}
+
+static void
+map_rows (void *ctx_, int y0, int y1)
+{
+  for_blocks (ctx_, y0, y1, write_block);
+}
+
+/* ---- seeding ------------------------------------------------------------- */
+
+static uint64_t
+splitmix64 (uint64_t *state)
+{
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static double
+uniform (uint64_t *state)
+{
+  return (double) (splitmix64 (state) >> 11) * 0x1.0p-53;
+}
+
+/* The seeding sample, one plane per feature (planes past dims are zeros). */
+typedef struct {
+  int    n;
+  int    dims;
+  float *plane[3];
+} sample_set;
+
+/* Squared distance of sample j to a centre: exact (integers below 2^46). */
+static inline int64_t
+sample_dist2 (const sample_set *smp, int j, const int32_t *centre)
+{
+  double e0 = (double) smp->plane[0][j] - centre[0];
+  double e1 = (double) smp->plane[1][j] - centre[1];
+  double e2 = (double) smp->plane[2][j] - centre[2];
+  return (int64_t) (e0 * e0 + e1 * e1 + e2 * e2);
+}
+
+/* Greedy k-means++ on the sample, continuing the PRNG `state`: writes the
+ * centres and returns how many were found (≤ k). d2 and work hold n and
+ * 2 * n values. */
+static int
+seed_centres (const sample_set *smp, int k, uint64_t *state, int64_t *d2, int64_t *work,
+              int32_t (*centres)[3])
+{
+  int n = smp->n;
+  int64_t *trial = work, *best = work + n;
+  int trials = 2 + (int) floor (log ((double) k));
+  int first = (int) (uniform (state) * n);
+  for (int c = 0; c < 3; c++)
+    centres[0][c] = (int32_t) smp->plane[c][first];
+  int64_t total = 0;
+  for (int j = 0; j < n; j++)
+    {
+      d2[j] = sample_dist2 (smp, j, centres[0]);
+      total += d2[j];
+    }
+  int found = 1;
+  while (found < k && total > 0)
+    {
+      int64_t best_total = INT64_MAX;
+      for (int t = 0; t < trials; t++)
+        {
+          int64_t target = (int64_t) (uniform (state) * (double) total), run = 0;
+          int chosen = -1;
+          for (int j = 0; j < n; j++)
+            {
+              run += d2[j];
+              if (d2[j] > 0)
+                {
+                  chosen = j;
+                  if (run > target)
+                    break;
+                }
+            }
+          int32_t candidate[3];
+          for (int c = 0; c < 3; c++)
+            candidate[c] = (int32_t) smp->plane[c][chosen];
+          int64_t pot = 0;
+          for (int j = 0; j < n; j++)
+            {
+              int64_t d = sample_dist2 (smp, j, candidate);
+              trial[j] = d < d2[j] ? d : d2[j];
+              pot += trial[j];
+            }
+          if (pot < best_total)
+            {
+              best_total = pot;
+              memcpy (centres[found], candidate, sizeof candidate);
+              int64_t *swap = best;
+              best = trial;
+              trial = swap;
+            }
+        }
+      int64_t *swap = d2;
+      d2 = best;
+      best = swap;
+      total = best_total;
+      found++;
+    }
+  return found;
+}
+
+static int64_t
+round_div (int64_t sum, int64_t count)
+{
+  int64_t num = 2 * sum + count, den = 2 * count;
+  int64_t q = num / den;
+  if (num % den != 0 && num < 0)
+    q--;
+  return q;
+}
+
+/* Moves every centre with pixels to their rounded mean; returns whether one moved. */
+static int
+update_centres (const accumulator *acc, int k, int dims, int32_t (*centres)[3])
+{
+  int moved = 0;
+  for (int j = 0; j < k; j++)
+    if (acc->counts[j] > 0)
+      for (int c = 0; c < dims; c++)
+        {
+          int32_t mean = (int32_t) round_div (acc->sums[j][c], acc->counts[j]);
+          moved |= mean != centres[j][c];
+          centres[j][c] = mean;
+        }
+  return moved;
+}
+
+/* Lloyd on the sample (the full-image scheme, sequential); returns the
+ * sample's squared error, summed in double in sample order. */
+static double
+refine_on_sample (const sample_set *smp, int k, int iterations, int32_t (*centres)[3],
+                  accumulator *acc)
+{
+  float centre_f[CUDAFX_MAX_COLORS][3], best_d[BLOCK];
+  int32_t best_k[BLOCK];
+  double error = 0;
+  for (int it = 0; it <= iterations; it++)
+    {
+      for (int j = 0; j < k; j++)
+        for (int c = 0; c < 3; c++)
+          centre_f[j][c] = (float) centres[j][c];
+      memset (acc, 0, sizeof *acc);
+      error = 0;
+      for (int i0 = 0; i0 < smp->n; i0 += BLOCK)
+        {
+          int len = smp->n - i0 < BLOCK ? smp->n - i0 : BLOCK;
+          nearest_block (smp->plane[0] + i0, smp->plane[1] + i0, smp->plane[2] + i0, len,
+                         (const float (*)[3]) centre_f, k, best_d, best_k);
+          for (int i = 0; i < len; i++)
+            {
+              error += best_d[i];
+              for (int c = 0; c < smp->dims; c++)
+                acc->sums[best_k[i]][c] += (int64_t) smp->plane[c][i0 + i];
+              acc->counts[best_k[i]]++;
+            }
+        }
+      /* the last round only measures the error */
+      if (it == iterations || !update_centres (acc, k, smp->dims, centres))
+        break;
+    }
+  return error;
+}
+
+/* Attempts for K centres: a bounded cost (about 128 centres' worth), since
+ * more centres leave less to the luck of one seeding. */
+static int
+attempts_for (int k)
+{
+  int a = 128 / k;
+  return a < 1 ? 1 : a > ATTEMPTS ? ATTEMPTS : a;
+}
+
+/* Starting centres for the full image: the best (lowest sample error, the
+ * first on ties) of ATTEMPTS seedings, each refined on the sample. Attempts
+ * are independent (attempt a draws from state seed + a * 2^32), so they run
+ * in parallel; work holds 3 * n doubles and acc one accumulator per attempt. */
+static int
+starting_centres (const sample_set *smp, int k, uint32_t seed, int threads, int64_t *work,
+                  accumulator *acc, int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found)
+{
+  double error[ATTEMPTS];
+  int attempts = attempts_for (k);
+#pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
+  for (int a = 0; a < attempts; a++)
+    {
+      uint64_t state = seed + ((uint64_t) a << 32);
+      int64_t *mine = work + (size_t) omp_get_thread_num () * 3 * smp->n;
+      found[a] = seed_centres (smp, k, &state, mine, mine + smp->n, centres[a]);
+      error[a] = refine_on_sample (smp, found[a], SAMPLE_ITERATIONS, centres[a], &acc[a]);
+    }
+  int best = 0;
+  for (int a = 1; a < attempts; a++)
+    if (error[a] < error[best])
+      best = a;
+  return best;
+}
+
+/* When the sample holds fewer distinct colours than K but the image has
+ * more pixels than the sample, colours the sample missed become centres too,
+ * in raster order, until K: K >= distinct colours then still reproduces the
+ * image exactly. Sequential, on the host. */
+static int
+add_unsampled_colours (const quantize_ctx *q, int32_t (*centres)[3], int found, int k)
+{
+  int dims = q->fs.dims, last = 0;
+  for (int y = 0; y < q->src->height && found < k; y++)
+    {
+      const uint8_t *row = cudafx_row (q->src, y);
+      for (int x = 0; x < q->width && found < k; x++)
+        {
+          if (!is_voting (q, row, x))
+            continue;
+          float f[3] = { 0, 0, 0 };
+          float *out[3] = { &f[0], &f[1], &f[2] };
+          if (q->plane[0])
+            for (int c = 0; c < dims; c++)
+              f[c] = q->plane[c][(size_t) y * q->width + x];
+          else
+            compute_features (q, y, x, 1, out);
+          int32_t colour[3] = { (int32_t) f[0], (int32_t) f[1], (int32_t) f[2] };
+          /* runs of one colour are common: try the last match first */
+          int known = !memcmp (centres[last], colour, sizeof colour);
+          for (int j = 0; j < found && !known; j++)
+            if (!memcmp (centres[j], colour, sizeof colour))
+              {
+                known = 1;
+                last = j;
+              }
+          if (!known)
+            memcpy (centres[found++], colour, sizeof colour);
+        }
+    }
+  return found;
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+/* Rounds the centres to palette entries of the element type, drops
+ * duplicates, and puts the entries' features in q->centre for the mapping. */
+static int
+build_palette (quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palette *palette)
+{
+  int dims = q->fs.dims, u8 = q->src->type == CUDAFX_U8, n = 0;
+  for (int j = 0; j < k; j++)
+    {
+      double colour[3];
+      float v[3], f[3], stored[3] = { 0, 0, 0 };
+      uint8_t code[3] = { 0, 0, 0 };
+      colour_of_centre (&q->fs, centres[j], colour);
+      for (int c = 0; c < dims; c++)
+        {
+          if (u8)
+            {
+              double r = floor (colour[c] + 0.5);
+              code[c] = (uint8_t) (r < 0 ? 0 : r > 255 ? 255 : r);
+              v[c] = (float) code[c];
+            }
+          else
+            {
+              stored[c] = (float) (colour[c] / 255.0);
+              v[c] = stored[c] * 255.0f;
+            }
+        }
+      int duplicate = 0;
+      for (int e = 0; e < n && !duplicate; e++)
+        duplicate = u8 ? !memcmp (q->pal_u8[e], code, sizeof code)
+                       : !memcmp (q->pal_f32[e], stored, sizeof stored);
+      if (duplicate)
+        continue;
+      memcpy (q->pal_u8[n], code, sizeof code);
+      memcpy (q->pal_f32[n], stored, sizeof stored);
+      for (int c = 0; c < 3; c++)
+        q->pal_value[n][c] = c < dims ? v[c] : 0.0f;
+      features_of (&q->fs, v, u8 ? code : NULL, f);
+      for (int c = 0; c < 3; c++)
+        q->centre[n][c] = c < dims ? f[c] : 0.0f;
+      if (palette)
+        for (int c = 0; c < 3; c++)
+          palette->entries[n][c] = c >= dims ? 0.0 : u8 ? code[c] : (double) stored[c] * 255.0;
+      n++;
+    }
+  return n;
+}
+
+/* Floyd–Steinberg, sequential (see the header). */
+static cudafx_status
+dither_image (quantize_ctx *q, const cudafx_options *o)
+{
+  const cudafx_image *src = q->src;
+  int w = q->width, h = src->height, dims = q->fs.dims;
+  cudafx_status s = CUDAFX_OK;
+  /* two rows of error with a guard pixel at each end */
+  size_t row_len = ((size_t) w + 2) * 3;
+  float *err = calloc (2 * row_len, sizeof *err);
+  if (!err)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for the dither rows");
+  float lo[3], hi[3];
+  for (int c = 0; c < 3; c++)
+    {
+      lo[c] = hi[c] = q->pal_value[0][c];
+      for (int j = 1; j < q->k; j++)
+        {
+          lo[c] = fminf (lo[c], q->pal_value[j][c]);
+          hi[c] = fmaxf (hi[c], q->pal_value[j][c]);
+        }
+    }
+  for (int y = 0; y < h && !s; y++)
+    {
+      float *cur = err + (size_t) (y & 1) * row_len + 3;
+      float *next = err + (size_t) (~y & 1) * row_len + 3;
+      memset (next - 3, 0, row_len * sizeof *next);
+      const uint8_t *row = cudafx_row (src, y);
+      for (int x = 0; x < w; x++)
+        {
+          float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 }, d;
+          float *fp[3] = { &f[0], &f[1], &f[2] };
+          uint8_t code[3];
+          int32_t j;
+          int voting = is_voting (q, row, x);
+          if (voting)
+            {
+              read_pixel (src, row, x, dims, v, code);
+              for (int c = 0; c < dims; c++)
+                {
+                  float e = sanitize (v[c]) + cur[3 * x + c];
+                  v[c] = e < lo[c] ? lo[c] : e > hi[c] ? hi[c] : e;
+                }
+              features_of (&q->fs, v, NULL, f);
+            }
+          else
+            compute_features (q, y, x, 1, fp);
+          nearest_block (&f[0], &f[1], &f[2], 1, (const float (*)[3]) q->centre, q->k, &d, &j);
+          write_block (q, y, x, 1, (const float *const *) fp, &j);
+          if (!voting)
+            continue;
+          for (int c = 0; c < dims; c++)
+            {
+              float e = v[c] - q->pal_value[j][c];
+              cur[3 * (x + 1) + c] += e * (7.0f / 16.0f);
+              next[3 * (x - 1) + c] += e * (3.0f / 16.0f);
+              next[3 * x + c] += e * (5.0f / 16.0f);
+              next[3 * (x + 1) + c] += e * (1.0f / 16.0f);
+            }
+        }
+      s = cudafx_progress (o, 0.9 + 0.1 * (y + 1) / h);
+    }
+  free (err);
+  return s;
+}
+
+/* The seeding sample: sample j is the voting pixel of rank floor (j * n / S). */
+static void
+take_sample (const quantize_ctx *q, uint64_t n_vote, sample_set *smp)
+{
+  uint64_t rank = 0, next = 0;
+  int j = 0;
+  int count = smp->n;
+  for (int y = 0; y < q->src->height && j < count; y++)
+    {
+      const uint8_t *row = cudafx_row (q->src, y);
+      if ((uint64_t) q->row_votes[y] + rank <= next)
+        {
+          rank += (uint64_t) q->row_votes[y];
+          continue;
+        }
+      for (int x = 0; x < q->width && j < count; x++)
+        {
+          if (!is_voting (q, row, x))
+            continue;
+          if (rank == next)
+            {
+              float *out[3] = { smp->plane[0] + j, smp->plane[1] + j, smp->plane[2] + j };
+              compute_features (q, y, x, 1, out);
+              j++;
+              next = (uint64_t) ((unsigned __int128) j * n_vote / (unsigned) count);
+            }
+          rank++;
+        }
+    }
+}
+
+static cudafx_status
+quantize_cpu (void *job_, const cudafx_options *o)
+{
+  const quantize_job *job = job_;
+  const cudafx_image *src = job->src;
+  const cudafx_quantize_params *p = job->p;
+  int dims = src->channels - src->has_alpha, h = src->height;
+  int threads = cudafx_thread_count (o);
+  size_t n = (size_t) src->width * (size_t) h;
+  cudafx_status s = CUDAFX_OK;
+  float *sample_planes = NULL;
+  int64_t *work = NULL;
+  int32_t (*attempt)[CUDAFX_MAX_COLORS][3] = NULL;
+  quantize_ctx *q = calloc (1, sizeof *q);
+  if (!q)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory");
+  q->src = src;
+  q->dst = job->dst;
+  q->width = src->width;
+  q->everyone_votes = !src->has_alpha;
+  feature_space_init (&q->fs, dims, p->color_space == CUDAFX_SPACE_OKLAB);
+
+  if (n / (size_t) src->width != (size_t) h || n > SIZE_MAX / sizeof (float))
+    {
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": image size overflows");
+      goto done;
+    }
+  /* Oklab features cost cube roots: computed once. RGB ones are recomputed
+   * from the pixels in every pass, cheaper than reading a cache. */
+  int cache = q->fs.oklab;
+  for (int c = 0; c < dims && cache; c++)
+    if (!(q->plane[c] = malloc (n * sizeof (float))))
+      cache = 0;
+  q->row_votes = malloc ((size_t) h * sizeof (int));
+  q->acc = malloc ((size_t) (threads > ATTEMPTS ? threads : ATTEMPTS) * sizeof (accumulator));
+  if (cache != q->fs.oklab || !q->row_votes || !q->acc)
+    {
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for %zu pixels", n);
+      goto done;
+    }
+
+  if ((s = cudafx_parallel_rows (h, prepare_rows, q, o, 0.0, 0.1)))
+    goto done;
+  uint64_t n_vote = 0;
+  for (int y = 0; y < h; y++)
+    n_vote += (uint64_t) q->row_votes[y];
+  if (n_vote == 0)
+    {
+      /* nothing is visible: let every pixel vote rather than have no palette */
+      q->everyone_votes = 1;
+      for (int y = 0; y < h; y++)
+        q->row_votes[y] = q->width;
+      n_vote = n;
+    }
+
+  int count = n_vote < SAMPLE_MAX ? (int) n_vote : SAMPLE_MAX;
+  sample_planes = calloc ((size_t) count * 3, sizeof *sample_planes);
+  int seeding_threads = threads < ATTEMPTS ? threads : ATTEMPTS;
+  work = malloc ((size_t) count * 3 * (size_t) seeding_threads * sizeof *work);
+  attempt = malloc (ATTEMPTS * sizeof *attempt);
+  if (!sample_planes || !work || !attempt)
+    {
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for the seeding sample");
+      goto done;
+    }
+  sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count } };
+  take_sample (q, n_vote, &smp);
+  int found[ATTEMPTS];
+  int best = starting_centres (&smp, p->colors, p->seed, seeding_threads, work, q->acc, attempt,
+                               found);
+  int32_t (*centres)[3] = attempt[best];
+  q->k = found[best];
+  if (q->k < p->colors && n_vote > (uint64_t) count)
+    q->k = add_unsampled_colours (q, centres, q->k, p->colors);
+  for (int j = 0; j < q->k; j++)
+    for (int c = 0; c < 3; c++)
+      q->centre[j][c] = (float) centres[j][c];
+
+  /* Assignments stop changing exactly when an update leaves every centre
+   * where it was: the next assignment would repeat this one. */
+  int iterations = 0, moved = 1;
+  for (int it = 1; it <= p->max_iterations && moved; it++)
+    {
+      memset (q->acc, 0, (size_t) threads * sizeof (accumulator));
+      double from = 0.1 + 0.8 * (it - 1) / p->max_iterations;
+      double to = 0.1 + 0.8 * it / p->max_iterations;
+      if ((s = cudafx_parallel_rows (h, assign_rows, q, o, from, to)))
+        goto done;
+      for (int t = 1; t < threads; t++)
+        for (int j = 0; j < q->k; j++)
+          {
+            for (int c = 0; c < dims; c++)
+              q->acc[0].sums[j][c] += q->acc[t].sums[j][c];
+            q->acc[0].counts[j] += q->acc[t].counts[j];
+          }
+      iterations = it;
+      moved = update_centres (&q->acc[0], q->k, dims, centres);
+      for (int j = 0; j < q->k; j++)
+        for (int c = 0; c < dims; c++)
+          q->centre[j][c] = (float) centres[j][c];
+    }
+
+  if (job->palette)
+    memset (job->palette, 0, sizeof *job->palette);
+  q->k = build_palette (q, (const int32_t (*)[3]) centres, q->k, job->palette);
+  if (p->dither == CUDAFX_DITHER_FLOYD_STEINBERG)
+    s = dither_image (q, o);
+  else
+    s = cudafx_parallel_rows (h, map_rows, q, o, 0.9, 1.0);
+  if (!s && job->palette)
+    {
+      job->palette->colors = q->k;
+      job->palette->channels = dims;
+      job->palette->iterations = iterations;
+    }
+
+done:
+  free (sample_planes);
+  free (work);
+  free (attempt);
+  for (int c = 0; c < 3; c++)
+    free (q->plane[c]);
+  free (q->row_votes);
+  free (q->acc);
+  free (q);
+  return s;
+}
 
 void
 cudafx_quantize_params_init (cudafx_quantize_params *p)
@@ -15,5 +989,21 @@ cudafx_status
 cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quantize_params *p,
                  const cudafx_options *o, cudafx_palette *palette)
 {
-  return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "quantize: not implemented yet");
+  cudafx_status s;
+  if (!p)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, FILTER ": params is NULL");
+  if ((s = cudafx_check_pair (FILTER, src, dst)))
+    return s;
+  int dims = src->channels - src->has_alpha;
+  if (dims != 1 && dims != 3)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                        FILTER ": source image has %d colour channels (1 grey or 3 RGB expected)", dims);
+  if ((s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "colors", p->colors)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "color-space", (double) p->color_space)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "dither", (double) p->dither)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "max-iterations", p->max_iterations)) ||
+      (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "seed", (double) p->seed)))
+    return s;
+  quantize_job job = { src, dst, p, palette };
+  return cudafx_dispatch (FILTER, quantize_cpu, NULL, &job, o);
 }

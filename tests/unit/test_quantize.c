@@ -1,0 +1,644 @@
+/* Colour quantize: the engine against a plain double-precision k-means
+ * (the seeding documented in core/quantize.c, re-implemented here, then
+ * Lloyd with exact means), and properties: exact reproduction when K covers
+ * every colour, independence of the thread count, seeds, transparent pixels,
+ * outputs from the palette, layouts and invalid arguments. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PIXELS (64 * 64)
+
+/* ---- oracle ---------------------------------------------------------------- */
+
+static double
+decode (double t)
+{
+  double m = fabs (t);
+  double lin = m <= 0.04045 ? m / 12.92 : pow ((m + 0.055) / 1.055, 2.4);
+  return t < 0 ? -lin : lin;
+}
+
+static double
+encode (double lin)
+{
+  double m = fabs (lin);
+  double t = m <= 0.0031308 ? 12.92 * m : 1.055 * pow (m, 1 / 2.4) - 0.055;
+  return lin < 0 ? -t : t;
+}
+
+/* Features in the engine's units (0..255 scale times 256), unrounded. */
+static void
+oracle_features (const double *v, int dims, int oklab, double *f)
+{
+  if (!oklab)
+    {
+      for (int c = 0; c < dims; c++)
+        f[c] = v[c] * 256;
+      return;
+    }
+  if (dims == 1)
+    {
+      f[0] = cbrt (decode (v[0] / 255)) * 255 * 256;
+      return;
+    }
+  double r = decode (v[0] / 255), g = decode (v[1] / 255), b = decode (v[2] / 255);
+  double l = cbrt (0.4122214708 * r + 0.5363325363 * g + 0.0514459929 * b);
+  double m = cbrt (0.2119034982 * r + 0.6806995451 * g + 0.1073969566 * b);
+  double s = cbrt (0.0883024619 * r + 0.2817188376 * g + 0.6299787005 * b);
+  f[0] = (0.2104542553 * l + 0.7936177850 * m - 0.0040720468 * s) * 255 * 256;
+  f[1] = (1.9779984951 * l - 2.4285922050 * m + 0.4505937099 * s) * 255 * 256;
+  f[2] = (0.0259040371 * l + 0.7827717662 * m - 0.8086757660 * s) * 255 * 256;
+}
+
+static void
+oracle_colour (const double *f, int dims, int oklab, double *v)
+{
+  if (!oklab)
+    {
+      for (int c = 0; c < dims; c++)
+        v[c] = f[c] / 256;
+      return;
+    }
+  if (dims == 1)
+    {
+      double L = f[0] / 256 / 255;
+      v[0] = 255 * encode (L * L * L);
+      return;
+    }
+  double L = f[0] / 256 / 255, a = f[1] / 256 / 255, b = f[2] / 256 / 255;
+  double l = pow (L + 0.3963377774 * a + 0.2158037573 * b, 3);
+  double m = pow (L - 0.1055613458 * a - 0.0638541728 * b, 3);
+  double s = pow (L - 0.0894841775 * a - 1.2914855480 * b, 3);
+  v[0] = 255 * encode (4.0767416621 * l - 3.3077115913 * m + 0.2309699292 * s);
+  v[1] = 255 * encode (-1.2684380046 * l + 2.6097574011 * m - 0.3413193965 * s);
+  v[2] = 255 * encode (-0.0041960863 * l - 0.7034186147 * m + 1.7076147010 * s);
+}
+
+static double
+dist2 (const double *a, const double *b, int dims)
+{
+  double d = 0;
+  for (int c = 0; c < dims; c++)
+    d += (a[c] - b[c]) * (a[c] - b[c]);
+  return d;
+}
+
+static int
+is_transparent (const cudafx_image *img, int x, int y)
+{
+  return img->has_alpha && harness_get (img, x, y, img->channels - 1) == 0;
+}
+
+static uint64_t
+splitmix (uint64_t *s)
+{
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static double
+unit (uint64_t *s)
+{
+  return (splitmix (s) >> 11) * 0x1.0p-53;
+}
+
+/* Greedy k-means++ as documented in core/quantize.c. */
+static int
+oracle_seed (double (*f)[3], int n, int dims, int colors, uint64_t *state, double (*centre)[3])
+{
+  static double d2[MAX_PIXELS];
+  int trials = 2 + (int) floor (log (colors));
+  memcpy (centre[0], f[(int) (unit (state) * n)], sizeof centre[0]);
+  int k = 1;
+  while (k < colors)
+    {
+      double total = 0, best = INFINITY;
+      for (int j = 0; j < n; j++)
+        {
+          d2[j] = INFINITY;
+          for (int e = 0; e < k; e++)
+            d2[j] = fmin (d2[j], dist2 (f[j], centre[e], dims));
+          total += d2[j];
+        }
+      if (total == 0)
+        break;
+      for (int t = 0; t < trials; t++)
+        {
+          double target = unit (state) * total, run = 0, pot = 0;
+          int chosen = -1;
+          for (int j = 0; j < n; j++)
+            {
+              run += d2[j];
+              if (d2[j] > 0)
+                {
+                  chosen = j;
+                  if (run > target)
+                    break;
+                }
+            }
+          for (int j = 0; j < n; j++)
+            pot += fmin (d2[j], dist2 (f[j], f[chosen], dims));
+          if (pot < best)
+            {
+              best = pot;
+              memcpy (centre[k], f[chosen], sizeof centre[0]);
+            }
+        }
+      k++;
+    }
+  return k;
+}
+
+/* Lloyd with exact means: at most `iterations` updates, stopping when no
+ * centre moves; returns the squared error of the final centres. */
+static double
+oracle_lloyd (double (*f)[3], int n, int dims, int k, int iterations, double (*centre)[3])
+{
+  static int label[MAX_PIXELS];
+  double error = 0;
+  for (int it = 0;; it++)
+    {
+      error = 0;
+      for (int j = 0; j < n; j++)
+        {
+          label[j] = 0;
+          for (int e = 1; e < k; e++)
+            if (dist2 (f[j], centre[e], dims) < dist2 (f[j], centre[label[j]], dims))
+              label[j] = e;
+          error += dist2 (f[j], centre[label[j]], dims);
+        }
+      if (it == iterations)
+        break;
+      int moved = 0;
+      for (int e = 0; e < k; e++)
+        {
+          double sum[3] = { 0, 0, 0 };
+          int count = 0;
+          for (int j = 0; j < n; j++)
+            if (label[j] == e)
+              {
+                for (int c = 0; c < dims; c++)
+                  sum[c] += f[j][c];
+                count++;
+              }
+          for (int c = 0; c < dims && count; c++)
+            {
+              moved |= sum[c] / count != centre[e][c];
+              centre[e][c] = sum[c] / count;
+            }
+        }
+      if (!moved)
+        break;
+    }
+  return error;
+}
+
+typedef struct {
+  int    k;
+  double entry[CUDAFX_MAX_COLORS][3];
+} oracle_palette;
+
+/* Plain k-means: the documented seeding attempts, Lloyd in double. */
+static void
+oracle_quantize (const cudafx_image *src, const cudafx_quantize_params *p, oracle_palette *out)
+{
+  static double f[MAX_PIXELS][3];
+  int dims = src->channels - src->has_alpha, oklab = p->color_space == CUDAFX_SPACE_OKLAB;
+  int n = 0, any = 0;
+  for (int y = 0; y < src->height; y++)
+    for (int x = 0; x < src->width; x++)
+      any |= !is_transparent (src, x, y);
+  for (int y = 0; y < src->height; y++)
+    for (int x = 0; x < src->width; x++)
+      if (!any || !is_transparent (src, x, y))
+        {
+          double v[3];
+          for (int c = 0; c < dims; c++)
+            v[c] = harness_get (src, x, y, c);
+          oracle_features (v, dims, oklab, f[n++]);
+        }
+  /* the sample is every voting pixel here (n <= 65536) */
+  /* the sample is every voting pixel here (n <= 65536) */
+  static double attempt[8][CUDAFX_MAX_COLORS][3];
+  double best_error = INFINITY;
+  int k = 0, best = 0;
+  for (int a = 0; a < 8; a++)
+    {
+      uint64_t state = p->seed + ((uint64_t) a << 32);
+      int found = oracle_seed (f, n, dims, p->colors, &state, attempt[a]);
+      double error = oracle_lloyd (f, n, dims, found, 50, attempt[a]);
+      if (error < best_error)
+        {
+          best_error = error;
+          best = a;
+          k = found;
+        }
+    }
+  double (*centre)[3] = attempt[best];
+  oracle_lloyd (f, n, dims, k, p->max_iterations, centre);
+  out->k = 0;
+  for (int e = 0; e < k; e++)
+    {
+      double v[3] = { 0, 0, 0 };
+      oracle_colour (centre[e], dims, oklab, v);
+      for (int c = 0; c < dims; c++)
+        v[c] = src->type == CUDAFX_U8 ? fmin (255, fmax (0, floor (v[c] + 0.5)))
+                                      : (float) (v[c] / 255) * 255.0;
+      int dup = 0;
+      for (int o = 0; o < out->k; o++)
+        dup |= !memcmp (out->entry[o], v, sizeof v);
+      if (!dup)
+        memcpy (out->entry[out->k++], v, sizeof v);
+    }
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+/* Pixels drawn from a few well-separated base colours plus noise, so that
+ * k-means has one clear answer and float vs double cannot flip it. */
+static void
+clustered_image (cudafx_image *img, harness_rng *r, int bases, double noise)
+{
+  double base[8][3];
+  for (int b = 0; b < bases; b++)
+    for (int c = 0; c < 3; c++)
+      base[b][c] = 30 + harness_rand (r) % 196;
+  harness_image_poison (img);
+  int dims = img->channels - img->has_alpha;
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      {
+        int b = harness_rand (r) % bases;
+        for (int c = 0; c < dims; c++)
+          harness_set (img, x, y, c, base[b][c] + (harness_uniform (r) - 0.5) * 2 * noise);
+        if (img->has_alpha)
+          harness_set (img, x, y, img->channels - 1, harness_rand (r) % 4 ? 200 : 0);
+      }
+}
+
+static int
+pixel_is_entry (const cudafx_image *img, int x, int y, const cudafx_palette *pal)
+{
+  int dims = img->channels - img->has_alpha;
+  for (int e = 0; e < pal->colors; e++)
+    {
+      int same = 1;
+      for (int c = 0; c < dims; c++)
+        same &= harness_get (img, x, y, c) == (img->type == CUDAFX_U8 ? pal->entries[e][c]
+                                                : (float) (pal->entries[e][c] / 255) * 255.0);
+      if (same)
+        return e;
+    }
+  return -1;
+}
+
+/* Every output pixel is a palette entry, alpha is the source's, and (unless
+ * dithered) the entry is the nearest in the colour space. */
+static void
+check_output (const cudafx_image *src, const cudafx_image *dst, const cudafx_palette *pal,
+              const cudafx_quantize_params *p, const char *what)
+{
+  int dims = src->channels - src->has_alpha, oklab = p->color_space == CUDAFX_SPACE_OKLAB;
+  for (int y = 0; y < src->height && harness_failures () < 5; y++)
+    for (int x = 0; x < src->width; x++)
+      {
+        int e = pixel_is_entry (dst, x, y, pal);
+        CHECK (e >= 0, "%s: pixel %d,%d is not a palette entry", what, x, y);
+        if (src->has_alpha)
+          CHECK (harness_get (dst, x, y, src->channels - 1) == harness_get (src, x, y, src->channels - 1),
+                 "%s: alpha changed at %d,%d", what, x, y);
+        if (e < 0 || p->dither)
+          continue;
+        double v[3] = { 0 }, f[3], g[3];
+        for (int c = 0; c < dims; c++)
+          v[c] = harness_get (src, x, y, c);
+        oracle_features (v, dims, oklab, f);
+        double best = INFINITY;
+        for (int o = 0; o < pal->colors; o++)
+          {
+            oracle_features (pal->entries[o], dims, oklab, g);
+            best = fmin (best, dist2 (f, g, dims));
+          }
+        oracle_features (pal->entries[e], dims, oklab, g);
+        double mine = dist2 (f, g, dims);
+        CHECK (mine <= best * (1 + 1e-4) + 1e-3 * 65536, "%s: pixel %d,%d maps to %d, not the nearest",
+               what, x, y, e);
+      }
+}
+
+static cudafx_status
+run (const cudafx_image *src, cudafx_image *dst, const cudafx_quantize_params *p, int threads,
+     cudafx_palette *pal)
+{
+  cudafx_options o = harness_options ();
+  o.threads = threads;
+  return cudafx_quantize (src, dst, p, &o, pal);
+}
+
+/* Padding after each row of dst still holds the poison. */
+static int
+padding_intact (const cudafx_image *dst)
+{
+  size_t row = (size_t) dst->width * dst->channels * cudafx_type_size (dst->type);
+  for (int y = 0; y < dst->height; y++)
+    for (size_t b = row; b < dst->stride; b++)
+      if (((const unsigned char *) dst->data)[(size_t) y * dst->stride + b] != 0xA5)
+        return 0;
+  return 1;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+TEST (quantize_matches_oracle)
+{
+  static const int sizes[][2] = { { 1, 1 }, { 1, 23 }, { 23, 1 }, { 13, 7 }, { 31, 17 }, { 64, 48 } };
+  static const int layouts[][2] = { { 1, 0 }, { 2, 1 }, { 3, 0 }, { 4, 1 } };
+  harness_rng r = { 7 };
+  for (int si = 0; si < 6; si++)
+    for (int li = 0; li < 4; li++)
+      for (int t = 0; t < 2; t++)
+        for (int space = 0; space < 2; space++)
+          {
+            cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+            int w = sizes[si][0], h = sizes[si][1], ch = layouts[li][0], alpha = layouts[li][1];
+            cudafx_image src = harness_image_new (w, h, ch, alpha, type, 5 * cudafx_type_size (type));
+            cudafx_image dst = harness_image_new (w, h, ch, alpha, type, 3 * cudafx_type_size (type));
+            clustered_image (&src, &r, 6, 12);
+            harness_image_poison (&dst);
+            cudafx_quantize_params p;
+            cudafx_quantize_params_init (&p);
+            p.color_space = space;
+            p.colors = 2 + (si + li) % 4;
+            p.seed = (uint32_t) (si * 131 + li);
+            cudafx_palette pal;
+            oracle_palette want;
+            char what[128];
+            snprintf (what, sizeof what, "%dx%d ch %d alpha %d %s %s K %d", w, h, ch, alpha,
+                      t ? "f32" : "u8", space ? "rgb" : "oklab", p.colors);
+            cudafx_status s = run (&src, &dst, &p, 3, &pal);
+            CHECK (s == CUDAFX_OK, "%s: status %d (%s)", what, s, cudafx_error_message ());
+            if (s == CUDAFX_OK)
+              {
+                oracle_quantize (&src, &p, &want);
+                CHECK (pal.colors == want.k, "%s: %d colours, oracle %d", what, pal.colors, want.k);
+                CHECK (pal.channels == ch - alpha, "%s: palette channels %d", what, pal.channels);
+                CHECK (pal.iterations >= 1 && pal.iterations <= p.max_iterations, "%s: iterations %d",
+                       what, pal.iterations);
+                double tol = t ? 0.05 : 1.0;
+                for (int e = 0; e < pal.colors && e < want.k; e++)
+                  for (int c = 0; c < ch - alpha; c++)
+                    CHECK (fabs (pal.entries[e][c] - want.entry[e][c]) <= tol,
+                           "%s: entry %d.%d %g, oracle %g", what, e, c, pal.entries[e][c],
+                           want.entry[e][c]);
+                check_output (&src, &dst, &pal, &p, what);
+                CHECK (padding_intact (&dst), "%s: row padding written", what);
+              }
+            harness_image_free (&src);
+            harness_image_free (&dst);
+          }
+}
+
+TEST (quantize_reproduces_images_with_few_colours)
+{
+  harness_rng r = { 11 };
+  for (int ch = 1; ch <= 4; ch++)
+    for (int space = 0; space < 2; space++)
+      for (int dither = 0; dither < 2; dither++)
+        {
+          int alpha = ch == 2 || ch == 4;
+          cudafx_image src = harness_image_new (37, 29, ch, alpha, CUDAFX_U8, 3);
+          cudafx_image dst = harness_image_new (37, 29, ch, alpha, CUDAFX_U8, 0);
+          clustered_image (&src, &r, 6, 0); /* exactly 6 colours (or fewer) */
+          for (int x = 0; x < 37; x++)        /* the extremes, for the dither's clamp */
+            for (int c = 0; c < ch - alpha; c++)
+              harness_set (&src, x, 0, c, x % 2 ? 255 : 0);
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.color_space = space;
+          p.dither = dither;
+          for (p.colors = 8; p.colors <= 256; p.colors *= 32)
+            {
+              cudafx_palette pal;
+              harness_image_poison (&dst);
+              CHECK (run (&src, &dst, &p, 2, &pal) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+              CHECK (pal.colors == 8 || (ch - alpha == 1 && pal.colors <= 8),
+                     "ch %d %s: %d colours for 8 distinct", ch, space ? "rgb" : "oklab", pal.colors);
+              CHECK (harness_max_diff (&src, &dst) == 0, "ch %d %s dither %d K %d: not reproduced",
+                     ch, space ? "rgb" : "oklab", dither, p.colors);
+            }
+          harness_image_free (&src);
+          harness_image_free (&dst);
+        }
+}
+
+TEST (quantize_reproduces_colours_the_sample_missed)
+{
+  /* 300x300 voting pixels, a 65536-pixel sample: rank 3 is not sampled */
+  harness_rng r = { 17 };
+  cudafx_image src = harness_image_new (300, 300, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (300, 300, 3, 0, CUDAFX_U8, 0);
+  clustered_image (&src, &r, 4, 0);
+  harness_set (&src, 3, 0, 0, 1);
+  harness_set (&src, 3, 0, 1, 2);
+  harness_set (&src, 3, 0, 2, 3);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.color_space = CUDAFX_SPACE_RGB;
+  p.colors = 6;
+  cudafx_palette pal;
+  CHECK (run (&src, &dst, &p, 2, &pal) == CUDAFX_OK, "status");
+  CHECK (pal.colors == 5, "%d colours for 5 distinct", pal.colors);
+  CHECK (harness_max_diff (&src, &dst) == 0, "the unsampled colour is not reproduced");
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
+static int
+same_palette (const cudafx_palette *a, const cudafx_palette *b)
+{
+  return a->colors == b->colors && a->iterations == b->iterations &&
+         !memcmp (a->entries, b->entries, sizeof a->entries);
+}
+
+TEST (quantize_does_not_depend_on_threads)
+{
+  harness_rng r = { 5 };
+  for (int t = 0; t < 2; t++)
+    for (int space = 0; space < 2; space++)
+      {
+        cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+        cudafx_image src = harness_image_new (120, 80, 4, 1, type, 4);
+        cudafx_image ref = harness_image_new (120, 80, 4, 1, type, 0);
+        cudafx_image dst = harness_image_new (120, 80, 4, 1, type, 0);
+        harness_image_random (&src, &r);
+        cudafx_quantize_params p;
+        cudafx_quantize_params_init (&p);
+        p.color_space = space;
+        p.colors = 12;
+        p.max_iterations = 10;
+        cudafx_palette want, got;
+        CHECK (run (&src, &ref, &p, 1, &want) == CUDAFX_OK, "status");
+        static const int threads[] = { 2, 3, 7 };
+        for (int i = 0; i < 3; i++)
+          {
+            CHECK (run (&src, &dst, &p, threads[i], &got) == CUDAFX_OK, "status");
+            CHECK (same_palette (&want, &got), "%s %s: palette differs with %d threads",
+                   t ? "f32" : "u8", space ? "rgb" : "oklab", threads[i]);
+            CHECK (harness_max_diff (&ref, &dst) == 0, "output differs with %d threads", threads[i]);
+          }
+        harness_image_free (&src);
+        harness_image_free (&ref);
+        harness_image_free (&dst);
+      }
+}
+
+TEST (quantize_seed_decides_the_palette)
+{
+  harness_rng r = { 3 };
+  cudafx_image src = harness_image_new (40, 30, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (40, 30, 3, 0, CUDAFX_U8, 0);
+  harness_image_random (&src, &r);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.colors = 12;
+  cudafx_palette a, b;
+  CHECK (run (&src, &dst, &p, 2, &a) == CUDAFX_OK, "status");
+  CHECK (run (&src, &dst, &p, 3, &b) == CUDAFX_OK, "status");
+  CHECK (same_palette (&a, &b), "same seed, different palette");
+  int differs = 0;
+  for (p.seed = 1; p.seed < 5; p.seed++)
+    {
+      CHECK (run (&src, &dst, &p, 2, &b) == CUDAFX_OK, "status");
+      differs |= !same_palette (&a, &b);
+    }
+  CHECK (differs, "seeds 1..4 all give seed 0's palette");
+  p.seed = 2147483647u;
+  CHECK (run (&src, &dst, &p, 2, &b) == CUDAFX_OK, "largest seed refused");
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
+TEST (quantize_transparent_pixels_do_not_vote)
+{
+  harness_rng r = { 9 };
+  for (int t = 0; t < 2; t++)
+    for (int ch = 2; ch <= 4; ch += 2)
+      {
+        cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+        cudafx_image src = harness_image_new (33, 21, ch, 1, type, 8);
+        cudafx_image dst = harness_image_new (33, 21, ch, 1, type, 0);
+        clustered_image (&src, &r, 4, 20);
+        cudafx_quantize_params p;
+        cudafx_quantize_params_init (&p);
+        p.colors = 6;
+        p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+        cudafx_palette a, b;
+        CHECK (run (&src, &dst, &p, 2, &a) == CUDAFX_OK, "status");
+        check_output (&src, &dst, &a, &p, "before");
+        for (int y = 0; y < 21; y++)
+          for (int x = 0; x < 33; x++)
+            if (is_transparent (&src, x, y))
+              for (int c = 0; c < ch - 1; c++)
+                harness_set (&src, x, y, c, harness_rand (&r) % 256);
+        CHECK (run (&src, &dst, &p, 3, &b) == CUDAFX_OK, "status");
+        CHECK (same_palette (&a, &b), "%s ch %d: transparent colours changed the palette",
+               t ? "f32" : "u8", ch);
+        check_output (&src, &dst, &b, &p, "after");
+        /* all transparent: every pixel votes, alpha stays 0 */
+        for (int y = 0; y < 21; y++)
+          for (int x = 0; x < 33; x++)
+            harness_set (&src, x, y, ch - 1, 0);
+        CHECK (run (&src, &dst, &p, 2, &b) == CUDAFX_OK && b.colors >= 2, "all transparent");
+        check_output (&src, &dst, &b, &p, "all transparent");
+        harness_image_free (&src);
+        harness_image_free (&dst);
+      }
+}
+
+TEST (quantize_dither_uses_the_palette)
+{
+  harness_rng r = { 13 };
+  for (int t = 0; t < 2; t++)
+    for (int ch = 1; ch <= 4; ch++)
+      for (int space = 0; space < 2; space++)
+        {
+          cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+          int alpha = ch == 2 || ch == 4;
+          cudafx_image src = harness_image_new (29, 19, ch, alpha, type, 4);
+          cudafx_image dst = harness_image_new (29, 19, ch, alpha, type, 4);
+          harness_image_random (&src, &r);
+          harness_image_poison (&dst);
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.color_space = space;
+          p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+          p.colors = 5;
+          cudafx_palette pal;
+          CHECK (run (&src, &dst, &p, 2, &pal) == CUDAFX_OK, "status");
+          check_output (&src, &dst, &pal, &p, "dither");
+          CHECK (padding_intact (&dst), "dither wrote row padding");
+          harness_image_free (&src);
+          harness_image_free (&dst);
+        }
+}
+
+TEST (quantize_single_pixel_and_null_palette)
+{
+  cudafx_image src = harness_image_new (1, 1, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (1, 1, 3, 0, CUDAFX_U8, 0);
+  harness_set (&src, 0, 0, 0, 10);
+  harness_set (&src, 0, 0, 1, 200);
+  harness_set (&src, 0, 0, 2, 77);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  cudafx_palette pal;
+  CHECK (run (&src, &dst, &p, 1, &pal) == CUDAFX_OK && pal.colors == 1, "1x1: %d colours", pal.colors);
+  CHECK (harness_max_diff (&src, &dst) == 0, "1x1 not reproduced");
+  CHECK (run (&src, &dst, &p, 1, NULL) == CUDAFX_OK, "NULL palette refused");
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
+TEST (quantize_rejects_invalid_arguments)
+{
+  cudafx_image src = harness_image_new (4, 4, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (4, 4, 3, 0, CUDAFX_U8, 0);
+  memset (src.data, 0, src.stride * 4);
+  cudafx_quantize_params p;
+  static const char *names[] = { "colors", "colors", "max-iterations", "max-iterations",
+                                 "seed", "color-space", "dither" };
+  for (int i = 0; i < 7; i++)
+    {
+      cudafx_quantize_params_init (&p);
+      switch (i)
+        {
+        case 0: p.colors = 1; break;
+        case 1: p.colors = 257; break;
+        case 2: p.max_iterations = 0; break;
+        case 3: p.max_iterations = 301; break;
+        case 4: p.seed = 4000000000u; break;
+        case 5: p.color_space = (cudafx_color_space) 2; break;
+        case 6: p.dither = (cudafx_dither) 2; break;
+        }
+      CHECK (run (&src, &dst, &p, 1, NULL) == CUDAFX_ERR_INVALID_ARG, "case %d accepted", i);
+      CHECK (strstr (cudafx_error_message (), names[i]) != NULL,
+             "case %d: message '%s' does not name %s", i, cudafx_error_message (), names[i]);
+    }
+  cudafx_quantize_params_init (&p);
+  CHECK (run (&src, &dst, NULL, 1, NULL) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "params"), "NULL params");
+  cudafx_image two = harness_image_new (4, 4, 2, 0, CUDAFX_U8, 0);
+  cudafx_image two_dst = harness_image_new (4, 4, 2, 0, CUDAFX_U8, 0);
+  CHECK (run (&two, &two_dst, &p, 1, NULL) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "colour channels"), "2 colour channels accepted");
+  harness_image_free (&two);
+  harness_image_free (&two_dst);
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
