@@ -29,8 +29,12 @@
  * Work is split into tiles of at most TILE_H x TILE_W pixels with a halo of
  * S + P pixels, each thread with its own buffers, so memory stays bounded and
  * a tile's working set stays in cache. The tile layout does not depend on the
- * thread count, so neither does the output. */
+ * thread count, so neither does the output.
+ *
+ * cuda/nlmeans.cu is the GPU path; the noise estimate and the parameter
+ * choice stay here, on the CPU, for both. */
 #include "engine.h"
+#include "../cuda/cudafx_cuda.h"
 
 #include <math.h>
 #include <omp.h>
@@ -386,6 +390,15 @@ nlmeans_cpu (void *job_, const cudafx_options *o)
   return s;
 }
 
+/* The GPU path (cuda/nlmeans.cu) with the same parameters and weights. */
+static cudafx_status
+nlmeans_cuda (void *job_, const cudafx_options *o)
+{
+  const nlmeans_job *job = job_;
+  return cudafx_nlmeans_cuda (job->src, job->dst, job->patch_radius, job->search_radius,
+                              job->dist_scale, job->dist_offset, o);
+}
+
 /* Robust noise sigma of the colour channels, 0..255 scale (see header). */
 static cudafx_status
 estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, double *sigma)
@@ -564,7 +577,7 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
     (float) (1.0 / (colours * patch * patch * used.h * used.h)),
     (float) (2.0 * subtract * subtract / (used.h * used.h)),
   };
-  s = cudafx_dispatch ("nl-means", nlmeans_cpu, NULL, &job, o);
+  s = cudafx_dispatch ("nl-means", nlmeans_cpu, nlmeans_cuda, &job, o);
   if (s == CUDAFX_OK && info)
     *info = used;
   return s;
