@@ -91,7 +91,8 @@ engine_error (cudafx_status status, GError **error)
 
 /* The kernel as the engine takes it: n×n values, n from the count. A count
  * that is not a square has no n, so it is rejected here; n itself (odd,
- * 1..31) is the engine's to check. */
+ * 1..31) is the engine's to check. No values: the documented default, the
+ * 3×3 identity (the table cannot hold an array default). */
 static gboolean
 convolve_params (const cudafx_proc_args *args, cudafx_convolve_params *p, GError **error)
 {
@@ -114,6 +115,13 @@ convolve_params (const cudafx_proc_args *args, cudafx_convolve_params *p, GError
         }
       p->kernel = args->kernel;
       p->kernel_size = n;
+    }
+  else
+    {
+      static const double identity[9] = { 0, 0, 0, 0, 1, 0, 0, 0, 0 };
+
+      p->kernel = identity;
+      p->kernel_size = 3;
     }
   return TRUE;
 }

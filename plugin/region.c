@@ -24,7 +24,8 @@ cudafx_region_format (GeglBuffer *source, GError **error)
   u8 = babl_format_get_type (format, 0) == babl_type ("u8");
   g_snprintf (name, sizeof name, "%s%s %s", grey ? "Y'" : "R'G'B'", alpha ? "A" : "",
               u8 ? "u8" : "float");
-  return babl_format (name);
+  /* In the drawable's own colour space: filter the values as they are. */
+  return babl_format_with_space (name, babl_format_get_space (format));
 }
 
 /* area grown by halo on each side, cut to the buffer's extent. */

@@ -13,8 +13,8 @@
 #include "procedures.h"
 
 /* The babl format cudafx reads source in: "R'G'B'(A)" or "Y'(A)", u8 for
- * 8-bit buffers and float for every higher precision (the CLI uses the same
- * formats, so results match). NULL with an error for palette formats. */
+ * 8-bit buffers and float for every higher precision, in the buffer's colour
+ * space (the CLI uses the same formats, so results match). NULL with an error for palette formats. */
 const Babl *cudafx_region_format (GeglBuffer *source, GError **error);
 
 /* Filters area (in buffer coordinates) of source into shadow. progress may be
