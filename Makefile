@@ -53,7 +53,7 @@ GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
 endif
 
-.PHONY: all check check-asan check-gpu bench bench-gpu quality clean
+.PHONY: all check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp
 all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI)
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)"
 
@@ -140,6 +140,21 @@ quality: $(SHLIB)
 	done; \
 	if [ -z "$(wildcard tests/quality/*.py)" ]; then echo "no tests/quality/*.py yet"; fi; \
 	test $$failed -eq 0
+
+# GIMP 3 plug-in: compiled and linked inside a Debian 13 chroot that
+# tests/gimp/chroot.sh creates once (root, network to the host's Debian mirror)
+# and keeps outside the clone; the engine library comes from the host.
+GIMP3_SRCS := plugin/gimp3.c plugin/procedures.c plugin/region.c $(wildcard ui/*.c)
+
+$(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h $(LIB) \
+                       tests/gimp/build-plugin.sh tests/gimp/chroot.sh
+	tests/gimp/build-plugin.sh $@ $(LIB) "$(LIB_LIBS)" $(GIMP3_SRCS)
+
+plugin: $(BUILD)/gimp3/cudafx
+
+# Headless GIMP 3 tests of the plug-in (in the chroot); ends with "N passed, N failed".
+check-gimp: plugin
+	tests/gimp/run.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-gpu

@@ -28,7 +28,7 @@ suite() { # name command...
 
 if [ "$mode" = gpu ]; then
   # Filters with a CUDA path, their accuracy tests against the CUDA backend.
-  gpu_tests="median convolve gpu_"
+  gpu_tests="median convolve nlmeans gpu_"
   suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck; do

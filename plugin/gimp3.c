@@ -1,0 +1,273 @@
+/* cudafx — the GIMP 3 front end: one plug-in executable registering the four
+ * procedures from the engine's argument table, reading each run's arguments
+ * back from the procedure config, and handing pixels to region.c.
+ * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */
+#include <glib/gi18n.h>
+#include <libgimp/gimp.h>
+
+#include "procedures.h"
+#include "region.h"
+
+#define CUDAFX_AUTHOR "cudafx authors"
+
+typedef struct { GimpPlugIn parent_instance; } CudafxPlugIn;
+typedef struct { GimpPlugInClass parent_class; } CudafxPlugInClass;
+
+GType cudafx_plug_in_get_type (void);
+G_DEFINE_TYPE (CudafxPlugIn, cudafx_plug_in, GIMP_TYPE_PLUG_IN)
+
+static GList *
+cudafx_query_procedures (GimpPlugIn *plug_in)
+{
+  GList *names = NULL;
+
+  for (int f = CUDAFX_N_FILTERS - 1; f >= 0; f--)
+    names = g_list_prepend (names, g_strdup (cudafx_filters[f].procedure));
+  return names;
+}
+
+static GimpChoice *
+choice_of (const cudafx_arg *arg)
+{
+  GimpChoice *choice = gimp_choice_new ();
+
+  for (int i = 0; i < arg->n_choices; i++)
+    gimp_choice_add (choice, arg->choices[i].nick, i, _(arg->choices[i].label), NULL);
+  return choice;
+}
+
+/* One procedure argument per table entry, with its range and default. */
+static void
+add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
+{
+  const char *nick = _(arg->label), *blurb = _(arg->blurb);
+
+  switch (arg->type)
+    {
+    case CUDAFX_ARG_INT:
+      gimp_procedure_add_int_argument (procedure, arg->name, nick, blurb,
+                                       (int) arg->min, (int) arg->max, (int) arg->def,
+                                       G_PARAM_READWRITE);
+      break;
+    case CUDAFX_ARG_DOUBLE:
+      gimp_procedure_add_double_argument (procedure, arg->name, nick, blurb,
+                                          arg->min, arg->max, arg->def, G_PARAM_READWRITE);
+      break;
+    case CUDAFX_ARG_BOOLEAN:
+      gimp_procedure_add_boolean_argument (procedure, arg->name, nick, blurb,
+                                           arg->def != 0, G_PARAM_READWRITE);
+      break;
+    case CUDAFX_ARG_CHOICE:
+      gimp_procedure_add_choice_argument (procedure, arg->name, nick, blurb, choice_of (arg),
+                                          arg->choices[(int) arg->def].nick, G_PARAM_READWRITE);
+      break;
+    case CUDAFX_ARG_DOUBLE_ARRAY:
+      gimp_procedure_add_double_array_argument (procedure, arg->name, nick, blurb,
+                                                G_PARAM_READWRITE);
+      break;
+    }
+}
+
+/* The run's argument values, read back from the config by the table's names. */
+static gboolean
+read_arguments (GimpProcedureConfig *config, cudafx_proc_args *args, GError **error)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
+
+  for (int i = 0; i < desc->n_args; i++)
+    {
+      const cudafx_arg *arg = &desc->args[i];
+
+      switch (arg->type)
+        {
+        case CUDAFX_ARG_INT:
+          {
+            gint v;
+            g_object_get (config, arg->name, &v, NULL);
+            args->values[i] = v;
+            break;
+          }
+        case CUDAFX_ARG_DOUBLE:
+          {
+            gdouble v;
+            g_object_get (config, arg->name, &v, NULL);
+            args->values[i] = v;
+            break;
+          }
+        case CUDAFX_ARG_BOOLEAN:
+          {
+            gboolean v;
+            g_object_get (config, arg->name, &v, NULL);
+            args->values[i] = v != FALSE;
+            break;
+          }
+        case CUDAFX_ARG_CHOICE:
+          args->values[i] = gimp_procedure_config_get_choice_id (config, arg->name);
+          break;
+        case CUDAFX_ARG_DOUBLE_ARRAY:
+          {
+            GimpArray     *array = NULL;
+            const gdouble *values = NULL;
+            gsize          length = 0;
+            gboolean       ok;
+
+            g_object_get (config, arg->name, &array, NULL);
+            if (array)
+              values = gimp_double_array_get_values (array, &length);
+            ok = cudafx_proc_set_kernel (args, values, length, error);
+            if (array)
+              gimp_array_free (array);
+            if (!ok)
+              return FALSE;
+            break;
+          }
+        }
+    }
+  return TRUE;
+}
+
+static int
+show_progress (double fraction, void *user_data)
+{
+  gimp_progress_update (fraction);
+  return 0;
+}
+
+static GimpValueArray *
+failure (GimpProcedure *procedure, GError *error)
+{
+  GimpPDBStatusType status = error->domain == CUDAFX_PROC_ERROR
+                             && error->code == CUDAFX_ERR_INVALID_ARG
+                             ? GIMP_PDB_CALLING_ERROR : GIMP_PDB_EXECUTION_ERROR;
+
+  return gimp_procedure_new_return_values (procedure, status, error);
+}
+
+/* Filters the drawable's selection; on any error nothing is merged, so the
+ * image is untouched. */
+static gboolean
+filter_drawable (GimpDrawable *drawable, const cudafx_proc_args *args, GError **error)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
+  GeglRectangle area;
+  GeglBuffer   *source, *shadow;
+  gboolean      ok;
+
+  if (gimp_drawable_is_indexed (drawable))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: indexed images are not supported; convert the image to RGB or "
+                     "grayscale first (Image ▸ Mode)"), desc->name);
+      return FALSE;
+    }
+  if (!gimp_drawable_mask_intersect (drawable, &area.x, &area.y, &area.width, &area.height))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: the selection does not touch the layer: nothing to filter"),
+                   desc->name);
+      return FALSE;
+    }
+
+  gimp_progress_init (_(desc->blurb));
+  source = gimp_drawable_get_buffer (drawable);
+  shadow = gimp_drawable_get_shadow_buffer (drawable);
+  ok = cudafx_region_process (source, shadow, &area, args, show_progress, NULL, NULL, error);
+  g_object_unref (source);
+  if (ok)
+    gegl_buffer_flush (shadow);
+  g_object_unref (shadow);
+  if (ok)
+    {
+      /* merge_shadow applies the selection mask and makes one undo step. */
+      gimp_drawable_merge_shadow (drawable, TRUE);
+      gimp_drawable_update (drawable, area.x, area.y, area.width, area.height);
+    }
+  gimp_progress_end ();
+  return ok;
+}
+
+static GimpValueArray *
+cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
+            GimpDrawable **drawables, GimpProcedureConfig *config, gpointer run_data)
+{
+  const cudafx_filter_desc *desc = run_data;
+  cudafx_proc_args args;
+  GError          *error = NULL;
+
+  gegl_init (NULL, NULL);
+  if (!drawables || !drawables[0] || drawables[1])
+    {
+      g_set_error (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s works on exactly one layer or channel"), desc->procedure);
+      return failure (procedure, error);
+    }
+
+  /* Interactive runs use the last values until the dialog exists (ui/). */
+  cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
+  if (!read_arguments (config, &args, &error) ||
+      !filter_drawable (drawables[0], &args, &error))
+    return failure (procedure, error);
+
+  if (run_mode != GIMP_RUN_NONINTERACTIVE)
+    gimp_displays_flush ();
+  return gimp_procedure_new_return_values (procedure, GIMP_PDB_SUCCESS, NULL);
+}
+
+static GimpProcedure *
+cudafx_create_procedure (GimpPlugIn *plug_in, const gchar *name)
+{
+  const cudafx_filter_desc *desc = cudafx_filter_find (name);
+  GimpProcedure *procedure;
+
+  if (!desc)
+    return NULL;
+  procedure = gimp_image_procedure_new (plug_in, name, GIMP_PDB_PROC_TYPE_PLUGIN, cudafx_run,
+                                        (gpointer) desc, NULL);
+  gimp_procedure_set_image_types (procedure, "RGB*, GRAY*");
+  gimp_procedure_set_sensitivity_mask (procedure, GIMP_PROCEDURE_SENSITIVE_DRAWABLE);
+  gimp_procedure_set_menu_label (procedure, _(desc->menu_label));
+  gimp_procedure_add_menu_path (procedure, desc->menu_path);
+  gimp_procedure_set_documentation (procedure, _(desc->blurb), _(desc->help), name);
+  gimp_procedure_set_attribution (procedure, CUDAFX_AUTHOR, CUDAFX_AUTHOR, "2026");
+  for (int i = 0; i < desc->n_args; i++)
+    add_argument (procedure, &desc->args[i]);
+  return procedure;
+}
+
+/* Translations (domain "cudafx") live in locale/ beside the executable when
+ * installed with it; without that folder, run untranslated without warnings. */
+static gboolean
+cudafx_set_i18n (GimpPlugIn *plug_in, const gchar *procedure_name, gchar **gettext_domain,
+                 gchar **catalog_dir)
+{
+  gchar   *folder = g_path_get_dirname (gimp_get_progname ());
+  gchar   *locale = g_build_filename (folder, "locale", NULL);
+  gboolean found = g_file_test (locale, G_FILE_TEST_IS_DIR);
+
+  g_free (folder);
+  if (!found)
+    {
+      g_free (locale);
+      return FALSE;
+    }
+  *gettext_domain = g_strdup ("cudafx");
+  *catalog_dir = locale;
+  return TRUE;
+}
+
+static void
+cudafx_plug_in_class_init (CudafxPlugInClass *klass)
+{
+  GimpPlugInClass *plug_in_class = GIMP_PLUG_IN_CLASS (klass);
+
+  plug_in_class->query_procedures = cudafx_query_procedures;
+  plug_in_class->create_procedure = cudafx_create_procedure;
+  plug_in_class->set_i18n = cudafx_set_i18n;
+}
+
+static void
+cudafx_plug_in_init (CudafxPlugIn *plug_in)
+{
+}
+
+GIMP_MAIN (cudafx_plug_in_get_type ())

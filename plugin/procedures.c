@@ -1,0 +1,241 @@
+/* cudafx — host-neutral procedure glue: argument values by table position,
+ * engine parameter structs built from them, the halo each filter needs, and
+ * the engine call. Shared by the GIMP 3 and 2.10 front ends; GLib only. */
+#include "procedures.h"
+
+#include <math.h>
+#include <string.h>
+
+G_DEFINE_QUARK (cudafx-proc-error-quark, cudafx_proc_error)
+
+static const cudafx_filter_desc *
+desc_of (const cudafx_proc_args *args)
+{
+  return &cudafx_filters[args->filter];
+}
+
+int
+cudafx_proc_arg_index (int filter, const char *name)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[filter];
+  const cudafx_arg *arg = cudafx_arg_find (desc, name);
+
+  return arg ? (int) (arg - desc->args) : -1;
+}
+
+/* A value by name; names come from this file and the table, so a miss is a bug. */
+static double
+value (const cudafx_proc_args *args, const char *name)
+{
+  int index = cudafx_proc_arg_index (args->filter, name);
+
+  g_return_val_if_fail (index >= 0, 0);
+  return args->values[index];
+}
+
+/* A value clamped to the table's range: only for sizing the halo, so that an
+ * out-of-range value reaches the engine (which names it) instead of
+ * allocating a huge region first. */
+static int
+clamped (const cudafx_proc_args *args, const char *name)
+{
+  const cudafx_arg *arg = cudafx_arg_find (desc_of (args), name);
+
+  return (int) CLAMP (value (args, name), arg->min, arg->max);
+}
+
+void
+cudafx_proc_args_init (cudafx_proc_args *args, int filter)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[filter];
+
+  g_return_if_fail (desc->n_args <= CUDAFX_PROC_MAX_ARGS);
+  memset (args, 0, sizeof *args);
+  args->filter = filter;
+  for (int i = 0; i < desc->n_args; i++)
+    args->values[i] = desc->args[i].def;
+}
+
+gboolean
+cudafx_proc_set_kernel (cudafx_proc_args *args, const double *values, gsize length,
+                        GError **error)
+{
+  if (length > G_N_ELEMENTS (args->kernel))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   "%s: kernel has %" G_GSIZE_FORMAT " values, more than %d×%d",
+                   desc_of (args)->name, length, CUDAFX_MAX_KERNEL_SIZE, CUDAFX_MAX_KERNEL_SIZE);
+      return FALSE;
+    }
+  if (length > 0)
+    memcpy (args->kernel, values, length * sizeof *values);
+  args->kernel_length = (int) length;
+  return TRUE;
+}
+
+cudafx_backend
+cudafx_proc_backend (const cudafx_proc_args *args)
+{
+  return (cudafx_backend) value (args, "backend");
+}
+
+static gboolean
+engine_error (cudafx_status status, GError **error)
+{
+  const char *message = cudafx_error_message ();
+
+  g_set_error_literal (error, CUDAFX_PROC_ERROR, status,
+                       *message ? message : cudafx_status_string (status));
+  return FALSE;
+}
+
+/* The kernel as the engine takes it: n×n values, n from the count. A count
+ * that is not a square has no n, so it is rejected here; n itself (odd,
+ * 1..31) is the engine's to check. No values: the documented default, the
+ * 3×3 identity (the table cannot hold an array default). */
+static gboolean
+convolve_params (const cudafx_proc_args *args, cudafx_convolve_params *p, GError **error)
+{
+  cudafx_convolve_params_init (p);
+  p->preset = (cudafx_preset) value (args, "preset");
+  p->sigma = value (args, "sigma");
+  p->divisor = value (args, "divisor");
+  p->offset = value (args, "offset");
+  p->border = (cudafx_border) value (args, "border");
+  if (args->kernel_length > 0)
+    {
+      int n = (int) lround (sqrt ((double) args->kernel_length));
+
+      if (n * n != args->kernel_length)
+        {
+          g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                       "%s: kernel has %d values, not n×n", desc_of (args)->name,
+                       args->kernel_length);
+          return FALSE;
+        }
+      p->kernel = args->kernel;
+      p->kernel_size = n;
+    }
+  else
+    {
+      static const double identity[9] = { 0, 0, 0, 0, 1, 0, 0, 0, 0 };
+
+      p->kernel = identity;
+      p->kernel_size = 3;
+    }
+  return TRUE;
+}
+
+gboolean
+cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
+{
+  switch (args->filter)
+    {
+    case CUDAFX_FILTER_MEDIAN:
+      *halo = clamped (args, "radius");
+      return TRUE;
+
+    case CUDAFX_FILTER_NLMEANS:
+      if (value (args, "auto") != 0)
+        {
+          /* Automatic mode picks the radii from the noise it finds: allow
+           * for the largest it may pick. */
+          const cudafx_filter_desc *desc = desc_of (args);
+          *halo = (int) (cudafx_arg_find (desc, "patch-radius")->max
+                         + cudafx_arg_find (desc, "search-radius")->max);
+        }
+      else
+        *halo = clamped (args, "patch-radius") + clamped (args, "search-radius");
+      return TRUE;
+
+    case CUDAFX_FILTER_QUANTIZE:
+      *halo = 0;
+      return TRUE;
+
+    case CUDAFX_FILTER_CONVOLVE:
+      {
+        cudafx_convolve_params p;
+        double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+        int size;
+        cudafx_status status;
+
+        if (!convolve_params (args, &p, error))
+          return FALSE;
+        status = cudafx_convolve_kernel (&p, taps, &size);
+        if (status != CUDAFX_OK)
+          return engine_error (status, error);
+        *halo = size / 2;
+        return TRUE;
+      }
+    }
+  g_return_val_if_reached (FALSE);
+}
+
+gboolean
+cudafx_proc_run (const cudafx_proc_args *args, const cudafx_image *src, cudafx_image *dst,
+                 const cudafx_options *options, cudafx_proc_result *result,
+                 GError **error)
+{
+  cudafx_proc_result local;
+  cudafx_options o = *options;
+  cudafx_status status = CUDAFX_ERR_INVALID_ARG;
+
+  if (!result)
+    result = &local;
+  memset (result, 0, sizeof *result);
+  o.backend = cudafx_proc_backend (args);
+  o.report = &result->report;
+
+  switch (args->filter)
+    {
+    case CUDAFX_FILTER_MEDIAN:
+      {
+        cudafx_median_params p;
+
+        cudafx_median_params_init (&p);
+        p.radius = (int) value (args, "radius");
+        p.percentile = value (args, "percentile");
+        p.shape = (cudafx_shape) value (args, "shape");
+        status = cudafx_median (src, dst, &p, &o);
+        break;
+      }
+
+    case CUDAFX_FILTER_NLMEANS:
+      {
+        cudafx_nlmeans_params p;
+
+        cudafx_nlmeans_params_init (&p);
+        p.automatic = value (args, "auto") != 0;
+        p.h = value (args, "h");
+        p.patch_radius = (int) value (args, "patch-radius");
+        p.search_radius = (int) value (args, "search-radius");
+        status = cudafx_nlmeans (src, dst, &p, &o, &result->nlmeans);
+        break;
+      }
+
+    case CUDAFX_FILTER_QUANTIZE:
+      {
+        cudafx_quantize_params p;
+
+        cudafx_quantize_params_init (&p);
+        p.colors = (int) value (args, "colors");
+        p.color_space = (cudafx_color_space) value (args, "color-space");
+        p.dither = (cudafx_dither) value (args, "dither");
+        p.max_iterations = (int) value (args, "max-iterations");
+        p.seed = (uint32_t) value (args, "seed");
+        status = cudafx_quantize (src, dst, &p, &o, &result->palette);
+        break;
+      }
+
+    case CUDAFX_FILTER_CONVOLVE:
+      {
+        cudafx_convolve_params p;
+
+        if (!convolve_params (args, &p, error))
+          return FALSE;
+        status = cudafx_convolve (src, dst, &p, &o);
+        break;
+      }
+    }
+  return status == CUDAFX_OK ? TRUE : engine_error (status, error);
+}

@@ -1,0 +1,62 @@
+/* cudafx — host-neutral procedure glue shared by the GIMP 3 and 2.10 front ends.
+ *
+ * A procedure's argument values are kept by table position (the order of
+ * cudafx_filters[f].args), so a host fills them by walking the table and
+ * asking its own config for each name. From the values this file builds the
+ * engine's parameter structs, computes how far a filter reads beyond a pixel
+ * (the halo a selection needs) and runs the engine. The engine validates. */
+#ifndef CUDAFX_PROCEDURES_H
+#define CUDAFX_PROCEDURES_H
+
+#include <glib.h>
+
+#include "cudafx.h"
+
+/* Errors of the glue and the engine: the code is the cudafx_status, so a host
+ * can tell a bad argument (a calling error) from a failed run. */
+#define CUDAFX_PROC_ERROR (cudafx_proc_error_quark ())
+GQuark cudafx_proc_error_quark (void);
+
+#define CUDAFX_PROC_MAX_ARGS 16
+
+typedef struct {
+  int    filter;                       /* CUDAFX_FILTER_* */
+  double values[CUDAFX_PROC_MAX_ARGS]; /* int, double, boolean 0/1, choice index */
+  /* The one array argument (convolution kernel), row-major n*n values. */
+  double kernel[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+  int    kernel_length;                /* 0: the engine's default kernel */
+} cudafx_proc_args;
+
+/* What a run reports beyond its pixels (nl-means choices, quantize palette). */
+typedef struct {
+  cudafx_report       report;
+  cudafx_nlmeans_info nlmeans;
+  cudafx_palette      palette;
+} cudafx_proc_result;
+
+/* The table's defaults for filter. */
+void cudafx_proc_args_init (cudafx_proc_args *args, int filter);
+
+/* Position of an argument in the table, or -1. */
+int cudafx_proc_arg_index (int filter, const char *name);
+
+/* Stores the kernel; more values than the largest kernel holds is an error naming "kernel". */
+gboolean cudafx_proc_set_kernel (cudafx_proc_args *args, const double *values, gsize length,
+                                 GError **error);
+
+/* The backend argument as engine options. */
+cudafx_backend cudafx_proc_backend (const cudafx_proc_args *args);
+
+/* Pixels the filter reads beyond the pixel it computes, in each direction:
+ * what a selection's region must be widened by so that its edge sees real
+ * neighbours. Quantize works on the selection alone (0). */
+gboolean cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error);
+
+/* Runs the filter on src into dst with the progress callback of options (its
+ * backend comes from the backend argument). The engine validates every value;
+ * its message becomes the error. result may be NULL. */
+gboolean cudafx_proc_run (const cudafx_proc_args *args, const cudafx_image *src,
+                          cudafx_image *dst, const cudafx_options *options,
+                          cudafx_proc_result *result, GError **error);
+
+#endif /* CUDAFX_PROCEDURES_H */

@@ -1,0 +1,27 @@
+/* cudafx — region I/O through GEGL, shared by the GIMP 3 and 2.10 front ends.
+ *
+ * Reads a selection's bounding rectangle plus the halo of real neighbouring
+ * pixels the filter needs (clamped only at the buffer's edge), runs the
+ * engine on it, and writes only the rectangle to the shadow buffer. The host
+ * merges the shadow (which applies the selection mask) only when this
+ * succeeds, so on any error the image is untouched. */
+#ifndef CUDAFX_REGION_H
+#define CUDAFX_REGION_H
+
+#include <gegl.h>
+
+#include "procedures.h"
+
+/* The babl format cudafx reads source in: "R'G'B'(A)" or "Y'(A)", u8 for
+ * 8-bit buffers and float for every higher precision, in the buffer's colour
+ * space (the CLI uses the same formats, so results match). NULL with an error for palette formats. */
+const Babl *cudafx_region_format (GeglBuffer *source, GError **error);
+
+/* Filters area (in buffer coordinates) of source into shadow. progress may be
+ * NULL; result may be NULL. */
+gboolean cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow,
+                                const GeglRectangle *area, const cudafx_proc_args *args,
+                                cudafx_progress_fn progress, void *user_data,
+                                cudafx_proc_result *result, GError **error);
+
+#endif /* CUDAFX_REGION_H */

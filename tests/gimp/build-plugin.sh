@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the GIMP 3 plug-in inside the Debian 13 chroot (GIMP 3's libraries
+# are newer than the host's) against the engine library built on the host.
+#   tests/gimp/build-plugin.sh OUT ENGINE_LIB "ENGINE_LINK_FLAGS" SOURCE...
+# Sources, headers of plugin/ ui/ and core/cudafx.h are copied into the chroot.
+set -euo pipefail
+out=$1 lib=$2 libs=$3; shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+root=$("$here/chroot.sh" ensure)
+
+work=$(mktemp -d "$root/tmp/cudafx-build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tar -cf - core/cudafx.h $(ls plugin/*.h ui/*.h 2>/dev/null) "$@" | tar -xf - -C "$work"
+cp "$lib" "$work/libcudafx.a"
+# A CUDA engine links cudart statically: bring the archive along, and use the
+# chroot's libstdc++ runtime (it has no C++ development files).
+if [[ $libs =~ -L([^ ]+)\ -l:libcudart_static.a ]]; then
+  cp "${BASH_REMATCH[1]}/libcudart_static.a" "$work/"
+  libs=${libs/-L${BASH_REMATCH[1]}/-L.}
+  libs=${libs/-lstdc++/-l:libstdc++.so.6}
+fi
+inside=${work#"$root"}
+
+"$here/chroot.sh" run /bin/sh -c "cd $inside && gcc -O2 -g -std=gnu11 -Wall -Wextra \
+  -Wno-unused-parameter -Werror=implicit-function-declaration -Icore -Iplugin \
+  \$(pkg-config --cflags gimp-3.0) $* libcudafx.a \$(pkg-config --libs gimp-3.0) $libs -o cudafx"
+mkdir -p "$(dirname "$out")"
+cp "$work/cudafx" "$out"
+echo "built $out (in $root)"

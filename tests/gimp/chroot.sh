@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Creates (or reuses) a Debian 13 "trixie" chroot with GIMP 3 and its
+# development files, kept outside the clone between runs, and runs commands in
+# it. The mirror comes from the host's apt configuration at run time.
+#
+#   tests/gimp/chroot.sh ensure          create or reuse; prints the directory
+#   tests/gimp/chroot.sh run CMD [ARG]   run CMD inside (clean environment, /proc mounted)
+#
+# CUDAFX_GIMP3_CHROOT overrides the directory (default /var/cache/cudafx-gimp3-chroot).
+# Needs root (debootstrap, chroot, mount).
+set -euo pipefail
+
+root=${CUDAFX_GIMP3_CHROOT:-/var/cache/cudafx-gimp3-chroot}
+packages="gimp libgimp-3.0-dev gcc make pkg-config"
+# Bump when the package list or the setup below changes: a stale chroot is rebuilt.
+stamp="cudafx-gimp3 v1 trixie: $packages"
+
+die() { echo "chroot.sh: $*" >&2; exit 1; }
+
+host_mirror() {
+  # First URIs: of a stanza that is not the security archive.
+  local f=/etc/apt/sources.list.d/debian.sources uri
+  if [ -r "$f" ]; then
+    uri=$(awk '/^URIs:/ && $2 !~ /security/ { print $2; exit }' "$f")
+  fi
+  if [ -z "${uri:-}" ] && [ -r /etc/apt/sources.list ]; then
+    uri=$(awk '$1 == "deb" && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list)
+  fi
+  [ -n "${uri:-}" ] || die "no Debian mirror found in the host's apt configuration"
+  echo "$uri"
+}
+
+in_chroot() { # dir command...
+  local dir=$1; shift
+  chroot "$dir" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
+    HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+}
+
+create() {
+  [ "$(id -u)" -eq 0 ] || die "must run as root to create $root"
+  command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null \
+    || die "debootstrap is missing and could not be installed"
+  local mirror tmp
+  mirror=$(host_mirror)
+  tmp="$root.tmp"
+  rm -rf "$tmp"
+  echo "chroot.sh: creating $root from $mirror (a few minutes, once)" >&2
+  debootstrap --variant=minbase trixie "$tmp" "$mirror" >"$tmp.log" 2>&1 \
+    || { tail -n 20 "$tmp.log" >&2; die "debootstrap failed (log: $tmp.log)"; }
+  printf '#!/bin/sh\nexit 101\n' > "$tmp/usr/sbin/policy-rc.d"
+  chmod +x "$tmp/usr/sbin/policy-rc.d"
+  echo force-unsafe-io > "$tmp/etc/dpkg/dpkg.cfg.d/force-unsafe-io"
+  mount -t proc proc "$tmp/proc"
+  if ! { in_chroot "$tmp" apt-get update -qq &&
+         in_chroot "$tmp" apt-get install -y -qq --no-install-recommends $packages; } >>"$tmp.log" 2>&1; then
+    umount "$tmp/proc"; tail -n 20 "$tmp.log" >&2; die "package install failed (log: $tmp.log)"
+  fi
+  umount "$tmp/proc"
+  in_chroot "$tmp" apt-get clean
+  echo "$stamp" > "$tmp/.cudafx-stamp"
+  rm -rf "$root" "$tmp.log"
+  mv "$tmp" "$root"
+}
+
+ensure() {
+  mkdir -p "$(dirname "$root")"
+  # One creator at a time; others wait and then reuse.
+  exec 9>"$root.lock"
+  flock 9
+  if [ "$(cat "$root/.cudafx-stamp" 2>/dev/null)" != "$stamp" ]; then
+    create
+  fi
+  flock -u 9
+}
+
+run() {
+  [ -f "$root/.cudafx-stamp" ] || die "no chroot at $root: run '$0 ensure' first"
+  mountpoint -q "$root/proc" || { mount -t proc proc "$root/proc"; trap 'umount "$root/proc"' EXIT; }
+  in_chroot "$root" "$@"
+}
+
+case "${1:-}" in
+  ensure) ensure; echo "$root" ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: $0 ensure | run COMMAND [ARG...]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Headless GIMP 3 tests of the cudafx plug-in: installs BUILD/gimp3/cudafx into
+# a throw-away profile inside the Debian 13 chroot (tests/gimp/chroot.sh),
+# drives gimp-console-3.0 with Script-Fu, and compares what GIMP exports with
+# the engine's output for the same parameters (the CLI BUILD/cudafx when it
+# exists, else the engine library through tools/pycudafx.py). A filter the
+# engine rejects must fail in GIMP with the engine's message and leave the
+# image untouched. Ends with "N passed, N failed".
+#   tests/gimp/run.sh [BUILD]       (CUDAFX_LIB overrides BUILD/libcudafx.so)
+set -u
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+here=tests/gimp
+py=/usr/bin/python3
+export CUDAFX_LIB=${CUDAFX_LIB:-$build/libcudafx.so}
+cli=$build/cudafx
+[ -x "$cli" ] || cli=
+passed=0 failed=0
+
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+
+[ -x "$build/gimp3/cudafx" ] || { echo "no plug-in at $build/gimp3/cudafx (make plugin)"; echo "0 passed, 1 failed"; exit 1; }
+[ -f "$CUDAFX_LIB" ] || { echo "no engine library at $CUDAFX_LIB"; echo "0 passed, 1 failed"; exit 1; }
+root=$("$here/chroot.sh" ensure) || { echo "0 passed, 1 failed"; exit 1; }
+work=$(mktemp -d "$root/tmp/cudafx-gimp.XXXXXX")
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+inside=${work#"$root"}
+mkdir -p "$work/profile/plug-ins/cudafx" "$work/out"
+cp "$build/gimp3/cudafx" "$work/profile/plug-ins/cudafx/cudafx"
+cp tests/data/camera.png tests/data/astronaut.png "$work/"
+echo "chroot $root, engine reference: ${cli:-$CUDAFX_LIB (pycudafx)}"
+
+# gimp NAME SCHEME: runs SCHEME (inside one (begin ...)) in headless GIMP with
+# the test profile; the log goes to out/NAME.log. Paths in SCHEME are
+# chroot paths: $inside/...
+gimp() {
+  timeout 120 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
+    gimp-console-3.0 -i --batch-interpreter=plug-in-script-fu-eval \
+    -b "(begin $2)" --quit >"$work/out/$1.log" 2>&1
+}
+
+# Script-Fu: load FILE into img and its first layer into layer.
+load() {
+  echo "(define img (car (gimp-file-load RUN-NONINTERACTIVE \"$inside/$1\")))
+        (define layer (vector-ref (car (gimp-image-get-layers img)) 0))"
+}
+save() { echo "(gimp-file-save RUN-NONINTERACTIVE img \"$inside/out/$1\")"; }
+
+# Procedure arguments name=value as Script-Fu named arguments: numbers as
+# they are, kernel as a float vector, anything else as a string (a choice).
+sf_args() {
+  local pair name value out=""
+  for pair in "$@"; do
+    name=${pair%%=*} value=${pair#*=}
+    case $value in
+      *,*) out+=" #:$name (vector ${value//,/ })" ;;
+      true|false) out+=" #:$name $([ "$value" = true ] && echo TRUE || echo FALSE)" ;;
+      -*[0-9]*|[0-9]*) out+=" #:$name $value" ;;
+      *) out+=" #:$name \"$value\"" ;;
+    esac
+  done
+  echo "$out"
+}
+
+call() { # FILTER name=value...
+  local filter=$1; shift
+  echo "(plug-in-cudafx-$filter #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer)$(sf_args "$@"))"
+}
+
+# reference FILTER IN OUT name=value...: the engine's result, or its error
+# message on stdout with status 3.
+reference() {
+  local filter=$1 in=$2 out=$3; shift 3
+  if [ -n "$cli" ]; then
+    local opts=() pair name value
+    for pair in "$@"; do
+      name=${pair%%=*} value=${pair#*=}
+      case $name=$value in
+        auto=true) opts+=(--auto) ;;
+        auto=false) opts+=(--no-auto) ;;
+        kernel=*) opts+=(--kernel "$("$py" -c "import sys,math; v=sys.argv[1].split(','); n=math.isqrt(len(v)); print(';'.join(','.join(v[i*n:(i+1)*n]) for i in range(n)))" "$value")") ;;
+        *) opts+=("--$name" "$value") ;;
+      esac
+    done
+    local msg; msg=$(CUDAFX_BACKEND=cpu "$cli" "$filter" "${opts[@]}" "$in" "$out" 2>&1) || { echo "$msg"; return 3; }
+  else
+    CUDAFX_BACKEND=cpu "$py" "$here/compare.py" reference "$filter" "$in" "$out" "$@"
+  fi
+}
+
+# run_case NAME FILE FILTER name=value...: one GIMP run that loads FILE,
+# evaluates $PRE (preparation: selection, alpha, precision), saves the input
+# as NAME.in.png, calls the procedure (catching a failure), saves NAME.png,
+# then calls it once more uncaught so that a failure's message reaches the
+# log. GIMP echoes a failing batch command, so the success marker is built at
+# run time.
+run_case() {
+  local name=$1 file=$2 filter=$3; shift 3
+  local c; c=$(call "$filter" "$@")
+  gimp "$name" "$(load "$file") ${PRE:-} $(save "$name.in.png")
+    (catch #f $c (display (string-append \"call \" \"SUCCEEDED\"))) $(save "$name.png") $c"
+}
+
+# expect_error NAME RC MESSAGE: the call failed with MESSAGE in GIMP's output,
+# and the image saved after the failure equals the input.
+expect_error() {
+  local name=$1 rc=$2 message=$3 log=$work/out/$1.log
+  if grep -q "call SUCCEEDED" "$log"; then fail "$name" "the call succeeded"; return; fi
+  if [ "$rc" -eq 0 ]; then fail "$name" "GIMP exited 0 after the failing call"; return; fi
+  if ! grep -qF -- "$message" "$log"; then fail "$name" "'$message' not in GIMP's output: $(grep -m1 -i error "$log")"; return; fi
+  [ -f "$work/out/$name.png" ] || { fail "$name" "no image saved after the failure: $(grep -m1 -i error "$log")"; return; }
+  local diff; diff=$("$py" "$here/compare.py" same "$work/out/$name.in.png" "$work/out/$name.png" 0 2>&1) \
+    || { fail "$name" "image changed after the error: $diff"; return; }
+  pass "$name: fails with \"$message\", image unchanged"
+}
+
+# filter_test NAME FILE TOLERANCE FILTER name=value...: GIMP's export equals
+# the engine's output on the same input (within TOLERANCE; with $SEL="X Y W H"
+# a rectangle selection: inside it the whole-image result, outside it the
+# input); or, if the engine rejects the call, GIMP fails with the engine's
+# message and the image is unchanged.
+filter_test() {
+  local name=$1 file=$2 tol=$3 filter=$4; shift 4
+  run_case "$name" "$file" "$filter" "$@"
+  local rc=$? expect ref_rc diff
+  [ -f "$work/out/$name.in.png" ] || { fail "$name" "GIMP exited $rc before saving the input: $(grep -m1 -i error "$work/out/$name.log")"; return; }
+  expect=$(reference "$filter" "$work/out/$name.in.png" "$work/out/$name.ref.png" "$@")
+  ref_rc=$?
+  if [ $ref_rc -eq 3 ]; then expect_error "$name" $rc "$expect"; return; fi
+  [ $ref_rc -eq 0 ] || { fail "$name" "reference failed: $expect"; return; }
+  grep -q "call SUCCEEDED" "$work/out/$name.log" \
+    || { fail "$name" "GIMP failed: $(grep -m1 -i error "$work/out/$name.log")"; return; }
+  if [ -n "${SEL:-}" ]; then
+    diff=$("$py" "$here/compare.py" inside "$work/out/$name.in.png" "$work/out/$name.png" "$work/out/$name.ref.png" $SEL 2>&1) \
+      && pass "$name: selection $SEL filtered with outside neighbours, the rest untouched" || fail "$name" "$diff"
+  else
+    diff=$("$py" "$here/compare.py" same "$work/out/$name.ref.png" "$work/out/$name.png" "$tol" 2>&1) \
+      && pass "$name: GIMP equals the engine (±$tol)" || fail "$name" "$diff"
+  fi
+}
+
+error_test() { # NAME FILE MESSAGE FILTER name=value...
+  local name=$1 file=$2 message=$3 filter=$4; shift 4
+  run_case "$name" "$file" "$filter" "$@"
+  expect_error "$name" $? "$message"
+}
+
+filter_test median-gray camera.png 0 median radius=2 percentile=50 shape=square
+filter_test median-rgb astronaut.png 0 median radius=1 shape=circle
+filter_test nl-means astronaut.png 1 nl-means auto=false h=12 patch-radius=1 search-radius=3
+filter_test quantize astronaut.png 0 quantize colors=8 color-space=oklab dither=none max-iterations=10 seed=1
+filter_test convolve camera.png 0 convolve preset=custom kernel=0,0.25,0,0.25,0,0.25,0,0.25,0 divisor=1 border=clamp
+# A selection: only it changes, and its edge sees the real pixels around it.
+SEL="100 120 61 47" PRE="(gimp-image-select-rectangle img CHANNEL-OP-REPLACE 100 120 61 47)" \
+  filter_test selection astronaut.png 0 median radius=3
+# Alpha (part of the layer cleared to transparent black: PNG keeps no colour
+# under transparency, so the file must hold what GIMP filtered) and 16 bits
+# per channel (processed as float).
+PRE="(gimp-layer-add-alpha layer) (gimp-image-select-rectangle img CHANNEL-OP-REPLACE 0 0 200 100)
+     (gimp-context-set-foreground \"black\") (gimp-drawable-edit-fill layer FILL-FOREGROUND)
+     (gimp-drawable-edit-clear layer) (gimp-selection-none img)" \
+  filter_test alpha astronaut.png 0 median radius=2
+PRE="(gimp-image-convert-precision img PRECISION-U16-NON-LINEAR)" \
+  filter_test 16-bit camera.png 1 median radius=2
+
+# Arguments: out of range (Script-Fu or the plug-in rejects it), and a kernel
+# that is not square (only the plug-in can tell).
+error_test range camera.png "out of range" median radius=101
+error_test kernel camera.png "kernel has 8 values" convolve preset=custom kernel=1,1,1,1,1,1,1,1
+# An indexed image: a clear error, the image unchanged.
+PRE="(gimp-image-convert-indexed img CONVERT-DITHER-NONE CONVERT-PALETTE-GENERATE 8 FALSE FALSE \"\")" \
+  error_test indexed camera.png "indexed images are not supported" median radius=1
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
