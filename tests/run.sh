@@ -33,7 +33,7 @@ if [ "$mode" = gpu ]; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck; do
     suite "compute-sanitizer $tool" "$sanitizer" --tool "$tool" --error-exitcode 9 \
-      env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" gpu_
+      env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests
   done
 else
   suite unit "$build/test-unit"

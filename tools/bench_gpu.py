@@ -87,6 +87,7 @@ def npp_times(img):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--skip-opencv", action="store_true", help="skip the slow OpenCV nl-means peer")
     args = ap.parse_args()
     runs = args.runs
 
@@ -148,6 +149,22 @@ def main():
             lambda: torch.nn.functional.conv2d(pad(t_img, (k // 2,) * 4, mode="replicate"), t_w, groups=3), runs))]
         add("convolve f32 custom %dx%d" % (k, k),
             lambda kern=kern: eng.convolve(img_f, preset=0, kernel=kern, divisor=1.0, backend="cuda"), peers)
+
+    # Non-local means on the image with Gaussian noise sigma=20.
+    noisy = np.clip(img + rng.normal(0, 20, img.shape), 0, 255).astype(np.uint8)
+    crop = np.ascontiguousarray(noisy[1000:2000, 1500:2500])
+    cv_ms = None
+    if not args.skip_opencv:
+        cv2.setNumThreads(os.cpu_count())
+        t = time.perf_counter()
+        cv2.fastNlMeansDenoisingColored(noisy, None, 10, 10, 7, 21)
+        cv_ms = (time.perf_counter() - t) * 1e3
+    peers = [("opencv fastNlMeansDenoisingColored %d CPU threads" % os.cpu_count(), lambda: cv_ms)] if cv_ms else []
+    add("nl-means 7x7 search 21x21", lambda: eng.nlmeans(noisy, automatic=False, h=10.0, patch_radius=3,
+                                                         search_radius=10, backend="cuda")[:2], peers)
+    add("nl-means auto (estimate+denoise)", lambda: eng.nlmeans(noisy, backend="cuda")[:2], [])
+    add("nl-means 1 MP preview, 7x7/21x21", lambda: eng.nlmeans(crop, automatic=False, h=10.0, patch_radius=3,
+                                                                search_radius=10, backend="cuda")[:2], [])
 
     # Whole call vs the bare copy it cannot avoid (pageable host memory, like the engine's).
     def bare_copy():
