@@ -247,6 +247,13 @@ report_cpu (const cudafx_options *o, const char *fallback)
   snprintf (r->fallback, sizeof r->fallback, "%s", fallback);
 }
 
+cudafx_backend_fn
+cudafx_unverified_cuda (cudafx_backend_fn run_cuda)
+{
+  const char *env = getenv ("CUDAFX_CUDA_UNVERIFIED");
+  return env && !strcmp (env, "1") ? run_cuda : NULL;
+}
+
 cudafx_status
 cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_fn run_cuda,
                  void *job, const cudafx_options *o)
@@ -262,7 +269,7 @@ cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_f
       if (usable && !run_cuda)
         {
           usable = 0;
-          snprintf (why, sizeof why, "%s has no CUDA implementation yet", filter);
+          snprintf (why, sizeof why, "%s has no verified CUDA implementation yet", filter);
         }
       if (!usable && want == CUDAFX_BACKEND_CUDA)
         return cudafx_fail (run_cuda ? CUDAFX_ERR_NO_DEVICE : CUDAFX_ERR_CUDA_NOT_BUILT,

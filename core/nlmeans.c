@@ -577,7 +577,7 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
     (float) (1.0 / (colours * patch * patch * used.h * used.h)),
     (float) (2.0 * subtract * subtract / (used.h * used.h)),
   };
-  s = cudafx_dispatch ("nl-means", nlmeans_cpu, nlmeans_cuda, &job, o);
+  s = cudafx_dispatch ("nl-means", nlmeans_cpu, cudafx_unverified_cuda (nlmeans_cuda), &job, o);
   if (s == CUDAFX_OK && info)
     *info = used;
   return s;
