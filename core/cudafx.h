@@ -258,6 +258,37 @@ cudafx_status cudafx_convolve (const cudafx_image *src, cudafx_image *dst,
  * size to *size. Used by dialogs to show a preset in the kernel grid. */
 cudafx_status cudafx_convolve_kernel (const cudafx_convolve_params *p, double *taps, int *size);
 
+/* ---- running a filter from argument-table values ----------------------------
+ * What every host does with the values it collected by walking the table. */
+
+typedef struct {
+  cudafx_median_params   median;
+  cudafx_nlmeans_params  nlmeans;
+  cudafx_quantize_params quantize;
+  cudafx_convolve_params convolve;
+  cudafx_backend         backend;
+} cudafx_filter_params;
+
+/* What a run reports beyond its pixels. */
+typedef struct {
+  cudafx_report       report;
+  cudafx_nlmeans_info nlmeans;   /* nl-means: sigma and the parameters used */
+  cudafx_palette      palette;   /* quantize */
+} cudafx_run_result;
+
+/* values: one per argument of cudafx_filters[filter], in table order (int,
+ * double, boolean 0/1, choice index; the kernel argument's entry is unused);
+ * kernel: kernel_size^2 values of a custom convolution kernel, or NULL for the
+ * default. Only the filter's own struct and backend are filled. No validation:
+ * the filter call validates. */
+void cudafx_filter_params_from_values (int filter, const double *values, const double *kernel,
+                                       int kernel_size, cudafx_filter_params *p);
+
+/* Runs filter with p (its backend replaces o's); result may be NULL. */
+cudafx_status cudafx_run_filter (int filter, const cudafx_filter_params *p, const cudafx_image *src,
+                                 cudafx_image *dst, const cudafx_options *o,
+                                 cudafx_run_result *result);
+
 #ifdef __cplusplus
 }
 #endif

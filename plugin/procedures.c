@@ -73,12 +73,6 @@ cudafx_proc_set_kernel (cudafx_proc_args *args, const double *values, gsize leng
   return TRUE;
 }
 
-cudafx_backend
-cudafx_proc_backend (const cudafx_proc_args *args)
-{
-  return (cudafx_backend) value (args, "backend");
-}
-
 static gboolean
 engine_error (cudafx_status status, GError **error)
 {
@@ -89,40 +83,23 @@ engine_error (cudafx_status status, GError **error)
   return FALSE;
 }
 
-/* The kernel as the engine takes it: n×n values, n from the count. A count
- * that is not a square has no n, so it is rejected here; n itself (odd,
- * 1..31) is the engine's to check. No values: the documented default, the
- * 3×3 identity (the table cannot hold an array default). */
+/* The engine's parameters from the values. The kernel's n comes from the
+ * count of values: a count that is not a square has no n, so it is rejected
+ * here; n itself (odd, 1..31) is the engine's to check. No values: the
+ * engine's default kernel (the table cannot hold an array default). */
 static gboolean
-convolve_params (const cudafx_proc_args *args, cudafx_convolve_params *p, GError **error)
+filter_params (const cudafx_proc_args *args, cudafx_filter_params *p, GError **error)
 {
-  cudafx_convolve_params_init (p);
-  p->preset = (cudafx_preset) value (args, "preset");
-  p->sigma = value (args, "sigma");
-  p->divisor = value (args, "divisor");
-  p->offset = value (args, "offset");
-  p->border = (cudafx_border) value (args, "border");
-  if (args->kernel_length > 0)
-    {
-      int n = (int) lround (sqrt ((double) args->kernel_length));
+  int n = (int) lround (sqrt ((double) args->kernel_length));
 
-      if (n * n != args->kernel_length)
-        {
-          g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                       "%s: kernel has %d values, not n×n", desc_of (args)->name,
-                       args->kernel_length);
-          return FALSE;
-        }
-      p->kernel = args->kernel;
-      p->kernel_size = n;
-    }
-  else
+  if (n * n != args->kernel_length)
     {
-      static const double identity[9] = { 0, 0, 0, 0, 1, 0, 0, 0, 0 };
-
-      p->kernel = identity;
-      p->kernel_size = 3;
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   "%s: kernel has %d values, not n×n", desc_of (args)->name,
+                   args->kernel_length);
+      return FALSE;
     }
+  cudafx_filter_params_from_values (args->filter, args->values, n ? args->kernel : NULL, n, p);
   return TRUE;
 }
 
@@ -154,14 +131,14 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
 
     case CUDAFX_FILTER_CONVOLVE:
       {
-        cudafx_convolve_params p;
+        cudafx_filter_params p;
         double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
         int size;
         cudafx_status status;
 
-        if (!convolve_params (args, &p, error))
+        if (!filter_params (args, &p, error))
           return FALSE;
-        status = cudafx_convolve_kernel (&p, taps, &size);
+        status = cudafx_convolve_kernel (&p.convolve, taps, &size);
         if (status != CUDAFX_OK)
           return engine_error (status, error);
         *halo = size / 2;
@@ -173,69 +150,14 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
 
 gboolean
 cudafx_proc_run (const cudafx_proc_args *args, const cudafx_image *src, cudafx_image *dst,
-                 const cudafx_options *options, cudafx_proc_result *result,
+                 const cudafx_options *options, cudafx_run_result *result,
                  GError **error)
 {
-  cudafx_proc_result local;
-  cudafx_options o = *options;
-  cudafx_status status = CUDAFX_ERR_INVALID_ARG;
+  cudafx_filter_params p;
+  cudafx_status status;
 
-  if (!result)
-    result = &local;
-  memset (result, 0, sizeof *result);
-  o.backend = cudafx_proc_backend (args);
-  o.report = &result->report;
-
-  switch (args->filter)
-    {
-    case CUDAFX_FILTER_MEDIAN:
-      {
-        cudafx_median_params p;
-
-        cudafx_median_params_init (&p);
-        p.radius = (int) value (args, "radius");
-        p.percentile = value (args, "percentile");
-        p.shape = (cudafx_shape) value (args, "shape");
-        status = cudafx_median (src, dst, &p, &o);
-        break;
-      }
-
-    case CUDAFX_FILTER_NLMEANS:
-      {
-        cudafx_nlmeans_params p;
-
-        cudafx_nlmeans_params_init (&p);
-        p.automatic = value (args, "auto") != 0;
-        p.h = value (args, "h");
-        p.patch_radius = (int) value (args, "patch-radius");
-        p.search_radius = (int) value (args, "search-radius");
-        status = cudafx_nlmeans (src, dst, &p, &o, &result->nlmeans);
-        break;
-      }
-
-    case CUDAFX_FILTER_QUANTIZE:
-      {
-        cudafx_quantize_params p;
-
-        cudafx_quantize_params_init (&p);
-        p.colors = (int) value (args, "colors");
-        p.color_space = (cudafx_color_space) value (args, "color-space");
-        p.dither = (cudafx_dither) value (args, "dither");
-        p.max_iterations = (int) value (args, "max-iterations");
-        p.seed = (uint32_t) value (args, "seed");
-        status = cudafx_quantize (src, dst, &p, &o, &result->palette);
-        break;
-      }
-
-    case CUDAFX_FILTER_CONVOLVE:
-      {
-        cudafx_convolve_params p;
-
-        if (!convolve_params (args, &p, error))
-          return FALSE;
-        status = cudafx_convolve (src, dst, &p, &o);
-        break;
-      }
-    }
+  if (!filter_params (args, &p, error))
+    return FALSE;
+  status = cudafx_run_filter (args->filter, &p, src, dst, options, result);
   return status == CUDAFX_OK ? TRUE : engine_error (status, error);
 }

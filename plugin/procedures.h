@@ -27,13 +27,6 @@ typedef struct {
   int    kernel_length;                /* 0: the engine's default kernel */
 } cudafx_proc_args;
 
-/* What a run reports beyond its pixels (nl-means choices, quantize palette). */
-typedef struct {
-  cudafx_report       report;
-  cudafx_nlmeans_info nlmeans;
-  cudafx_palette      palette;
-} cudafx_proc_result;
-
 /* The table's defaults for filter. */
 void cudafx_proc_args_init (cudafx_proc_args *args, int filter);
 
@@ -43,9 +36,6 @@ int cudafx_proc_arg_index (int filter, const char *name);
 /* Stores the kernel; more values than the largest kernel holds is an error naming "kernel". */
 gboolean cudafx_proc_set_kernel (cudafx_proc_args *args, const double *values, gsize length,
                                  GError **error);
-
-/* The backend argument as engine options. */
-cudafx_backend cudafx_proc_backend (const cudafx_proc_args *args);
 
 /* Pixels the filter reads beyond the pixel it computes, in each direction:
  * what a selection's region must be widened by so that its edge sees real
@@ -57,6 +47,6 @@ gboolean cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **err
  * its message becomes the error. result may be NULL. */
 gboolean cudafx_proc_run (const cudafx_proc_args *args, const cudafx_image *src,
                           cudafx_image *dst, const cudafx_options *options,
-                          cudafx_proc_result *result, GError **error);
+                          cudafx_run_result *result, GError **error);
 
 #endif /* CUDAFX_PROCEDURES_H */

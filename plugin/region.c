@@ -43,7 +43,7 @@ with_halo (GeglBuffer *source, const GeglRectangle *area, int halo)
 gboolean
 cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectangle *area,
                        const cudafx_proc_args *args, cudafx_progress_fn progress,
-                       void *user_data, cudafx_proc_result *result, GError **error)
+                       void *user_data, cudafx_run_result *result, GError **error)
 {
   const Babl    *format;
   GeglRectangle  read;

@@ -22,6 +22,6 @@ const Babl *cudafx_region_format (GeglBuffer *source, GError **error);
 gboolean cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow,
                                 const GeglRectangle *area, const cudafx_proc_args *args,
                                 cudafx_progress_fn progress, void *user_data,
-                                cudafx_proc_result *result, GError **error);
+                                cudafx_run_result *result, GError **error);
 
 #endif /* CUDAFX_REGION_H */

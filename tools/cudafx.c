@@ -384,12 +384,6 @@ check_combinations (cli_command *c)
                                 c->filter->args[preset].choices[(int) c->values[preset]].nick);
           c->values[preset] = CUDAFX_PRESET_CUSTOM;
         }
-      else if (c->values[preset] == CUDAFX_PRESET_CUSTOM)
-        {
-          c->kernel_size = 3;
-          memset (c->kernel, 0, 9 * sizeof c->kernel[0]);
-          c->kernel[4] = 1;
-        }
     }
   return 0;
 }
@@ -758,69 +752,6 @@ save_palette (const cudafx_palette *palette, const cli_output *o)
 
 /* ---- running a filter --------------------------------------------------------- */
 
-typedef struct {
-  cudafx_report         report;
-  cudafx_nlmeans_info   nlmeans;
-  cudafx_palette        palette;
-  double                ms;
-} cli_result;
-
-static cudafx_status
-run_engine (const cli_command *c, const cudafx_image *src, cudafx_image *dst,
-            const cudafx_options *o, cli_result *r)
-{
-  switch (c->filter_index)
-    {
-    case CUDAFX_FILTER_MEDIAN:
-      {
-        cudafx_median_params p;
-        cudafx_median_params_init (&p);
-        p.radius = (int) arg_value (c, "radius");
-        p.percentile = arg_value (c, "percentile");
-        p.shape = (cudafx_shape) arg_value (c, "shape");
-        return cudafx_median (src, dst, &p, o);
-      }
-    case CUDAFX_FILTER_NLMEANS:
-      {
-        cudafx_nlmeans_params p;
-        cudafx_nlmeans_params_init (&p);
-        p.automatic = (int) arg_value (c, "auto");
-        p.h = arg_value (c, "h");
-        p.patch_radius = (int) arg_value (c, "patch-radius");
-        p.search_radius = (int) arg_value (c, "search-radius");
-        return cudafx_nlmeans (src, dst, &p, o, &r->nlmeans);
-      }
-    case CUDAFX_FILTER_QUANTIZE:
-      {
-        cudafx_quantize_params p;
-        cudafx_quantize_params_init (&p);
-        p.colors = (int) arg_value (c, "colors");
-        p.color_space = (cudafx_color_space) arg_value (c, "color-space");
-        p.dither = (cudafx_dither) arg_value (c, "dither");
-        p.max_iterations = (int) arg_value (c, "max-iterations");
-        p.seed = (uint32_t) arg_value (c, "seed");
-        return cudafx_quantize (src, dst, &p, o, &r->palette);
-      }
-    case CUDAFX_FILTER_CONVOLVE:
-      {
-        cudafx_convolve_params p;
-        cudafx_convolve_params_init (&p);
-        p.preset = (cudafx_preset) arg_value (c, "preset");
-        if (p.preset == CUDAFX_PRESET_CUSTOM)
-          {
-            p.kernel = c->kernel;
-            p.kernel_size = c->kernel_size;
-          }
-        p.sigma = arg_value (c, "sigma");
-        p.divisor = arg_value (c, "divisor");
-        p.offset = arg_value (c, "offset");
-        p.border = (cudafx_border) arg_value (c, "border");
-        return cudafx_convolve (src, dst, &p, o);
-      }
-    }
-  abort ();
-}
-
 static void
 print_json_string (const char *s)
 {
@@ -839,7 +770,7 @@ print_json_string (const char *s)
 }
 
 static void
-print_json (const cli_command *c, const cudafx_image *img, const cli_result *r)
+print_json (const cli_command *c, const cudafx_image *img, const cudafx_run_result *r, double ms)
 {
   printf ("{\"filter\": ");
   print_json_string (c->filter->name);
@@ -847,7 +778,7 @@ print_json (const cli_command *c, const cudafx_image *img, const cli_result *r)
           r->report.backend_used == CUDAFX_BACKEND_CUDA ? "cuda" : "cpu");
   print_json_string (r->report.device);
   printf (", \"threads\": %d, \"width\": %d, \"height\": %d, \"ms\": %.3f",
-          r->report.threads_used, img->width, img->height, r->ms);
+          r->report.threads_used, img->width, img->height, ms);
   if (r->report.fallback[0] && arg_value (c, "backend") == CUDAFX_BACKEND_AUTO)
     {
       printf (", \"fallback\": ");
@@ -886,7 +817,8 @@ run_filter (const cli_command *c)
   cli_picture pic = { 0 };
   cudafx_image dst = { 0 };
   cli_output out = { c->out, NULL }, palette_out = { c->palette_out, NULL };
-  cli_result result;
+  cudafx_run_result result;
+  cudafx_filter_params params;
   cudafx_options options;
   const char *saver;
   int status = 0;
@@ -917,12 +849,12 @@ run_filter (const cli_command *c)
     }
 
   cudafx_options_init (&options);
-  options.backend = (cudafx_backend) arg_value (c, "backend");
   options.threads = c->threads;
-  options.report = &result.report;
+  cudafx_filter_params_from_values (c->filter_index, c->values, c->kernel_size ? c->kernel : NULL,
+                                    c->kernel_size, &params);
   double start = now_ms ();
-  cudafx_status s = run_engine (c, &pic.image, &dst, &options, &result);
-  result.ms = now_ms () - start;
+  cudafx_status s = cudafx_run_filter (c->filter_index, &params, &pic.image, &dst, &options, &result);
+  double ms = now_ms () - start;
   if (s != CUDAFX_OK)
     {
       const char *message = cudafx_error_message ();
@@ -938,7 +870,7 @@ run_filter (const cli_command *c)
   if ((c->palette_out && (status = output_commit (&palette_out))) || (status = output_commit (&out)))
     goto done;
   if (c->json)
-    print_json (c, &pic.image, &result);
+    print_json (c, &pic.image, &result, ms);
 
 done:
   output_discard (&palette_out);
