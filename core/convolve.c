@@ -342,33 +342,6 @@ out:
 
 /* ---- CPU implementation ------------------------------------------------- */
 
-/* Source index for a position outside 0..n-1, or -1 for black. */
-static int
-border_index (int i, int n, cudafx_border border)
-{
-  if (i >= 0 && i < n)
-    return i;
-  switch (border)
-    {
-    case CUDAFX_BORDER_CLAMP:
-      return i < 0 ? 0 : n - 1;
-    case CUDAFX_BORDER_MIRROR:
-      {
-        /* reflect without repeating the edge: period 2(n-1) */
-        if (n == 1)
-          return 0;
-        long period = 2L * (n - 1);
-        long m = labs ((long) i) % period;
-        return (int) (m < n ? m : period - m);
-      }
-    case CUDAFX_BORDER_WRAP:
-      return (int) (((long) i % n + n) % n);
-    case CUDAFX_BORDER_BLACK:
-      break;
-    }
-  return -1;
-}
-
 typedef struct {
   const cudafx_image   *src;
   cudafx_image         *dst;
@@ -506,7 +479,7 @@ prepare_row (const convolve_job *job, workspace *ws, int v, int x0, int x1)
   const cudafx_image *src = job->src;
   const int n = pl->size, c = src->channels;
   const int slot = ((v % n) + n) % n;
-  const int sy = border_index (v, src->height, job->border);
+  const int sy = cudafx_border_index (v, src->height, job->border);
   if (!pl->separable)
     {
       /* the padded row itself is the ring entry */
@@ -710,8 +683,8 @@ convolve_cpu (void *opaque, const cudafx_options *o)
 
   for (int p = 0; p < pl->radius; p++)
     {
-      job->left[p] = border_index (-1 - p, src->width, job->border);
-      job->right[p] = border_index (src->width + p, src->width, job->border);
+      job->left[p] = cudafx_border_index (-1 - p, src->width, job->border);
+      job->right[p] = cudafx_border_index (src->width + p, src->width, job->border);
     }
 
   /* Vertical strips keep a ring of 2r+1 strip rows in the L2 cache. */

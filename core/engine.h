@@ -35,6 +35,40 @@ cudafx_row (const cudafx_image *img, int y)
   return (uint8_t *) img->data + (size_t) y * img->stride;
 }
 
+#ifdef __CUDACC__
+#define CUDAFX_HOST_DEVICE __host__ __device__
+#else
+#define CUDAFX_HOST_DEVICE
+#endif
+
+/* Index that stands for position i (any integer) of a row or column of n
+ * under a border policy; -1 for black. One definition for the CPU filters,
+ * the CUDA stripe runner and the CUDA kernels, so all make up the same pixels.
+ * Mirror reflects without repeating the edge (period 2(n-1)). */
+static inline CUDAFX_HOST_DEVICE int
+cudafx_border_index (int i, int n, cudafx_border border)
+{
+  if (i >= 0 && i < n)
+    return i;
+  switch (border)
+    {
+    case CUDAFX_BORDER_CLAMP:
+      return i < 0 ? 0 : n - 1;
+    case CUDAFX_BORDER_MIRROR:
+      {
+        if (n == 1)
+          return 0;
+        long long period = 2LL * (n - 1);
+        long long m = (i < 0 ? -(long long) i : (long long) i) % period;
+        return (int) (m < n ? m : period - m);
+      }
+    case CUDAFX_BORDER_WRAP:
+      return (int) (((long long) i % n + n) % n);
+    default:
+      return -1;
+    }
+}
+
 /* Threads to use for this call (options->threads, else all cores). */
 int cudafx_thread_count (const cudafx_options *o);
 

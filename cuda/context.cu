@@ -148,36 +148,6 @@ memory_budget ()
 
 /* ---- stripes ------------------------------------------------------------------- */
 
-/* Image row that stands for virtual row y under the border policy; -1: black. */
-static int
-border_row (int y, int height, cudafx_border border)
-{
-  if (y >= 0 && y < height)
-    return y;
-  switch (border)
-    {
-    case CUDAFX_BORDER_CLAMP:
-      return y < 0 ? 0 : height - 1;
-    case CUDAFX_BORDER_MIRROR:
-      {
-        if (height == 1)
-          return 0;
-        int period = 2 * (height - 1);
-        int m = y % period;
-        if (m < 0)
-          m += period;
-        return m < height ? m : period - m;
-      }
-    case CUDAFX_BORDER_WRAP:
-      {
-        int m = y % height;
-        return m < 0 ? m + height : m;
-      }
-    default:
-      return -1;
-    }
-}
-
 /* Copies virtual rows [v0, v1) of src into the device buffer: in-image runs
  * as one 2-D copy, made-up rows one by one. */
 static cudafx_status
@@ -198,7 +168,7 @@ upload_rows (const char *filter, const cudafx_image *src, int v0, int v1, cudafx
         }
       else
         {
-          int r = border_row (y, src->height, border);
+          int r = cudafx_border_index (y, src->height, border);
           unsigned char *drow = d + (size_t) (y - v0) * pitch;
           s = r < 0 ? cfx_check (cudaMemsetAsync (drow, 0, row_bytes, stream), filter, "memset")
                     : cfx_check (cudaMemcpyAsync (drow, cudafx_row (src, r), row_bytes,

@@ -43,35 +43,5 @@ cudafx_status cfx_run_stripes (const char *filter, const cudafx_image *src, cuda
                                int halo, cudafx_border border, size_t scratch_row_bytes,
                                cfx_stripe_fn fn, void *ctx, const cudafx_options *o);
 
-/* Horizontal border index, shared by kernels (vertical borders are made up by
- * the stripe runner). Returns -1 for "black". */
-__device__ __forceinline__ int
-cfx_border_index (int x, int n, cudafx_border border)
-{
-  if (x >= 0 && x < n)
-    return x;
-  switch (border)
-    {
-    case CUDAFX_BORDER_CLAMP:
-      return x < 0 ? 0 : n - 1;
-    case CUDAFX_BORDER_MIRROR:
-      if (n == 1)
-        return 0;
-      {
-        int period = 2 * (n - 1);
-        int m = x % period;
-        if (m < 0)
-          m += period;
-        return m < n ? m : period - m;
-      }
-    case CUDAFX_BORDER_WRAP:
-      {
-        int m = x % n;
-        return m < 0 ? m + n : m;
-      }
-    default:
-      return -1;
-    }
-}
 
 #endif /* CUDAFX_CONTEXT_CUH */

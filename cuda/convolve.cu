@@ -28,7 +28,7 @@ template <typename T, int CH, bool ALPHA>
 __device__ __forceinline__ void
 load_pixel (const cfx_stripe &s, int iy, int x, cudafx_border border, float *v)
 {
-  int sx = cfx_border_index (x, s.width, border);
+  int sx = cudafx_border_index (x, s.width, border);
   if (sx < 0)
     {
 #pragma unroll
