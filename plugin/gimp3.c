@@ -1,10 +1,13 @@
 /* cudafx — the GIMP 3 front end: one plug-in executable registering the four
  * procedures from the engine's argument table, reading each run's arguments
- * back from the procedure config, and handing pixels to region.c.
+ * back from the procedure config (ui/args.c), showing the dialog (ui/dialog.c)
+ * in interactive runs, and handing pixels to region.c.
  * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */
 #include <glib/gi18n.h>
 #include <libgimp/gimp.h>
 
+#include "args.h"
+#include "dialog.h"
 #include "procedures.h"
 #include "region.h"
 
@@ -66,64 +69,6 @@ add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
                                                 G_PARAM_READWRITE);
       break;
     }
-}
-
-/* The run's argument values, read back from the config by the table's names. */
-static gboolean
-read_arguments (GimpProcedureConfig *config, cudafx_proc_args *args, GError **error)
-{
-  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
-
-  for (int i = 0; i < desc->n_args; i++)
-    {
-      const cudafx_arg *arg = &desc->args[i];
-
-      switch (arg->type)
-        {
-        case CUDAFX_ARG_INT:
-          {
-            gint v;
-            g_object_get (config, arg->name, &v, NULL);
-            args->values[i] = v;
-            break;
-          }
-        case CUDAFX_ARG_DOUBLE:
-          {
-            gdouble v;
-            g_object_get (config, arg->name, &v, NULL);
-            args->values[i] = v;
-            break;
-          }
-        case CUDAFX_ARG_BOOLEAN:
-          {
-            gboolean v;
-            g_object_get (config, arg->name, &v, NULL);
-            args->values[i] = v != FALSE;
-            break;
-          }
-        case CUDAFX_ARG_CHOICE:
-          args->values[i] = gimp_procedure_config_get_choice_id (config, arg->name);
-          break;
-        case CUDAFX_ARG_DOUBLE_ARRAY:
-          {
-            GimpArray     *array = NULL;
-            const gdouble *values = NULL;
-            gsize          length = 0;
-            gboolean       ok;
-
-            g_object_get (config, arg->name, &array, NULL);
-            if (array)
-              values = gimp_double_array_get_values (array, &length);
-            ok = cudafx_proc_set_kernel (args, values, length, error);
-            if (array)
-              gimp_array_free (array);
-            if (!ok)
-              return FALSE;
-            break;
-          }
-        }
-    }
-  return TRUE;
 }
 
 static int
@@ -202,9 +147,13 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
       return failure (procedure, error);
     }
 
-  /* Interactive runs use the last values until the dialog exists (ui/). */
+  /* Interactive runs ask first; the config then holds the chosen values. */
+  if (run_mode == GIMP_RUN_INTERACTIVE &&
+      !cudafx_dialog_run (procedure, config, drawables[0], (int) (desc - cudafx_filters)))
+    return gimp_procedure_new_return_values (procedure, GIMP_PDB_CANCEL, NULL);
+
   cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
-  if (!read_arguments (config, &args, &error) ||
+  if (!cudafx_config_read_args (config, &args, &error) ||
       !filter_drawable (drawables[0], &args, &error))
     return failure (procedure, error);
 

@@ -22,8 +22,8 @@ fi
 inside=${work#"$root"}
 
 "$here/chroot.sh" run /bin/sh -c "cd $inside && gcc -O2 -g -std=gnu11 -Wall -Wextra \
-  -Wno-unused-parameter -Werror=implicit-function-declaration -Icore -Iplugin \
-  \$(pkg-config --cflags gimp-3.0) $* libcudafx.a \$(pkg-config --libs gimp-3.0) $libs -o cudafx"
+  -Wno-unused-parameter -Werror=implicit-function-declaration -Icore -Iplugin -Iui \
+  \$(pkg-config --cflags gimpui-3.0) $* libcudafx.a \$(pkg-config --libs gimpui-3.0) $libs -o cudafx"
 mkdir -p "$(dirname "$out")"
 cp "$work/cudafx" "$out"
 echo "built $out (in $root)"
