@@ -16,8 +16,12 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gimp"))
-from compare import ArgDesc  # noqa: E402
+
+# Plain python3 and ctypes only (install.sh runs this on a fresh machine).
+class ArgDesc(C.Structure):
+    _fields_ = [("name", C.c_char_p), ("label", C.c_char_p), ("blurb", C.c_char_p),
+                ("type", C.c_int), ("min", C.c_double), ("max", C.c_double),
+                ("default", C.c_double), ("choices", C.c_void_p), ("n_choices", C.c_int)]
 
 INT, DOUBLE, BOOLEAN, CHOICE, ARRAY = range(5)
 
