@@ -1,0 +1,339 @@
+/* cudafx — the GIMP 2.10 front end: one plug-in executable registering the
+ * four procedures from the engine's argument table as GimpParamDef arrays
+ * (run-mode, image, drawable, then the table's arguments in order), reading
+ * a run's values back by table position, and handing pixels to region.c.
+ * Follows the shape of GIMP 2.10's own filters (plug-ins/common/despeckle.c).
+ *
+ * The PDB of 2.10 has no choice or boolean types: choices are INT32 indices
+ * into the table's choices (listed in the argument's description), booleans
+ * INT32 0/1, and the kernel an INT32 count followed by a FLOATARRAY. GIMP
+ * does not range-check INT32/FLOAT arguments of plug-ins; the engine does.
+ * Interactive runs use the last values (no dialogs yet). */
+#include <string.h>
+
+#include <libgimp/gimp.h>
+#include <glib/gi18n.h>
+
+#include "procedures.h"
+#include "region.h"
+
+#define CUDAFX_AUTHOR "cudafx authors"
+
+/* run-mode, image, drawable */
+#define N_HOST_PARAMS 3
+
+/* Last values, saved per procedure with gimp_set_data. The version changes
+ * whenever cudafx_proc_args changes its layout, so stale data is ignored. */
+#define LAST_VALUES_VERSION 1
+
+typedef struct {
+  guint32          version;
+  cudafx_proc_args args;
+} last_values;
+
+static void query (void);
+static void run (const gchar *name, gint n_params, const GimpParam *params,
+                 gint *n_return_vals, GimpParam **return_vals);
+
+const GimpPlugInInfo PLUG_IN_INFO = { NULL, NULL, query, run };
+
+MAIN ()
+
+/* Translations (domain "cudafx") live in locale/ beside the executable when
+ * installed with it; without that folder, run untranslated. NULL if none. */
+static gchar *
+locale_folder (void)
+{
+  gchar *folder = g_path_get_dirname (gimp_get_progname ());
+  gchar *locale = g_build_filename (folder, "locale", NULL);
+
+  g_free (folder);
+  if (g_file_test (locale, G_FILE_TEST_IS_DIR))
+    return locale;
+  g_free (locale);
+  return NULL;
+}
+
+/* The argument's description for the PDB browser and Script-Fu users: the
+ * table's blurb plus the range, or the integer each choice stands for. */
+static gchar *
+describe (const cudafx_arg *arg)
+{
+  GString *text = g_string_new (arg->blurb);
+
+  switch (arg->type)
+    {
+    case CUDAFX_ARG_INT:
+      g_string_append_printf (text, " (%.0f..%.0f, default %.0f)", arg->min, arg->max, arg->def);
+      break;
+    case CUDAFX_ARG_DOUBLE:
+      g_string_append_printf (text, " (%g..%g, default %g)", arg->min, arg->max, arg->def);
+      break;
+    case CUDAFX_ARG_BOOLEAN:
+      g_string_append_printf (text, " (TRUE or FALSE, default %s)", arg->def ? "TRUE" : "FALSE");
+      break;
+    case CUDAFX_ARG_CHOICE:
+      g_string_append (text, " {");
+      for (int i = 0; i < arg->n_choices; i++)
+        g_string_append_printf (text, "%s %s (%d)", i ? "," : "", arg->choices[i].nick, i);
+      g_string_append_printf (text, " }, default %s", arg->choices[(int) arg->def].nick);
+      break;
+    case CUDAFX_ARG_DOUBLE_ARRAY:
+      break;
+    }
+  return g_string_free (text, FALSE);
+}
+
+/* The PDB parameters of desc, in table order after the host's three; the
+ * array argument takes two (count, values). Returns how many. Descriptions
+ * are allocated; free them with free_params. */
+static int
+fill_params (const cudafx_filter_desc *desc, GimpParamDef *params)
+{
+  static const GimpParamDef host[N_HOST_PARAMS] = {
+    { GIMP_PDB_INT32,    "run-mode", "The run mode { RUN-INTERACTIVE (0), RUN-NONINTERACTIVE (1) }" },
+    { GIMP_PDB_IMAGE,    "image",    "Input image" },
+    { GIMP_PDB_DRAWABLE, "drawable", "Input drawable" },
+  };
+  int n = 0;
+
+  for (; n < N_HOST_PARAMS; n++)
+    params[n] = (GimpParamDef) { host[n].type, host[n].name, g_strdup (host[n].description) };
+  for (int i = 0; i < desc->n_args; i++)
+    {
+      const cudafx_arg *arg = &desc->args[i];
+
+      if (arg->type == CUDAFX_ARG_DOUBLE_ARRAY)
+        {
+          params[n++] = (GimpParamDef) {
+            GIMP_PDB_INT32, "num-kernel",
+            g_strdup_printf ("Number of values in kernel: 0 (the default kernel) or n×n, "
+                             "n odd from 1 to %d", CUDAFX_MAX_KERNEL_SIZE) };
+          params[n++] = (GimpParamDef) { GIMP_PDB_FLOATARRAY, (gchar *) arg->name,
+                                         describe (arg) };
+        }
+      else
+        params[n++] = (GimpParamDef) {
+          arg->type == CUDAFX_ARG_DOUBLE ? GIMP_PDB_FLOAT : GIMP_PDB_INT32,
+          (gchar *) arg->name, describe (arg) };
+    }
+  return n;
+}
+
+/* How many PDB parameters fill_params gives desc. */
+static int
+param_count (const cudafx_filter_desc *desc)
+{
+  int n = N_HOST_PARAMS + desc->n_args;
+
+  for (int i = 0; i < desc->n_args; i++)
+    n += desc->args[i].type == CUDAFX_ARG_DOUBLE_ARRAY;
+  return n;
+}
+
+static void
+free_params (GimpParamDef *params, int n)
+{
+  for (int i = 0; i < n; i++)
+    g_free (params[i].description);
+}
+
+static void
+query (void)
+{
+  gchar *locale = locale_folder ();
+
+  if (locale)
+    gimp_plugin_domain_register ("cudafx", locale);
+  g_free (locale);
+
+  for (int f = 0; f < CUDAFX_N_FILTERS; f++)
+    {
+      const cudafx_filter_desc *desc = &cudafx_filters[f];
+      GimpParamDef params[N_HOST_PARAMS + CUDAFX_PROC_MAX_ARGS + 1];
+      int n = fill_params (desc, params);
+
+      gimp_install_procedure (desc->procedure, desc->blurb, desc->help,
+                              CUDAFX_AUTHOR, CUDAFX_AUTHOR, "2026", desc->menu_label,
+                              "RGB*, GRAY*", GIMP_PLUGIN, n, 0, params, NULL);
+      gimp_plugin_menu_register (desc->procedure, desc->menu_path);
+      free_params (params, n);
+    }
+}
+
+/* The values of a non-interactive call, by table position. Types were
+ * checked by the PDB against the registration; ranges are the engine's. */
+static gboolean
+read_params (const GimpParam *params, gint n_params, cudafx_proc_args *args, GError **error)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
+  int expected = param_count (desc), n = N_HOST_PARAMS;
+
+  if (n_params != expected)
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   "%s takes %d arguments, not %d", desc->procedure, expected, n_params);
+      return FALSE;
+    }
+  for (int i = 0; i < desc->n_args; i++)
+    switch (desc->args[i].type)
+      {
+      case CUDAFX_ARG_DOUBLE:
+        args->values[i] = params[n++].data.d_float;
+        break;
+      case CUDAFX_ARG_DOUBLE_ARRAY:
+        {
+          gint32 length = params[n++].data.d_int32;
+
+          if (length < 0)
+            {
+              g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                           "%s: num-kernel %d is negative", desc->name, length);
+              return FALSE;
+            }
+          if (!cudafx_proc_set_kernel (args, params[n++].data.d_floatarray, length, error))
+            return FALSE;
+          break;
+        }
+      default:
+        args->values[i] = params[n++].data.d_int32;
+        break;
+      }
+  return TRUE;
+}
+
+/* The values an interactive or repeated run uses: the last ones saved for
+ * this procedure, else the table's defaults. */
+static void
+load_last_values (cudafx_proc_args *args, const char *procedure)
+{
+  last_values last;
+
+  if (gimp_get_data_size (procedure) == sizeof last)
+    {
+      gimp_get_data (procedure, &last);
+      if (last.version == LAST_VALUES_VERSION && last.args.filter == args->filter)
+        *args = last.args;
+    }
+}
+
+static void
+save_last_values (const cudafx_proc_args *args, const char *procedure)
+{
+  last_values last = { LAST_VALUES_VERSION, *args };
+
+  gimp_set_data (procedure, &last, sizeof last);
+}
+
+static int
+show_progress (double fraction, void *user_data)
+{
+  gimp_progress_update (fraction);
+  return 0;
+}
+
+/* Filters the drawable's selection; on any error nothing is merged, so the
+ * image is untouched. */
+static gboolean
+filter_drawable (gint32 drawable, const cudafx_proc_args *args, GError **error)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
+  GeglRectangle area;
+  GeglBuffer   *source, *shadow;
+  gboolean      ok;
+
+  if (!gimp_item_is_drawable (drawable))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: drawable %d does not exist"), desc->name, drawable);
+      return FALSE;
+    }
+  if (gimp_drawable_is_indexed (drawable))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: indexed images are not supported; convert the image to RGB or "
+                     "grayscale first (Image ▸ Mode)"), desc->name);
+      return FALSE;
+    }
+  if (!gimp_drawable_mask_intersect (drawable, &area.x, &area.y, &area.width, &area.height))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: the selection does not touch the layer: nothing to filter"),
+                   desc->name);
+      return FALSE;
+    }
+
+  gimp_progress_init (_(desc->blurb));
+  source = gimp_drawable_get_buffer (drawable);
+  shadow = gimp_drawable_get_shadow_buffer (drawable);
+  ok = cudafx_region_process (source, shadow, &area, args, show_progress, NULL, NULL, error);
+  g_object_unref (source);
+  if (ok)
+    gegl_buffer_flush (shadow);
+  g_object_unref (shadow);
+  if (ok)
+    {
+      /* merge_shadow applies the selection mask and makes one undo step. */
+      gimp_drawable_merge_shadow (drawable, TRUE);
+      gimp_drawable_update (drawable, area.x, area.y, area.width, area.height);
+    }
+  gimp_progress_end ();
+  return ok;
+}
+
+static void
+run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_vals,
+     GimpParam **return_vals)
+{
+  /* GIMP reads the return values after run returns: they cannot live on the stack. */
+  static GimpParam values[2];
+  const cudafx_filter_desc *desc = cudafx_filter_find (name);
+  GimpRunMode      run_mode;
+  cudafx_proc_args args;
+  GError          *error = NULL;
+  gchar           *locale = locale_folder ();
+
+  if (locale)
+    {
+      bindtextdomain ("cudafx", locale);
+      bind_textdomain_codeset ("cudafx", "UTF-8");
+      textdomain ("cudafx");
+    }
+  g_free (locale);
+  gimp_plugin_enable_precision ();
+  gegl_init (NULL, NULL);
+
+  *n_return_vals = 1;
+  *return_vals = values;
+  values[0].type = GIMP_PDB_STATUS;
+  values[0].data.d_status = GIMP_PDB_SUCCESS;
+
+  if (!desc || n_params < N_HOST_PARAMS)
+    {
+      values[0].data.d_status = GIMP_PDB_CALLING_ERROR;
+      return;
+    }
+  run_mode = params[0].data.d_int32;
+  cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
+  if (run_mode == GIMP_RUN_NONINTERACTIVE)
+    read_params (params, n_params, &args, &error);
+  else
+    load_last_values (&args, name);
+
+  if (!error && filter_drawable (params[2].data.d_drawable, &args, &error))
+    {
+      save_last_values (&args, name);
+      if (run_mode != GIMP_RUN_NONINTERACTIVE)
+        gimp_displays_flush ();
+      return;
+    }
+
+  /* GIMP shows the message of an interactive run and passes it to the caller of a scripted one. */
+  values[0].data.d_status = error->domain == CUDAFX_PROC_ERROR
+                            && error->code == CUDAFX_ERR_INVALID_ARG
+                            ? GIMP_PDB_CALLING_ERROR : GIMP_PDB_EXECUTION_ERROR;
+  values[1].type = GIMP_PDB_STRING;
+  values[1].data.d_string = g_strdup (error->message);
+  *n_return_vals = 2;
+  g_error_free (error);
+}
