@@ -41,17 +41,46 @@ with_halo (GeglBuffer *source, const GeglRectangle *area, int halo)
 }
 
 gboolean
+cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image *image,
+                    GError **error)
+{
+  const Babl *format = cudafx_region_format (source, error);
+  gsize       stride, bytes;
+  guint8     *pixels;
+
+  if (!format)
+    return FALSE;
+  if (!g_size_checked_mul (&stride, (gsize) rect->width,
+                           (gsize) babl_format_get_bytes_per_pixel (format)) ||
+      !g_size_checked_mul (&bytes, stride, (gsize) rect->height) ||
+      !(pixels = g_try_malloc (bytes)))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
+                   "not enough memory for a %d×%d region", rect->width, rect->height);
+      return FALSE;
+    }
+  gegl_buffer_get (source, rect, 1.0, format, pixels, stride, GEGL_ABYSS_NONE);
+  memset (image, 0, sizeof *image);
+  image->data = pixels;
+  image->width = rect->width;
+  image->height = rect->height;
+  image->channels = babl_format_get_n_components (format);
+  image->has_alpha = babl_format_has_alpha (format);
+  image->type = babl_format_get_type (format, 0) == babl_type ("u8") ? CUDAFX_U8 : CUDAFX_F32;
+  image->stride = stride;
+  return TRUE;
+}
+
+gboolean
 cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectangle *area,
                        const cudafx_proc_args *args, cudafx_progress_fn progress,
                        void *user_data, cudafx_run_result *result, GError **error)
 {
   const Babl    *format;
   GeglRectangle  read;
-  cudafx_image   src = { 0 }, dst;
+  cudafx_image   src = { 0 }, dst = { 0 };
   cudafx_options options;
-  gsize          stride, bytes;
   int            halo, bpp;
-  guint8        *src_pixels = NULL, *dst_pixels = NULL;
   gboolean       ok = FALSE;
 
   if (area->width <= 0 || area->height <= 0)
@@ -65,26 +94,16 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
     return FALSE;
   read = with_halo (source, area, halo);
   bpp = babl_format_get_bytes_per_pixel (format);
-
-  if (!g_size_checked_mul (&stride, (gsize) read.width, (gsize) bpp) ||
-      !g_size_checked_mul (&bytes, stride, (gsize) read.height) ||
-      !(src_pixels = g_try_malloc (bytes)) || !(dst_pixels = g_try_malloc (bytes)))
+  if (!cudafx_region_read (source, &read, &src, error))
+    return FALSE;
+  dst = src;
+  /* same size as src, whose size was checked */
+  if (!(dst.data = g_try_malloc (src.stride * (gsize) src.height)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
                    "not enough memory for a %d×%d region", read.width, read.height);
       goto out;
     }
-  gegl_buffer_get (source, &read, 1.0, format, src_pixels, stride, GEGL_ABYSS_NONE);
-
-  src.data = src_pixels;
-  src.width = read.width;
-  src.height = read.height;
-  src.channels = babl_format_get_n_components (format);
-  src.has_alpha = babl_format_has_alpha (format);
-  src.type = babl_format_get_type (format, 0) == babl_type ("u8") ? CUDAFX_U8 : CUDAFX_F32;
-  src.stride = stride;
-  dst = src;
-  dst.data = dst_pixels;
 
   cudafx_options_init (&options);
   options.progress = progress;
@@ -94,13 +113,13 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
 
   /* Only the selection's rectangle goes back; the halo was context. */
   gegl_buffer_set (shadow, area, 0, format,
-                   dst_pixels + (gsize) (area->y - read.y) * stride
-                              + (gsize) (area->x - read.x) * bpp,
-                   stride);
+                   (guint8 *) dst.data + (gsize) (area->y - read.y) * dst.stride
+                                       + (gsize) (area->x - read.x) * bpp,
+                   dst.stride);
   ok = TRUE;
 
 out:
-  g_free (src_pixels);
-  g_free (dst_pixels);
+  g_free (src.data);
+  g_free (dst.data);
   return ok;
 }

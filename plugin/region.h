@@ -17,6 +17,11 @@
  * space (the CLI uses the same formats, so results match). NULL with an error for palette formats. */
 const Babl *cudafx_region_format (GeglBuffer *source, GError **error);
 
+/* Reads rect of source, in cudafx_region_format, into a new image view whose
+ * pixels the caller frees with g_free (image->data). */
+gboolean cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image *image,
+                             GError **error);
+
 /* Filters area (in buffer coordinates) of source into shadow. progress may be
  * NULL; result may be NULL. */
 gboolean cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow,

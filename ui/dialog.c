@@ -88,36 +88,19 @@ noise_estimate_text (GimpDrawable *drawable)
 {
   GeglRectangle       area;
   GeglBuffer         *buffer;
-  const Babl         *format;
   cudafx_image        image = { 0 };
   cudafx_options      options;
   cudafx_nlmeans_info info;
-  guint8             *pixels = NULL;
-  gsize               stride, bytes;
   GError             *error = NULL;
   gchar              *text;
 
   if (!gimp_drawable_mask_intersect (drawable, &area.x, &area.y, &area.width, &area.height))
     return g_strdup (_("Noise σ: the selection is empty"));
   buffer = gimp_drawable_get_buffer (drawable);
-  format = cudafx_region_format (buffer, &error);
-  if (!format)
+  if (!cudafx_region_read (buffer, &area, &image, &error))
     text = g_strdup_printf (_("Noise σ could not be estimated: %s"), error->message);
-  else if (!g_size_checked_mul (&stride, (gsize) area.width,
-                                (gsize) babl_format_get_bytes_per_pixel (format)) ||
-           !g_size_checked_mul (&bytes, stride, (gsize) area.height) ||
-           !(pixels = g_try_malloc (bytes)))
-    text = g_strdup (_("Noise σ could not be estimated: not enough memory"));
   else
     {
-      gegl_buffer_get (buffer, &area, 1.0, format, pixels, stride, GEGL_ABYSS_NONE);
-      image.data = pixels;
-      image.width = area.width;
-      image.height = area.height;
-      image.channels = babl_format_get_n_components (format);
-      image.has_alpha = babl_format_has_alpha (format);
-      image.type = babl_format_get_type (format, 0) == babl_type ("u8") ? CUDAFX_U8 : CUDAFX_F32;
-      image.stride = stride;
       cudafx_options_init (&options);
       if (cudafx_nlmeans_estimate (&image, &options, &info) == CUDAFX_OK)
         text = g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode uses strength %.1f, "
@@ -127,7 +110,7 @@ noise_estimate_text (GimpDrawable *drawable)
         text = g_strdup_printf (_("Noise σ could not be estimated: %s"), cudafx_error_message ());
     }
   g_clear_error (&error);
-  g_free (pixels);
+  g_free (image.data);
   g_object_unref (buffer);
   return text;
 }
