@@ -20,13 +20,20 @@ ifeq ($(CUDA),0)
 NVCC :=
 endif
 ifneq ($(and $(NVCC),$(CUDA_SRCS)),)
-CUDA_HOME    := $(patsubst %/bin/nvcc,%,$(NVCC))
+# Ask nvcc where its toolkit lives: the nvcc on PATH may be a wrapper script
+# outside the toolkit (/usr/local/bin/nvcc exec'ing /usr/local/cuda-13.0/bin/nvcc).
+CUDA_HOME    ?= $(realpath $(shell $(NVCC) --dryrun -E -x cu /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p'))
 CUDA_ARCHS   ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
                 -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 \
                 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS    ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xcompiler -fPIC,-fopenmp --fmad=false
 CUDA_OBJS    := $(CUDA_SRCS:cuda/%.cu=$(BUILD)/cuda/%.o)
-CUDA_LDLIBS  := -L$(CUDA_HOME)/lib64 -l:libcudart_static.a -ldl -lrt -lpthread -lstdc++
+CUDART_A     := $(firstword $(wildcard $(addsuffix /libcudart_static.a,\
+                  $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib $(CUDA_HOME)/targets/*/lib)))
+ifeq ($(CUDART_A),)
+$(error libcudart_static.a not found under $(CUDA_HOME) (nvcc: $(NVCC)); build with CUDA=0 for CPU only)
+endif
+CUDA_LDLIBS  := $(CUDART_A) -ldl -lrt -lpthread -lstdc++
 CUDA_STATE   := CUDA ($(NVCC))
 else
 CUDA_OBJS    := $(BUILD)/cuda/stub.o

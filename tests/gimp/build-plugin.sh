@@ -14,9 +14,9 @@ tar -cf - core/cudafx.h $(ls plugin/*.h ui/*.h 2>/dev/null) "$@" | tar -xf - -C 
 cp "$lib" "$work/libcudafx.a"
 # A CUDA engine links cudart statically: bring the archive along, and use the
 # chroot's libstdc++ runtime (it has no C++ development files).
-if [[ $libs =~ -L([^ ]+)\ -l:libcudart_static.a ]]; then
-  cp "${BASH_REMATCH[1]}/libcudart_static.a" "$work/"
-  libs=${libs/-L${BASH_REMATCH[1]}/-L.}
+if [[ $libs =~ ([^ ]*/libcudart_static.a) ]]; then
+  cp "${BASH_REMATCH[1]}" "$work/"
+  libs=${libs/${BASH_REMATCH[1]}/libcudart_static.a}
   libs=${libs/-lstdc++/-l:libstdc++.so.6}
 fi
 inside=${work#"$root"}
