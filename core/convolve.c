@@ -31,6 +31,18 @@
  * - u8 output: v = sum + offset; v = v > 0 ? v : 0; v = v < 255 ? v : 255;
  *   result (int) (v + 0.5f). f32 output: sum + offset, not clamped.
  *
+ * Fixed point (u8 without alpha, separable, every tap >= 0, 2-D sum <= 1 —
+ * Gaussian and the blur presets; at most CONVOLVE_FIXED_MAX_TAPS): 16-bit
+ * lanes hold twice the floats' values per vector, as OpenCV's bit-exact
+ * GaussianBlur does. The horizontal taps are h / sum h, the vertical ones
+ * v * sum h, each rounded to a multiple of 1/65536 (fixed_point_taps: the
+ * rounded taps sum exactly to the rounded total). A pixel enters as x << 8;
+ * each pass is bias + sum over the nonzero taps of (value * tap) >> 16 in
+ * unsigned integers (bias = half the number of nonzero taps, the mean of the
+ * dropped fractions), so the vertical sum is the result times 256 and the
+ * output is to_u8 ((float) sum * (1 / 256.0f) + offset). Within 1 of the
+ * float arithmetic; a constant image stays constant.
+ *
  * Alpha (GIMP 2.x Convolution Matrix "alpha weighting"): colour is
  * premultiplied by the raw alpha a before convolving, so transparent pixels
  * contribute nothing whatever their colour. A second plane convolves a with
@@ -287,9 +299,66 @@ cudafx_convolve_kernel (const cudafx_convolve_params *p, double *taps, int *size
 /* ---- plan: float taps and constants, the arithmetic the GPU copies ------ */
 
 
-static cudafx_status
-make_plan (const cudafx_convolve_params *p, cudafx_type type, convolve_plan *plan)
+/* Rounds weights w[0..n), each >= 0, to multiples of 1/65536 whose sum is
+ * the rounded sum of w (the largest weight absorbs the difference); 0 when
+ * one does not fit 16 bits or the sum exceeds 1. */
+static int
+fixed_point_taps (const double *w, int n, uint16_t *taps, uint16_t *bias)
 {
+  long q[CONVOLVE_FIXED_MAX_TAPS], total = 0;
+  double sum = 0;
+  int big = 0, nonzero = 0;
+  for (int i = 0; i < n; i++)
+    {
+      sum += w[i];
+      q[i] = lround (w[i] * 65536);
+      total += q[i];
+      big = q[i] > q[big] ? i : big;
+    }
+  q[big] += lround (sum * 65536) - total;
+  if (lround (sum * 65536) > 65536)
+    return 0;
+  for (int i = 0; i < n; i++)
+    {
+      if (q[i] < 0 || q[i] > 65535)
+        return 0;
+      taps[i] = (uint16_t) q[i];
+      nonzero += q[i] != 0;
+    }
+  *bias = (uint16_t) (nonzero / 2);
+  return 1;
+}
+
+/* The fixed-point taps of a separable kernel (row, col / d), when it
+ * qualifies (see the top of this file). */
+static int
+plan_fixed_point (const kernel_def *k, double d, convolve_plan *plan)
+{
+  const int n = k->size;
+  double h[CONVOLVE_FIXED_MAX_TAPS], v[CONVOLVE_FIXED_MAX_TAPS], h_sum = 0;
+  if (n > CONVOLVE_FIXED_MAX_TAPS)
+    return 0;
+  for (int i = 0; i < n; i++)
+    {
+      if (k->row[i] < 0 || k->col[i] / d < 0)
+        return 0;
+      h_sum += k->row[i];
+    }
+  if (!(h_sum > 0))
+    return 0;
+  for (int i = 0; i < n; i++)
+    {
+      h[i] = k->row[i] / h_sum;
+      v[i] = k->col[i] / d * h_sum;
+    }
+  return fixed_point_taps (h, n, plan->fixed_taps, &plan->fixed_bias[0])
+         && fixed_point_taps (v, n, plan->fixed_taps + n, &plan->fixed_bias[1]);
+}
+
+static cudafx_status
+make_plan (const cudafx_convolve_params *p, const cudafx_image *src, convolve_plan *plan)
+{
+  const cudafx_type type = src->type;
   kernel_def *k;
   cudafx_status s;
   if (!(k = malloc (sizeof *k)))
@@ -328,6 +397,7 @@ make_plan (const cudafx_convolve_params *p, cudafx_type type, convolve_plan *pla
         plan->taps[i] = (float) (k->matrix[i] / d);
         plan->abs_taps[i] = (float) fabs (k->matrix[i]);
       }
+  plan->fixed16 = type == CUDAFX_U8 && !src->has_alpha && k->outer && plan_fixed_point (k, d, plan);
   for (int i = 0; i < (k->outer ? 2 * n : n * n); i++)
     if (!isfinite (plan->taps[i]))
       {
@@ -370,6 +440,10 @@ typedef struct {
   const float *h_in[CONVOLVE_MAX_TAPS_1D], *ha_in[CONVOLVE_MAX_TAPS_1D];
   float h_w[CONVOLVE_MAX_TAPS_1D], ha_w[CONVOLVE_MAX_TAPS_1D];
   int h_terms, ha_terms;
+  /* fixed point: the buffers above hold uint16_t; the horizontal terms */
+  const uint16_t *hq_in[CONVOLVE_FIXED_MAX_TAPS];
+  uint16_t hq_w[CONVOLVE_FIXED_MAX_TAPS];
+  int hq_terms;
 } workspace;
 
 /* 16 floats: one AVX-512 register, two AVX ones. GCC vector extensions keep
@@ -399,6 +473,44 @@ weighted_sum (float *restrict out, const float *const *in, const float *w, int n
           const float wt = w[t];
           for (int v = 0; v < TILE / 16; v++)
             a[v] = a[v] + wt * load16 (s + 16 * v);
+        }
+      memcpy (out + x0, a, sizeof a);
+    }
+}
+
+/* 32 lanes of 16 bits: one AVX-512 register. */
+typedef uint16_t vecu16 __attribute__ ((vector_size (64)));
+#define TILE16 256
+
+static inline vecu16
+mul_high16 (vecu16 a, uint16_t b)
+{
+  vecu16 r;
+  for (int i = 0; i < 32; i++) /* GCC makes this one vpmulhuw */
+    r[i] = (uint16_t) (((uint32_t) a[i] * b) >> 16);
+  return r;
+}
+
+/* Fixed point: out[x] = bias + sum over t of (in[t][x] * w[t]) >> 16, for
+ * x < len rounded up to TILE16. The plan keeps the sums below 65536. */
+static void
+weighted_sum_u16 (uint16_t *restrict out, const uint16_t *const *in, const uint16_t *w, int n,
+                  uint16_t bias, size_t len)
+{
+  for (size_t x0 = 0; x0 < len; x0 += TILE16)
+    {
+      vecu16 a[TILE16 / 32];
+      for (int v = 0; v < TILE16 / 32; v++)
+        a[v] = (vecu16) {} + bias;
+      for (int t = 0; t < n; t++)
+        {
+          const uint16_t *s = in[t] + x0;
+          for (int v = 0; v < TILE16 / 32; v++)
+            {
+              vecu16 x;
+              memcpy (&x, s + 32 * v, sizeof x);
+              a[v] += mul_high16 (x, w[t]);
+            }
         }
       memcpy (out + x0, a, sizeof a);
     }
@@ -471,6 +583,27 @@ load_row (const convolve_job *job, workspace *ws, int sy, int x0, int x1)
     border_pixel (job, ws, row, job->right[x - w], x - a);
 }
 
+/* load_row for the fixed-point path: pixels as x << 8 in ws->pad. */
+static void
+load_row_fixed (const convolve_job *job, workspace *ws, int sy, int x0, int x1)
+{
+  const cudafx_image *src = job->src;
+  const int c = src->channels, w = src->width, r = job->plan->radius;
+  const int a = x0 - r, b = x1 + r;
+  const int i0 = a > 0 ? a : 0, i1 = b < w ? b : w;
+  const uint8_t *restrict row = cudafx_row (src, sy);
+  uint16_t *restrict pad = (uint16_t *) ws->pad;
+  for (size_t i = (size_t) i0 * c; i < (size_t) i1 * c; i++)
+    pad[i - (size_t) a * c] = (uint16_t) (row[i] << 8);
+  for (int x = a; x < b; x++)
+    if (x < i0 || x >= i1)
+      {
+        const int sx = x < 0 ? job->left[-1 - x] : job->right[x - w];
+        for (int k = 0; k < c; k++)
+          pad[(size_t) (x - a) * c + k] = sx < 0 ? 0 : (uint16_t) (row[(size_t) sx * c + k] << 8);
+      }
+}
+
 /* Fills the ring slot of virtual row v (any integer; mapped at the border). */
 static void
 prepare_row (const convolve_job *job, workspace *ws, int v, int x0, int x1)
@@ -489,6 +622,17 @@ prepare_row (const convolve_job *job, workspace *ws, int v, int x0, int x1)
       load_row (job, ws, sy, x0, x1);
       ws->pad = pad;
       ws->apad = apad;
+      return;
+    }
+  if (pl->fixed16)
+    {
+      /* a black row sums to the bias alone, as on the GPU */
+      if (sy < 0)
+        memset (ws->pad, 0, sizeof (float) * job->pad_len);
+      else
+        load_row_fixed (job, ws, sy, x0, x1);
+      weighted_sum_u16 ((uint16_t *) ws->ring[slot], ws->hq_in, ws->hq_w, ws->hq_terms,
+                        pl->fixed_bias[0], (size_t) (x1 - x0) * c);
       return;
     }
   if (sy < 0)
@@ -512,6 +656,20 @@ sum_ring (const convolve_job *job, workspace *ws, int y, int x0, int x1)
   const int n = pl->size, r = pl->radius, c = job->src->channels, w = x1 - x0;
   const float *in[CONVOLVE_MAX_TAPS_2D];
   float wt[CONVOLVE_MAX_TAPS_2D];
+  if (pl->fixed16)
+    {
+      const uint16_t *qin[CONVOLVE_FIXED_MAX_TAPS];
+      uint16_t qw[CONVOLVE_FIXED_MAX_TAPS];
+      int terms = 0;
+      for (int j = 0; j < n; j++)
+        if (pl->fixed_taps[n + j])
+          {
+            qin[terms] = (const uint16_t *) ws->ring[(((y - r + j) % n) + n) % n];
+            qw[terms++] = pl->fixed_taps[n + j];
+          }
+      weighted_sum_u16 ((uint16_t *) ws->acc, qin, qw, terms, pl->fixed_bias[1], (size_t) w * c);
+      return;
+    }
   for (int plane = 0; plane < (job->src->has_alpha ? 2 : 1); plane++)
     {
       float **ring = plane ? ws->aring : ws->ring;
@@ -561,6 +719,13 @@ store_row (const convolve_job *job, workspace *ws, int y, int x0, int x1)
   float *restrict acc = ws->acc;
   uint8_t *out = cudafx_row (job->dst, y) + first * cudafx_type_size (src->type);
 
+  if (pl->fixed16)
+    {
+      const uint16_t *restrict sum = (const uint16_t *) acc;
+      for (size_t i = 0; i < n; i++)
+        out[i] = to_u8 ((float) sum[i] * (1.0f / 256.0f) + off);
+      return;
+    }
   if (src->has_alpha)
     {
       const float amax = src->type == CUDAFX_U8 ? 255.0f : 1.0f;
@@ -619,7 +784,13 @@ convolve_bands (void *ctx, int b0, int b1)
       ws.aring[j] = base;
       base += job->aring_len;
     }
-  ws.h_terms = ws.ha_terms = 0;
+  ws.h_terms = ws.ha_terms = ws.hq_terms = 0;
+  for (int i = 0; pl->fixed16 && i < n; i++)
+    if (pl->fixed_taps[i])
+      {
+        ws.hq_in[ws.hq_terms] = (const uint16_t *) ws.pad + (size_t) i * job->src->channels;
+        ws.hq_w[ws.hq_terms++] = pl->fixed_taps[i];
+      }
   for (int i = 0; pl->separable && i < n; i++)
     {
       if (pl->taps[i] != 0.0f)
@@ -739,7 +910,7 @@ cudafx_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_convol
   plan = malloc (sizeof *plan);
   if (!job || !plan)
     s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory");
-  else if (!(s = make_plan (p, src->type, plan)))
+  else if (!(s = make_plan (p, src, plan)))
     {
       job->src = src;
       job->dst = dst;

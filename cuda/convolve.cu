@@ -9,7 +9,10 @@
  * Separable kernels (rank 1, Gaussian): a horizontal pass into a float
  * scratch (rows of the stripe plus halo), then a vertical pass that also
  * finishes the pixel. Rows beyond the image come from the stripe runner;
- * kernels map columns through the border policy. */
+ * kernels map columns through the border policy. The CPU's 16-bit fixed
+ * point (plan->fixed16: u8, no alpha, non-negative separable taps) is exact
+ * integer arithmetic here too; the horizontal sums (< 65536) travel in the
+ * float scratch, which holds them exactly. */
 #include "context.cuh"
 #include "../core/convolve.h"
 
@@ -19,6 +22,7 @@ constexpr int BLOCK_X = 32, BLOCK_Y = 8;
 
 __constant__ float c_taps[CONVOLVE_MAX_TAPS_2D];
 __constant__ float c_abs_taps[CONVOLVE_MAX_TAPS_2D];
+__constant__ unsigned short c_fixed_taps[2 * CONVOLVE_FIXED_MAX_TAPS];
 
 template <typename T> __device__ __forceinline__ float to_float (T v) { return (float) v; }
 
@@ -197,6 +201,79 @@ convolve_columns_kernel (cfx_stripe s, convolve_plan pl)
   finish_pixel<T, CH, ALPHA> (s, pl, x, y, acc, cover);
 }
 
+/* Fixed point, horizontal: bias + sum of ((x << 8) * tap) >> 16 per channel. */
+template <int CH>
+__global__ void
+convolve_rows_fixed_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
+{
+  int x = blockIdx.x * blockDim.x + threadIdx.x, iy = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= s.width || iy >= s.rows + 2 * s.halo)
+    return;
+  unsigned acc[CH];
+#pragma unroll
+  for (int c = 0; c < CH; c++)
+    acc[c] = pl.fixed_bias[0];
+  const unsigned char *row = s.d_src + (size_t) iy * s.src_pitch;
+  for (int i = 0; i < pl.size; i++)
+    {
+      const unsigned w = c_fixed_taps[i];
+      int sx = cudafx_border_index (x + i - pl.radius, s.width, border);
+      if (w == 0 || sx < 0)
+        continue;
+#pragma unroll
+      for (int c = 0; c < CH; c++)
+        acc[c] += ((unsigned) row[(size_t) sx * CH + c] << 8) * w >> 16;
+    }
+  float *out = (float *) s.d_scratch + ((size_t) iy * s.width + x) * CH;
+#pragma unroll
+  for (int c = 0; c < CH; c++)
+    out[c] = (float) acc[c];
+}
+
+/* Fixed point, vertical, and the u8 result (sum / 256 + offset). */
+template <int CH>
+__global__ void
+convolve_columns_fixed_kernel (cfx_stripe s, convolve_plan pl)
+{
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= s.width || y >= s.rows)
+    return;
+  unsigned acc[CH];
+#pragma unroll
+  for (int c = 0; c < CH; c++)
+    acc[c] = pl.fixed_bias[1];
+  const int n = pl.size;
+  for (int j = 0; j < n; j++)
+    {
+      const unsigned w = c_fixed_taps[n + j];
+      if (w == 0)
+        continue;
+      const float *v = (const float *) s.d_scratch + ((size_t) (y + j) * s.width + x) * CH;
+#pragma unroll
+      for (int c = 0; c < CH; c++)
+        acc[c] += (unsigned) v[c] * w >> 16;
+    }
+  unsigned char *out = s.d_dst + (size_t) y * s.dst_pitch + (size_t) x * CH;
+#pragma unroll
+  for (int c = 0; c < CH; c++)
+    out[c] = to_u8 ((float) acc[c] * (1.0f / 256.0f) + pl.offset);
+}
+
+template <int CH>
+cudafx_status
+launch_fixed (const convolve_plan &pl, cudafx_border border, const cfx_stripe *s)
+{
+  dim3 block (BLOCK_X, BLOCK_Y);
+  dim3 row_grid ((s->width + BLOCK_X - 1) / BLOCK_X, (s->rows + 2 * s->halo + BLOCK_Y - 1) / BLOCK_Y);
+  convolve_rows_fixed_kernel<CH><<<row_grid, block, 0, s->stream>>> (*s, pl, border);
+  cudafx_status st = cfx_check_launch ("convolve", "convolve_rows_fixed_kernel");
+  if (st)
+    return st;
+  dim3 grid ((s->width + BLOCK_X - 1) / BLOCK_X, (s->rows + BLOCK_Y - 1) / BLOCK_Y);
+  convolve_columns_fixed_kernel<CH><<<grid, block, 0, s->stream>>> (*s, pl);
+  return cfx_check_launch ("convolve", "convolve_columns_fixed_kernel");
+}
+
 struct convolve_ctx
 {
   const convolve_plan *plan;
@@ -262,6 +339,12 @@ convolve_stripe (void *ctx, const cfx_stripe *s)
       /* Taps go to constant memory here, under the runner's GPU lock. */
       size_t bytes = sizeof (float) * (pl->separable ? 2 * pl->size : pl->size * pl->size);
       cudafx_status st;
+      if (pl->fixed16
+          && (st = cfx_check (cudaMemcpyToSymbolAsync (c_fixed_taps, pl->fixed_taps,
+                                                       sizeof (unsigned short) * 2 * pl->size, 0,
+                                                       cudaMemcpyHostToDevice, s->stream),
+                              "convolve", "copy of taps")))
+        return st;
       if ((st = cfx_check (cudaMemcpyToSymbolAsync (c_taps, pl->taps, bytes, 0, cudaMemcpyHostToDevice,
                                                     s->stream), "convolve", "copy of taps")) ||
           (st = cfx_check (cudaMemcpyToSymbolAsync (c_abs_taps, pl->abs_taps, bytes, 0,
@@ -269,6 +352,14 @@ convolve_stripe (void *ctx, const cfx_stripe *s)
                            "convolve", "copy of taps")))
         return st;
     }
+  if (pl->fixed16) /* u8 without alpha */
+    switch (s->channels)
+      {
+      case 1: return launch_fixed<1> (*pl, a->cx.border, s);
+      case 2: return launch_fixed<2> (*pl, a->cx.border, s);
+      case 3: return launch_fixed<3> (*pl, a->cx.border, s);
+      default: return launch_fixed<4> (*pl, a->cx.border, s);
+      }
   return s->type == CUDAFX_U8 ? launch_type<unsigned char> (&a->cx, s, a->alpha)
                               : launch_type<float> (&a->cx, s, a->alpha);
 }

@@ -257,6 +257,57 @@ TEST (convolve_presets_match_oracle)
         }
 }
 
+/* u8 non-negative separable kernels run in 16-bit fixed point: besides the
+ * ±1 of every u8 case, its rounding must be unbiased and rarely off the
+ * correctly rounded result, up to its largest size (127 taps, sigma 21). */
+TEST (convolve_fixed_point_rounds_like_float)
+{
+  static const double binomial[25] = { 1, 4, 6, 4, 1, 4, 16, 24, 16, 4, 6, 24, 36, 24, 6,
+                                       4, 16, 24, 16, 4, 1, 4, 6, 4, 1 };
+  static const struct { cudafx_preset preset; double sigma, divisor; int w, h; } cases[] = {
+    { CUDAFX_PRESET_GAUSSIAN, 0.8, 0, 96, 64 },  { CUDAFX_PRESET_GAUSSIAN, 2, 0, 96, 64 },
+    { CUDAFX_PRESET_GAUSSIAN, 5, 0, 96, 64 },    { CUDAFX_PRESET_GAUSSIAN, 21, 0, 40, 30 },
+    { CUDAFX_PRESET_BLUR_5X5, 0, 0, 96, 64 },    { CUDAFX_PRESET_MEAN_3X3, 0, 0, 96, 64 },
+    { CUDAFX_PRESET_CUSTOM, 0, 512, 96, 64 }, /* half the kernel's sum */
+  };
+  harness_rng rng = { 4242 };
+  for (int ci = 0; ci < N_OF (cases); ci++)
+    {
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      p.preset = cases[ci].preset;
+      p.sigma = cases[ci].sigma > 0 ? cases[ci].sigma : p.sigma;
+      p.divisor = cases[ci].divisor;
+      p.kernel = binomial;
+      p.kernel_size = 5;
+      p.offset = ci % 2 ? 0 : 0.3;
+      cudafx_image src = harness_image_new (cases[ci].w, cases[ci].h, 3, 0, CUDAFX_U8, 0);
+      cudafx_image dst = harness_image_new (cases[ci].w, cases[ci].h, 3, 0, CUDAFX_U8, 0);
+      harness_image_random (&src, &rng);
+      cudafx_options o = harness_options ();
+      CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "%s", cudafx_error_message ());
+      int n, off_by_one = 0, count = 0;
+      double *k = expected_kernel (&p, &n), bias = 0;
+      for (int y = 0; y < src.height; y++)
+        for (int x = 0; x < src.width; x++)
+          for (int c = 0; c < 3; c++, count++)
+            {
+              double want = oracle (&src, k, n, &p, x, y, c), got = harness_get (&dst, x, y, c);
+              want = want < 0 ? 0 : want > 255 ? 255 : want;
+              CHECK (fabs (got - want) < 1, "case %d: (%d,%d,%d) got %g want %.4f", ci, x, y, c,
+                     got, want);
+              off_by_one += got != floor (want + 0.5);
+              bias += got - want;
+            }
+      CHECK (off_by_one <= count / 50, "case %d: %d of %d values not correctly rounded", ci,
+             off_by_one, count);
+      CHECK (fabs (bias / count) < 0.02, "case %d: mean error %g", ci, bias / count);
+      free (k);
+      harness_image_free (&src);
+      harness_image_free (&dst);
+    }
+}
+
 TEST (convolve_gaussian_larger_than_31_taps)
 {
   for (int border = 0; border < 4; border++)
