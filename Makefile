@@ -60,9 +60,33 @@ GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
 endif
 
-.PHONY: all check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp
-all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI)
-	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)"
+.PHONY: all check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp pot update-po
+all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) $(MO_FILES)
+	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
+
+# Translations, gettext domain "cudafx": po/<lang>.po compiled to
+# $(BUILD)/locale/<lang>/LC_MESSAGES/cudafx.mo, the layout both GIMPs and the
+# CLI look for beside their executable. `make pot` re-extracts the strings,
+# `make update-po` merges them into every catalog.
+MSGFMT    := $(shell command -v msgfmt 2>/dev/null)
+LINGUAS   := $(patsubst po/%.po,%,$(wildcard po/*.po))
+MO_FILES  := $(if $(MSGFMT),$(LINGUAS:%=$(BUILD)/locale/%/LC_MESSAGES/cudafx.mo))
+I18N_C    := $(sort $(wildcard core/*.c tools/cudafx.c plugin/*.c ui/*.c))
+I18N_CXX  := $(sort $(wildcard cuda/*.cu))
+XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=cudafx \
+                  --keyword=_ --keyword=N_ --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
+                  --sort-by-file
+
+$(BUILD)/locale/%/LC_MESSAGES/cudafx.mo: po/%.po
+	@mkdir -p $(@D)
+	$(MSGFMT) --check -o $@ $<
+
+pot:
+	xgettext $(XGETTEXT_FLAGS) -L C -o po/cudafx.pot $(I18N_C)
+	xgettext $(XGETTEXT_FLAGS) -L C++ -j -o po/cudafx.pot $(I18N_CXX)
+
+update-po: pot
+	for po in $(wildcard po/*.po); do msgmerge --quiet --update --backup=none $$po po/cudafx.pot; done
 
 $(BUILD)/core/%.o: core/%.c $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)

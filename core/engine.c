@@ -38,7 +38,8 @@ cudafx_fail (cudafx_status status, const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
-  vsnprintf (error_message, sizeof error_message, fmt, ap);
+  /* xgettext extracts fmt (--keyword=cudafx_fail:2) */
+  vsnprintf (error_message, sizeof error_message, _(fmt), ap);
   va_end (ap);
   return status;
 }
@@ -225,12 +226,12 @@ cudafx_backend_describe (char *buf, size_t size)
 {
   char name[128], why[256];
   if (requested_backend (NULL) != CUDAFX_BACKEND_CPU && cudafx_cuda_probe (name, sizeof name, why, sizeof why))
-    snprintf (buf, size, "CUDA: %s", name);
+    snprintf (buf, size, _("CUDA: %s"), name);
   else
     {
       if (requested_backend (NULL) == CUDAFX_BACKEND_CPU)
         snprintf (why, sizeof why, "CUDAFX_BACKEND=cpu");
-      snprintf (buf, size, "CPU, %d threads — %s", omp_get_max_threads (), why);
+      snprintf (buf, size, _("CPU, %d threads — %s"), omp_get_max_threads (), why);
     }
 }
 
@@ -269,7 +270,7 @@ cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_f
       if (usable && !run_cuda)
         {
           usable = 0;
-          snprintf (why, sizeof why, "%s has no verified CUDA implementation yet", filter);
+          snprintf (why, sizeof why, _("%s has no verified CUDA implementation yet"), filter);
         }
       if (!usable && want == CUDAFX_BACKEND_CUDA)
         return cudafx_fail (run_cuda ? CUDAFX_ERR_NO_DEVICE : CUDAFX_ERR_CUDA_NOT_BUILT,
@@ -299,7 +300,7 @@ cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_f
         }
     }
   else
-    snprintf (why, sizeof why, "CPU requested");
+    snprintf (why, sizeof why, "%s", _("CPU requested"));
   s = run_cpu (job, o);
   if (s == CUDAFX_OK)
     report_cpu (o, why);

@@ -5,6 +5,7 @@
 #define CUDAFX_ENGINE_H
 
 #include "cudafx.h"
+#include "i18n.h"
 
 #include <stdint.h>
 

@@ -2,10 +2,9 @@
  * written once. GIMP hosts, dialogs, the CLI and the engine's validation all
  * read it. Strings are msgids (marked N_ for xgettext); hosts translate. */
 #include "cudafx.h"
+#include "i18n.h"
 
 #include <string.h>
-
-#define N_(s) s
 
 static const cudafx_choice backend_choices[] = {
   { "auto", N_("Automatic (GPU when available)") },

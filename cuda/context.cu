@@ -21,19 +21,19 @@ probe_device ()
   cudaError_t err = cudaGetDeviceCount (&count);
   if (err != cudaSuccess)
     {
-      snprintf (probe_why, sizeof probe_why, "no CUDA device (%s)", cudaGetErrorString (err));
+      snprintf (probe_why, sizeof probe_why, _("no CUDA device (%s)"), cudaGetErrorString (err));
       return;
     }
   if (count == 0)
     {
-      snprintf (probe_why, sizeof probe_why, "no CUDA device");
+      snprintf (probe_why, sizeof probe_why, "%s", _("no CUDA device"));
       return;
     }
   cudaDeviceProp prop;
   err = cudaGetDeviceProperties (&prop, 0);
   if (err != cudaSuccess)
     {
-      snprintf (probe_why, sizeof probe_why, "CUDA device 0 unusable (%s)", cudaGetErrorString (err));
+      snprintf (probe_why, sizeof probe_why, _("CUDA device 0 unusable (%s)"), cudaGetErrorString (err));
       return;
     }
   snprintf (probe_name, sizeof probe_name, "%s", prop.name);
