@@ -2,19 +2,19 @@
 # Installs what cudafx needs to build and test on Debian or Ubuntu: a C
 # compiler with OpenMP and the address/undefined sanitizers (gcc), make,
 # pkg-config, GEGL's development files (the CLI reads and writes images through
-# GEGL) and python3 (the CLI tests check JSON and PNG files with it).
+# GEGL), gettext (msgfmt compiles the translations) and python3 (the CLI tests check JSON and PNG files with it).
 # Idempotent and non-interactive: does nothing when everything is there,
 # otherwise runs apt-get update and installs only what is missing. The CUDA
 # toolkit is optional and not installed here: nvcc on PATH or in
 # /usr/local/cuda turns the GPU backend on.
 set -eu
 
-packages="gcc libc6-dev make pkg-config libgegl-dev python3"
-needs="a C compiler with OpenMP (gcc), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), python3"
+packages="gcc libc6-dev make pkg-config libgegl-dev gettext python3"
+needs="a C compiler with OpenMP (gcc), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), gettext, python3"
 
 have_everything() {
   command -v gcc >/dev/null && command -v make >/dev/null && command -v python3 >/dev/null &&
-    command -v pkg-config >/dev/null && pkg-config --exists gegl-0.4
+    command -v pkg-config >/dev/null && pkg-config --exists gegl-0.4 && command -v msgfmt >/dev/null
 }
 
 if have_everything; then
