@@ -75,15 +75,18 @@ I18N_C    := $(sort $(wildcard core/*.c tools/cudafx.c plugin/*.c ui/*.c))
 I18N_CXX  := $(sort $(wildcard cuda/*.cu))
 XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=cudafx \
                   --keyword=_ --keyword=N_ --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
+                  --keyword=usage_error:2 --flag=usage_error:2:c-format \
+                  --keyword=runtime_error:1 --flag=runtime_error:1:c-format \
                   --sort-by-file
 
 $(BUILD)/locale/%/LC_MESSAGES/cudafx.mo: po/%.po
 	@mkdir -p $(@D)
 	$(MSGFMT) --check -o $@ $<
 
+POT ?= po/cudafx.pot
 pot:
-	xgettext $(XGETTEXT_FLAGS) -L C -o po/cudafx.pot $(I18N_C)
-	xgettext $(XGETTEXT_FLAGS) -L C++ -j -o po/cudafx.pot $(I18N_CXX)
+	xgettext $(XGETTEXT_FLAGS) -L C -o $(POT) $(I18N_C)
+	xgettext $(XGETTEXT_FLAGS) -L C++ -j -o $(POT) $(I18N_CXX)
 
 update-po: pot
 	for po in $(wildcard po/*.po); do msgmerge --quiet --update --backup=none $$po po/cudafx.pot; done

@@ -226,7 +226,7 @@ cudafx_backend_describe (char *buf, size_t size)
 {
   char name[128], why[256];
   if (requested_backend (NULL) != CUDAFX_BACKEND_CPU && cudafx_cuda_probe (name, sizeof name, why, sizeof why))
-    snprintf (buf, size, _("CUDA: %s"), name);
+    snprintf (buf, size, "CUDA: %s", name); /* hosts look for this prefix */
   else
     {
       if (requested_backend (NULL) == CUDAFX_BACKEND_CPU)

@@ -10,15 +10,19 @@
  * touched; failures while reading, computing or writing are runtime errors
  * (exit 1). Images go through GEGL (any format it loads and saves); OUT is
  * written to a temporary file in its directory and renamed into place, so it
- * is never left half-written. Like G'MIC-qt's "none" host, this file only
+ * is never left half-written. Messages and --help are translated (gettext
+ * domain cudafx, catalogs in locale/ beside the executable). Like G'MIC-qt's "none" host, this file only
  * fetches pixels, runs the engine and posts the result.
  */
 #include "../core/cudafx.h"
 
+#define GETTEXT_PACKAGE "cudafx"
 #include <gegl.h>
+#include <glib/gi18n-lib.h>
 #include <operation/gegl-operation-handlers.h>
 
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,22 +63,22 @@ typedef struct {
 } cli_option;
 
 static const cli_option cli_options[] = {
-  { "palette-out", "FILE.gpl", "Also write the palette as a GIMP palette file.",
+  { "palette-out", N_("FILE.gpl"), N_("Also write the palette as a GIMP palette file."),
     CUDAFX_FILTER_QUANTIZE },
-  { "threads", "N", "CPU threads; 0 uses all cores. Integer 0..1024, default 0.", -1 },
-  { "json", NULL, "Print one JSON object describing the run on stdout.", -1 },
-  { "help", NULL, "Show this help and exit.", -1 },
+  { "threads", "N", N_("CPU threads; 0 uses all cores. Integer 0..1024, default 0."), -1 },
+  { "json", NULL, N_("Print one JSON object describing the run on stdout."), -1 },
+  { "help", NULL, N_("Show this help and exit."), -1 },
 };
 
 /* What the CLI makes of some arguments, beyond the table's blurbs. */
 static const char *const filter_notes[CUDAFX_N_FILTERS] = {
   [CUDAFX_FILTER_NLMEANS] =
-    "Automatic mode is the default. Giving --h, --patch-radius or --search-radius\n"
-    "selects manual mode (those not given keep their defaults), as does --no-auto;\n"
-    "--auto together with any of them is an error.\n",
+    N_("Automatic mode is the default. Giving --h, --patch-radius or --search-radius "
+       "selects manual mode (those not given keep their defaults), as does --no-auto; "
+       "--auto together with any of them is an error."),
   [CUDAFX_FILTER_CONVOLVE] =
-    "--kernel implies --preset custom; --preset custom without --kernel uses the\n"
-    "3x3 identity. Example: --kernel \"0,-1,0;-1,5,-1;0,-1,0\" sharpens.\n",
+    N_("--kernel implies --preset custom; --preset custom without --kernel uses the "
+       "3x3 identity. Example: --kernel \"0,-1,0;-1,5,-1;0,-1,0\" sharpens."),
 };
 
 static int
@@ -83,9 +87,11 @@ usage_error (const char *command, const char *fmt, ...)
   va_list ap;
   fprintf (stderr, "cudafx%s%s: ", command ? " " : "", command ? command : "");
   va_start (ap, fmt);
-  vfprintf (stderr, fmt, ap);
+  vfprintf (stderr, _(fmt), ap); /* xgettext: --keyword=usage_error:2 */
   va_end (ap);
-  fprintf (stderr, "\nTry 'cudafx%s%s --help'.\n", command ? " " : "", command ? command : "");
+  fputc ('\n', stderr);
+  fprintf (stderr, _("Try 'cudafx%s%s --help'."), command ? " " : "", command ? command : "");
+  fputc ('\n', stderr);
   return EXIT_USAGE;
 }
 
@@ -95,7 +101,7 @@ runtime_error (const char *fmt, ...)
   va_list ap;
   fputs ("cudafx: ", stderr);
   va_start (ap, fmt);
-  vfprintf (stderr, fmt, ap);
+  vfprintf (stderr, _(fmt), ap); /* xgettext: --keyword=runtime_error:1 */
   va_end (ap);
   fputc ('\n', stderr);
   return EXIT_RUNTIME;
@@ -139,26 +145,32 @@ print_wrapped (int indent, const char *text)
 static void
 print_arg_help (const cudafx_arg *a)
 {
-  GString *s = g_string_new (a->blurb);
+  GString *s = g_string_new (_(a->blurb));
+  g_string_append (s, ". ");
   switch (a->type)
     {
     case CUDAFX_ARG_INT:
-      g_string_append_printf (s, ". Integer %.0f..%.0f, default %.0f.", a->min, a->max, a->def);
+      g_string_append_printf (s, _("Integer %.0f..%.0f, default %.0f."), a->min, a->max, a->def);
       break;
     case CUDAFX_ARG_DOUBLE:
-      g_string_append_printf (s, ". Number %g..%g, default %g.", a->min, a->max, a->def);
+      g_string_append_printf (s, _("Number %g..%g, default %g."), a->min, a->max, a->def);
       break;
     case CUDAFX_ARG_BOOLEAN:
-      g_string_append_printf (s, ". Default %s.", a->def ? "on" : "off");
+      g_string_append (s, a->def ? _("Default on.") : _("Default off."));
       break;
     case CUDAFX_ARG_CHOICE:
-      g_string_append (s, ". One of");
-      for (int i = 0; i < a->n_choices; i++)
-        g_string_append_printf (s, "%s %s", i ? "," : "", a->choices[i].nick);
-      g_string_append_printf (s, "; default %s.", a->choices[(int) a->def].nick);
+      {
+        GString *nicks = g_string_new (NULL);
+        for (int i = 0; i < a->n_choices; i++)
+          g_string_append_printf (nicks, "%s%s", i ? ", " : "", a->choices[i].nick);
+        /* TRANSLATORS: a list of names, then the default name */
+        g_string_append_printf (s, _("One of %s; default %s."), nicks->str,
+                                a->choices[(int) a->def].nick);
+        g_string_free (nicks, TRUE);
+      }
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
-      g_string_append (s, ". Rows are separated by ';', values by ','.");
+      g_string_append (s, _("Rows are separated by ';', values by ','."));
       break;
     }
   print_wrapped (6, s->str);
@@ -168,11 +180,13 @@ print_arg_help (const cudafx_arg *a)
 static void
 print_filter_help (const cudafx_filter_desc *filter, int index)
 {
-  printf ("Usage: cudafx %s [OPTIONS] IN OUT\n\n%s.\n", filter->name, filter->blurb);
-  print_wrapped (0, filter->help);
+  printf (_("Usage: cudafx %s [OPTIONS] IN OUT"), filter->name);
+  printf ("\n\n%s.\n", _(filter->blurb));
+  print_wrapped (0, _(filter->help));
   putchar ('\n');
-  printf ("IN and OUT are image files GEGL can load and save (PNG, JPEG, TIFF, PPM,\n"
-          "EXR, WebP...); OUT keeps IN's bit depth where its format allows.\n\nOptions:\n");
+  print_wrapped (0, _("IN and OUT are image files GEGL can load and save (PNG, JPEG, TIFF, PPM, "
+                      "EXR, WebP...); OUT keeps IN's bit depth where its format allows."));
+  printf ("\n%s\n", _("Options:"));
   for (int i = 0; i < filter->n_args; i++)
     {
       const cudafx_arg *a = &filter->args[i];
@@ -191,27 +205,31 @@ print_filter_help (const cudafx_filter_desc *filter, int index)
       const cli_option *c = &cli_options[i];
       if (c->only_filter >= 0 && c->only_filter != index)
         continue;
-      printf ("  --%s%s%s\n", c->name, c->metavar ? " " : "", c->metavar ? c->metavar : "");
-      print_wrapped (6, c->blurb);
+      printf ("  --%s%s%s\n", c->name, c->metavar ? " " : "", c->metavar ? _(c->metavar) : "");
+      print_wrapped (6, _(c->blurb));
     }
   if (filter_notes[index])
-    printf ("\n%s", filter_notes[index]);
+    {
+      putchar ('\n');
+      print_wrapped (0, _(filter_notes[index]));
+    }
 }
 
 static void
 print_main_help (void)
 {
-  printf ("Usage: cudafx COMMAND [OPTIONS] IN OUT\n\n"
-          "GPU-accelerated image filters (CUDA, with a multithreaded CPU fallback).\n\n"
-          "Commands:\n");
+  printf ("%s\n\n%s\n\n%s\n", _("Usage: cudafx COMMAND [OPTIONS] IN OUT"),
+          _("GPU-accelerated image filters (CUDA, with a multithreaded CPU fallback)."),
+          _("Commands:"));
   for (int i = 0; i < CUDAFX_N_FILTERS; i++)
-    printf ("  %-10s %s\n", cudafx_filters[i].name, cudafx_filters[i].blurb);
-  printf ("  %-10s %s\n\n", "info", "Show the version, the backends and the CUDA device");
-  printf ("Common options: --backend auto|cpu|cuda  --threads N  --json  --help\n"
-          "'cudafx COMMAND --help' lists a command's options with ranges and defaults.\n\n"
-          "Environment: CUDAFX_BACKEND=cpu|cuda overrides --backend auto.\n"
-          "Exit status: 0 success, 1 runtime error (input, output, engine),\n"
-          "2 usage error (unknown or out-of-range option).\n");
+    printf ("  %-10s %s\n", cudafx_filters[i].name, _(cudafx_filters[i].blurb));
+  printf ("  %-10s %s\n\n", "info", _("Show the version, the backends and the CUDA device"));
+  printf ("%s\n", _("Common options: --backend auto|cpu|cuda  --threads N  --json  --help"));
+  print_wrapped (0, _("'cudafx COMMAND --help' lists a command's options with ranges and defaults."));
+  putchar ('\n');
+  print_wrapped (0, _("Environment: CUDAFX_BACKEND=cpu|cuda overrides --backend auto."));
+  print_wrapped (0, _("Exit status: 0 success, 1 runtime error (input, output, engine), "
+                      "2 usage error (unknown or out-of-range option)."));
 }
 
 /* ---- option parsing ----------------------------------------------------------- */
@@ -298,8 +316,9 @@ parse_arg_value (cli_command *c, const cudafx_arg *a, const char *text)
     case CUDAFX_ARG_INT:
     case CUDAFX_ARG_DOUBLE:
       if (!parse_number (text, a->type == CUDAFX_ARG_INT, &v))
-        return usage_error (command, "--%s '%s' is not %s", a->name, text,
-                            a->type == CUDAFX_ARG_INT ? "an integer" : "a number");
+        return usage_error (command, a->type == CUDAFX_ARG_INT ? N_("--%s '%s' is not an integer")
+                                                               : N_("--%s '%s' is not a number"),
+                            a->name, text);
       if (!(v >= a->min && v <= a->max))
         {
           if (a->type == CUDAFX_ARG_INT)
@@ -313,11 +332,13 @@ parse_arg_value (cli_command *c, const cudafx_arg *a, const char *text)
       v = cudafx_choice_find (a, text);
       if (v < 0)
         {
-          fprintf (stderr, "cudafx %s: --%s '%s' is not one of", command, a->name, text);
+          GString *nicks = g_string_new (NULL);
           for (int i = 0; i < a->n_choices; i++)
-            fprintf (stderr, "%s %s", i ? "," : "", a->choices[i].nick);
-          fprintf (stderr, "\nTry 'cudafx %s --help'.\n", command);
-          return EXIT_USAGE;
+            g_string_append_printf (nicks, "%s%s", i ? ", " : "", a->choices[i].nick);
+          int status = usage_error (command, N_("--%s '%s' is not one of %s"), a->name, text,
+                                    nicks->str);
+          g_string_free (nicks, TRUE);
+          return status;
         }
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
@@ -893,8 +914,8 @@ run_info (int argc, char **argv)
     {
       if (!strcmp (argv[i], "--help") || !strcmp (argv[i], "-h"))
         {
-          printf ("Usage: cudafx info [--json]\n\n"
-                  "Shows the version, the backends and the CUDA device the filters would use.\n");
+          printf ("%s\n\n%s\n", _("Usage: cudafx info [--json]"),
+                  _("Shows the version, the backends and the CUDA device the filters would use."));
           return 0;
         }
       if (strcmp (argv[i], "--json"))
@@ -913,12 +934,33 @@ run_info (int argc, char **argv)
       printf ("]}\n");
       return 0;
     }
-  printf ("cudafx %s\nBackends: %s\nCUDA devices: %s\nFilters:", CUDAFX_VERSION, backends,
-          device ? device : "none");
+  printf ("cudafx %s\n", CUDAFX_VERSION);
+  printf (_("Backends: %s"), backends);
+  putchar ('\n');
+  printf (_("CUDA devices: %s"), device ? device : _("none"));
+  putchar ('\n');
+  printf ("%s", _("Filters:"));
   for (int i = 0; i < CUDAFX_N_FILTERS; i++)
     printf (" %s", cudafx_filters[i].name);
   putchar ('\n');
   return 0;
+}
+
+/* Messages in the user's language from locale/ beside the executable; numbers
+ * keep the C locale, so "--sigma 1.5" parses the same everywhere. */
+static void
+init_translations (const char *argv0)
+{
+  char *exe = g_file_read_link ("/proc/self/exe", NULL);
+  char *dir = g_path_get_dirname (exe ? exe : argv0);
+  char *locale_dir = g_build_filename (dir, "locale", NULL);
+  setlocale (LC_ALL, "");
+  setlocale (LC_NUMERIC, "C");
+  bindtextdomain (GETTEXT_PACKAGE, locale_dir);
+  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+  g_free (locale_dir);
+  g_free (dir);
+  g_free (exe);
 }
 
 int
@@ -926,10 +968,13 @@ main (int argc, char **argv)
 {
   cli_command command;
 
+  init_translations (argv[0]);
   if (argc < 2)
     {
-      fprintf (stderr, "Usage: cudafx COMMAND [OPTIONS] IN OUT (commands: median, nl-means, "
-                       "quantize, convolve, info)\nTry 'cudafx --help'.\n");
+      fprintf (stderr, "%s\n%s\n",
+               _("Usage: cudafx COMMAND [OPTIONS] IN OUT (commands: median, nl-means, quantize, "
+                 "convolve, info)"),
+               _("Try 'cudafx --help'."));
       return EXIT_USAGE;
     }
   if (!strcmp (argv[1], "--help") || !strcmp (argv[1], "-h") || !strcmp (argv[1], "help"))
