@@ -95,7 +95,7 @@ $(BUILD)/core/%.o: core/%.c $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/cuda/stub.o: cuda/stub.c cuda/cudafx_cuda.h
+$(BUILD)/cuda/stub.o: cuda/stub.c cuda/cudafx_cuda.h $(wildcard core/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -78,8 +78,19 @@
  * the error (value - entry, RGB, float) goes 7/16 right, 3/16 down-left,
  * 5/16 down, 1/16 down-right. Transparent pixels take their plain nearest
  * entry and neither receive nor pass on error.
+ *
+ * Backends. The per-pixel arithmetic (features, distance) is quantize.h's,
+ * shared with cuda/quantize.cu. On the CUDA backend the device does the
+ * passes over every pixel (assignment sums, mapping); sampling, seeding, the
+ * centre update and convergence test, and the palette stay here for both,
+ * so the palette is the CPU's by construction. Floyd–Steinberg also stays
+ * here: every pixel's error depends on its left neighbour's and the row
+ * above's, a chain of width + 2 * height steps; a wavefront kernel needs
+ * blocks waiting on each other's progress, which has not yet been shown
+ * deadlock-free and exact on a GPU (planned: rows staggered by two pixels).
  */
-#include "engine.h"
+#include "quantize.h"
+#include "../cuda/cudafx_cuda.h"
 
 #include <math.h>
 #include <omp.h>
@@ -87,8 +98,6 @@
 #include <string.h>
 
 #define SAMPLE_MAX    65536
-#define FEATURE_LIMIT 8191.0f  /* 0..255 scale: keeps |feature| < 2^21 */
-#define FIXED         256.0f   /* feature units per 0..255 level */
 #define BLOCK         512      /* pixels per vectorised distance block */
 #define ATTEMPTS      8        /* most seedings tried on the sample (K <= 16) */
 #define SAMPLE_ITERATIONS 50   /* Lloyd iterations of each attempt on the sample */
@@ -101,107 +110,21 @@ typedef struct {
   cudafx_palette               *palette;
 } quantize_job;
 
-/* ---- features ------------------------------------------------------------ */
-
-static float
-root_n (float a, int n)
-{
-  if (!(a > 0.0f))
-    return 0.0f;
-  uint32_t i;
-  memcpy (&i, &a, sizeof i);
-  /* log2-linear first guess from the exponent bits */
-  i = (uint32_t) ((int32_t) (i - 0x3f800000u) / n + 0x3f800000);
-  float y;
-  memcpy (&y, &i, sizeof y);
-  for (int step = 0; step < 3; step++)
-    {
-      float power = y;
-      for (int j = 1; j < n - 1; j++)
-        power *= y;
-      y = ((float) (n - 1) * y + a / power) / (float) n;
-    }
-  return y;
-}
-
-static float
-signed_root3 (float a)
-{
-  return a < 0.0f ? -root_n (-a, 3) : root_n (a, 3);
-}
-
-static float
-srgb_decode (float t)
-{
-  float m = fabsf (t), lin;
-  if (m <= 0.04045f)
-    lin = m / 12.92f;
-  else
-    {
-      float u = (m + 0.055f) / 1.055f;
-      lin = u * u * root_n (u * u, 5);
-    }
-  return t < 0.0f ? -lin : lin;
-}
-
-static float
-fixed_point (float v)
-{
-  return floorf (v * FIXED + 0.5f);
-}
-
-static float
-sanitize (float x)
-{
-  if (!(x == x))
-    return 0.0f;
-  return x > FEATURE_LIMIT ? FEATURE_LIMIT : x < -FEATURE_LIMIT ? -FEATURE_LIMIT : x;
-}
-
-/* Per-call constants of the feature transform. */
-typedef struct {
-  int   dims;       /* 1 grey, 3 RGB */
-  int   oklab;
-  float decode[256]; /* srgb_decode (v / 255.0f) for u8 values */
-} feature_space;
+/* ---- features (the transform itself is in quantize.h) ---------------------- */
 
 static void
-feature_space_init (feature_space *fs, int dims, int oklab)
+feature_space_init (quantize_space *fs, int dims, int oklab)
 {
   fs->dims = dims;
   fs->oklab = oklab;
   for (int v = 0; v < 256; v++)
-    fs->decode[v] = srgb_decode ((float) v / 255.0f);
+    fs->decode[v] = quantize_srgb_decode ((float) v / 255.0f);
 }
 
-/* Features of one colour given as 0..255-scale floats; `code` holds the u8
- * values when the caller has them (the table then replaces the decode). */
 static void
-features_of (const feature_space *fs, const float *x, const uint8_t *code, float *f)
+features_of (const quantize_space *fs, const float *x, const uint8_t *code, float *f)
 {
-  if (!fs->oklab)
-    {
-      for (int c = 0; c < fs->dims; c++)
-        f[c] = fixed_point (sanitize (x[c]));
-      return;
-    }
-  float lin[3];
-  for (int c = 0; c < fs->dims; c++)
-    lin[c] = code ? fs->decode[code[c]] : srgb_decode (sanitize (x[c]) / 255.0f);
-  if (fs->dims == 1)
-    {
-      f[0] = fixed_point (sanitize (signed_root3 (lin[0]) * 255.0f));
-      return;
-    }
-  float l = 0.4122214708f * lin[0] + 0.5363325363f * lin[1] + 0.0514459929f * lin[2];
-  float m = 0.2119034982f * lin[0] + 0.6806995451f * lin[1] + 0.1073969566f * lin[2];
-  float s = 0.0883024619f * lin[0] + 0.2817188376f * lin[1] + 0.6299787005f * lin[2];
-  l = signed_root3 (l);
-  m = signed_root3 (m);
-  s = signed_root3 (s);
-  f[0] = fixed_point (sanitize ((0.2104542553f * l + 0.7936177850f * m - 0.0040720468f * s) * 255.0f));
-  f[1] = fixed_point (sanitize ((1.9779984951f * l - 2.4285922050f * m + 0.4505937099f * s) * 255.0f));
-  f[2] = fixed_point (sanitize ((0.0259040371f * l + 0.7827717662f * m - 0.8086757660f * s) * 255.0f));
+  quantize_features (fs->dims, fs->oklab, fs->decode, x, code, f);
 }
 
 /* Colour channels of pixel x of a row as 0..255-scale floats (and u8 codes). */
@@ -231,11 +154,11 @@ srgb_encode (double lin)
 }
 
 static void
-colour_of_centre (const feature_space *fs, const int32_t *centre, double *colour)
+colour_of_centre (const quantize_space *fs, const int32_t *centre, double *colour)
 {
   double f[3];
   for (int c = 0; c < fs->dims; c++)
-    f[c] = centre[c] / (double) FIXED;
+    f[c] = centre[c] / (double) QUANTIZE_FIXED;
   if (!fs->oklab)
     {
       for (int c = 0; c < fs->dims; c++)
@@ -263,23 +186,18 @@ colour_of_centre (const feature_space *fs, const int32_t *centre, double *colour
 /* ---- the shared state of one run ------------------------------------------- */
 
 typedef struct {
-  int64_t sums[CUDAFX_MAX_COLORS][3];
-  int64_t counts[CUDAFX_MAX_COLORS];
-} accumulator;
-
-typedef struct {
   const cudafx_image *src;
   cudafx_image       *dst;
-  feature_space       fs;
+  quantize_space      fs;
   int                 width;
   int                 everyone_votes; /* no alpha, or every pixel transparent */
   float              *plane[3];  /* Oklab features cached per pixel (y * width + x), else NULL */
   int                *row_votes; /* voting pixels per row */
-  int                 k;
-  float               centre[CUDAFX_MAX_COLORS][3]; /* grey: [1], [2] are 0 */
-  accumulator        *acc;       /* one per thread */
-  uint8_t             pal_u8[CUDAFX_MAX_COLORS][3];   /* palette as stored, u8 */
-  float               pal_f32[CUDAFX_MAX_COLORS][3];  /* palette as stored, f32 */
+  int                 k;         /* centres of the pass (Lloyd's, then the palette's) */
+  const float       (*centre)[3]; /* their features; grey: [1], [2] are 0 */
+  float               lloyd[CUDAFX_MAX_COLORS][3]; /* Lloyd's centres as features */
+  quantize_sums      *acc;       /* one per thread */
+  quantize_palette    pal;
   float               pal_value[CUDAFX_MAX_COLORS][3]; /* palette on the 0..255 scale */
 } quantize_ctx;
 
@@ -300,14 +218,14 @@ compute_features (const quantize_ctx *q, int y, int x0, int len, float *const *o
       if (ch == 3)
         for (int i = 0; i < len; i++)
           {
-            out[0][i] = (float) px[3 * i] * FIXED;
-            out[1][i] = (float) px[3 * i + 1] * FIXED;
-            out[2][i] = (float) px[3 * i + 2] * FIXED;
+            out[0][i] = (float) px[3 * i] * QUANTIZE_FIXED;
+            out[1][i] = (float) px[3 * i + 1] * QUANTIZE_FIXED;
+            out[2][i] = (float) px[3 * i + 2] * QUANTIZE_FIXED;
           }
       else
         for (int c = 0; c < dims; c++)
           for (int i = 0; i < len; i++)
-            out[c][i] = (float) px[(size_t) i * ch + c] * FIXED;
+            out[c][i] = (float) px[(size_t) i * ch + c] * QUANTIZE_FIXED;
       return;
     }
   for (int i = 0; i < len; i++)
@@ -339,9 +257,10 @@ prepare_rows (void *ctx_, int y0, int y1)
   for (int y = y0; y < y1; y++)
     {
       const uint8_t *row = cudafx_row (q->src, y);
-      int votes = 0;
-      for (int x = 0; x < q->width; x++)
-        votes += is_voting (q, row, x);
+      int votes = q->width;
+      if (!q->everyone_votes)
+        for (int x = votes = 0; x < q->width; x++)
+          votes += is_voting (q, row, x);
       q->row_votes[y] = votes;
       if (q->plane[0])
         {
@@ -365,11 +284,11 @@ nearest_block (const float *px, const float *py, const float *pz, int len,
     }
   for (int j = 0; j < k; j++)
     {
-      float cx = centre[j][0], cy = centre[j][1], cz = centre[j][2];
+      /* a local copy: no aliasing with best_d, so the loop vectorises */
+      const float c[3] = { centre[j][0], centre[j][1], centre[j][2] };
       for (int i = 0; i < len; i++)
         {
-          float dx = px[i] - cx, dy = py[i] - cy, dz = pz[i] - cz;
-          float d = dx * dx + dy * dy + dz * dz;
+          float d = quantize_distance (px[i], py[i], pz[i], c);
           int better = d < best_d[i];
           best_d[i] = better ? d : best_d[i];
           best_k[i] = better ? j : best_k[i];
@@ -401,7 +320,7 @@ for_blocks (quantize_ctx *q, int y0, int y1, block_fn fn)
             for (int c = 0; c < q->fs.dims; c++)
               f[c] = buf[c];
           }
-        nearest_block (f[0], f[1], f[2], len, (const float (*)[3]) q->centre, q->k, best_d, best_k);
+        nearest_block (f[0], f[1], f[2], len, q->centre, q->k, best_d, best_k);
         fn (q, y, x0, len, f, best_k);
       }
 }
@@ -410,7 +329,7 @@ static void
 accumulate_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
                   const int32_t *best_k)
 {
-  accumulator *acc = &q->acc[omp_get_thread_num ()];
+  quantize_sums *acc = &q->acc[omp_get_thread_num ()];
   const uint8_t *row = cudafx_row (q->src, y);
   for (int i = 0; i < len; i++)
     {
@@ -448,14 +367,14 @@ write_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
       if (dst->type == CUDAFX_U8)
         {
           for (int c = 0; c < dims; c++)
-            drow[at + c] = q->pal_u8[j][c];
+            drow[at + c] = q->pal.u8[j][c];
           if (src->has_alpha)
             drow[at + ch - 1] = srow[at + ch - 1];
         }
       else
         {
           for (int c = 0; c < dims; c++)
-            ((float *) drow)[at + c] = q->pal_f32[j][c];
+            ((float *) drow)[at + c] = q->pal.f32[j][c];
           if (src->has_alpha)
             ((float *) drow)[at + ch - 1] = ((const float *) srow)[at + ch - 1];
         }
@@ -579,7 +498,7 @@ round_div (int64_t sum, int64_t count)
 
 /* Moves every centre with pixels to their rounded mean; returns whether one moved. */
 static int
-update_centres (const accumulator *acc, int k, int dims, int32_t (*centres)[3])
+update_centres (const quantize_sums *acc, int k, int dims, int32_t (*centres)[3])
 {
   int moved = 0;
   for (int j = 0; j < k; j++)
@@ -597,7 +516,7 @@ update_centres (const accumulator *acc, int k, int dims, int32_t (*centres)[3])
  * sample's squared error, summed in double in sample order. */
 static double
 refine_on_sample (const sample_set *smp, int k, int iterations, int32_t (*centres)[3],
-                  accumulator *acc)
+                  quantize_sums *acc)
 {
   float centre_f[CUDAFX_MAX_COLORS][3], best_d[BLOCK];
   int32_t best_k[BLOCK];
@@ -641,10 +560,10 @@ attempts_for (int k)
 /* Starting centres for the full image: the best (lowest sample error, the
  * first on ties) of ATTEMPTS seedings, each refined on the sample. Attempts
  * are independent (attempt a draws from state seed + a * 2^32), so they run
- * in parallel; work holds 3 * n doubles and acc one accumulator per attempt. */
+ * in parallel; work holds 3 * n doubles and acc one quantize_sums per attempt. */
 static int
 starting_centres (const sample_set *smp, int k, uint32_t seed, int threads, int64_t *work,
-                  accumulator *acc, int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found)
+                  quantize_sums *acc, int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found)
 {
   double error[ATTEMPTS];
   int attempts = attempts_for (k);
@@ -704,7 +623,7 @@ add_unsampled_colours (const quantize_ctx *q, int32_t (*centres)[3], int found, 
 /* ---- the run ------------------------------------------------------------- */
 
 /* Rounds the centres to palette entries of the element type, drops
- * duplicates, and puts the entries' features in q->centre for the mapping. */
+ * duplicates, and makes the entries' features the centres of the mapping. */
 static int
 build_palette (quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palette *palette)
 {
@@ -731,22 +650,24 @@ build_palette (quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palet
         }
       int duplicate = 0;
       for (int e = 0; e < n && !duplicate; e++)
-        duplicate = u8 ? !memcmp (q->pal_u8[e], code, sizeof code)
-                       : !memcmp (q->pal_f32[e], stored, sizeof stored);
+        duplicate = u8 ? !memcmp (q->pal.u8[e], code, sizeof code)
+                       : !memcmp (q->pal.f32[e], stored, sizeof stored);
       if (duplicate)
         continue;
-      memcpy (q->pal_u8[n], code, sizeof code);
-      memcpy (q->pal_f32[n], stored, sizeof stored);
+      memcpy (q->pal.u8[n], code, sizeof code);
+      memcpy (q->pal.f32[n], stored, sizeof stored);
       for (int c = 0; c < 3; c++)
         q->pal_value[n][c] = c < dims ? v[c] : 0.0f;
       features_of (&q->fs, v, u8 ? code : NULL, f);
       for (int c = 0; c < 3; c++)
-        q->centre[n][c] = c < dims ? f[c] : 0.0f;
+        q->pal.centre[n][c] = c < dims ? f[c] : 0.0f;
       if (palette)
         for (int c = 0; c < 3; c++)
           palette->entries[n][c] = c >= dims ? 0.0 : u8 ? code[c] : (double) stored[c] * 255.0;
       n++;
     }
+  q->pal.k = q->k = n;
+  q->centre = (const float (*)[3]) q->pal.centre;
   return n;
 }
 
@@ -790,14 +711,14 @@ dither_image (quantize_ctx *q, const cudafx_options *o)
               read_pixel (src, row, x, dims, v, code);
               for (int c = 0; c < dims; c++)
                 {
-                  float e = sanitize (v[c]) + cur[3 * x + c];
+                  float e = quantize_sanitize (v[c]) + cur[3 * x + c];
                   v[c] = e < lo[c] ? lo[c] : e > hi[c] ? hi[c] : e;
                 }
               features_of (&q->fs, v, NULL, f);
             }
           else
             compute_features (q, y, x, 1, fp);
-          nearest_block (&f[0], &f[1], &f[2], 1, (const float (*)[3]) q->centre, q->k, &d, &j);
+          nearest_block (&f[0], &f[1], &f[2], 1, q->centre, q->k, &d, &j);
           write_block (q, y, x, 1, (const float *const *) fp, &j);
           if (!voting)
             continue;
@@ -847,10 +768,35 @@ take_sample (const quantize_ctx *q, uint64_t n_vote, sample_set *smp)
     }
 }
 
+/* Sums of one assignment pass over the image for q->centre, into q->acc[0]. */
 static cudafx_status
-quantize_cpu (void *job_, const cudafx_options *o)
+assign_pass (quantize_ctx *q, quantize_device *gpu, const cudafx_options *o, double from,
+             double to)
 {
-  const quantize_job *job = job_;
+  if (gpu)
+    {
+      cudafx_status s = cudafx_quantize_cuda_assign (gpu, q->centre, q->k, &q->acc[0]);
+      return s ? s : cudafx_progress (o, to);
+    }
+  int threads = cudafx_thread_count (o), dims = q->fs.dims;
+  memset (q->acc, 0, (size_t) threads * sizeof (quantize_sums));
+  cudafx_status s = cudafx_parallel_rows (q->src->height, assign_rows, q, o, from, to);
+  for (int t = 1; t < threads && !s; t++)
+    for (int j = 0; j < q->k; j++)
+      {
+        for (int c = 0; c < dims; c++)
+          q->acc[0].sums[j][c] += q->acc[t].sums[j][c];
+        q->acc[0].counts[j] += q->acc[t].counts[j];
+      }
+  return s;
+}
+
+/* One run on either backend: sampling, seeding, the palette and Floyd–
+ * Steinberg on the host; the passes over every pixel (assignment sums and
+ * the mapping) by the CPU's threads, or on the device when on_gpu. */
+static cudafx_status
+quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
+{
   const cudafx_image *src = job->src;
   const cudafx_quantize_params *p = job->p;
   int dims = src->channels - src->has_alpha, h = src->height;
@@ -860,6 +806,7 @@ quantize_cpu (void *job_, const cudafx_options *o)
   float *sample_planes = NULL;
   int64_t *work = NULL;
   int32_t (*attempt)[CUDAFX_MAX_COLORS][3] = NULL;
+  quantize_device *gpu = NULL;
   quantize_ctx *q = calloc (1, sizeof *q);
   if (!q)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory");
@@ -875,14 +822,15 @@ quantize_cpu (void *job_, const cudafx_options *o)
       goto done;
     }
   /* Oklab features cost cube roots: computed once. RGB ones are recomputed
-   * from the pixels in every pass, cheaper than reading a cache. */
-  int cache = q->fs.oklab;
+   * from the pixels in every pass, cheaper than reading a cache. The device
+   * keeps its own. */
+  int cache = q->fs.oklab && !on_gpu;
   for (int c = 0; c < dims && cache; c++)
     if (!(q->plane[c] = malloc (n * sizeof (float))))
       cache = 0;
   q->row_votes = malloc ((size_t) h * sizeof (int));
-  q->acc = malloc ((size_t) (threads > ATTEMPTS ? threads : ATTEMPTS) * sizeof (accumulator));
-  if (cache != q->fs.oklab || !q->row_votes || !q->acc)
+  q->acc = malloc ((size_t) (threads > ATTEMPTS ? threads : ATTEMPTS) * sizeof (quantize_sums));
+  if (cache != (q->fs.oklab && !on_gpu) || !q->row_votes || !q->acc)
     {
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for %zu pixels", n);
       goto done;
@@ -901,6 +849,9 @@ quantize_cpu (void *job_, const cudafx_options *o)
         q->row_votes[y] = q->width;
       n_vote = n;
     }
+  /* the device loads the image while the host seeds */
+  if (on_gpu && (s = cudafx_quantize_cuda_open (src, &q->fs, q->everyone_votes, o, &gpu)))
+    goto done;
 
   int count = n_vote < SAMPLE_MAX ? (int) n_vote : SAMPLE_MAX;
   sample_planes = calloc ((size_t) count * 3, sizeof *sample_planes);
@@ -923,37 +874,33 @@ quantize_cpu (void *job_, const cudafx_options *o)
     q->k = add_unsampled_colours (q, centres, q->k, p->colors);
   for (int j = 0; j < q->k; j++)
     for (int c = 0; c < 3; c++)
-      q->centre[j][c] = (float) centres[j][c];
+      q->lloyd[j][c] = (float) centres[j][c];
+  q->centre = (const float (*)[3]) q->lloyd;
 
   /* Assignments stop changing exactly when an update leaves every centre
    * where it was: the next assignment would repeat this one. */
   int iterations = 0, moved = 1;
   for (int it = 1; it <= p->max_iterations && moved; it++)
     {
-      memset (q->acc, 0, (size_t) threads * sizeof (accumulator));
       double from = 0.1 + 0.8 * (it - 1) / p->max_iterations;
       double to = 0.1 + 0.8 * it / p->max_iterations;
-      if ((s = cudafx_parallel_rows (h, assign_rows, q, o, from, to)))
+      if ((s = assign_pass (q, gpu, o, from, to)))
         goto done;
-      for (int t = 1; t < threads; t++)
-        for (int j = 0; j < q->k; j++)
-          {
-            for (int c = 0; c < dims; c++)
-              q->acc[0].sums[j][c] += q->acc[t].sums[j][c];
-            q->acc[0].counts[j] += q->acc[t].counts[j];
-          }
       iterations = it;
       moved = update_centres (&q->acc[0], q->k, dims, centres);
       for (int j = 0; j < q->k; j++)
         for (int c = 0; c < dims; c++)
-          q->centre[j][c] = (float) centres[j][c];
+          q->lloyd[j][c] = (float) centres[j][c];
     }
 
   if (job->palette)
     memset (job->palette, 0, sizeof *job->palette);
   q->k = build_palette (q, (const int32_t (*)[3]) centres, q->k, job->palette);
+  /* Floyd–Steinberg stays on the host for both backends: see the header. */
   if (p->dither == CUDAFX_DITHER_FLOYD_STEINBERG)
     s = dither_image (q, o);
+  else if (gpu)
+    s = cudafx_quantize_cuda_map (gpu, &q->pal, q->dst);
   else
     s = cudafx_parallel_rows (h, map_rows, q, o, 0.9, 1.0);
   if (!s && job->palette)
@@ -964,6 +911,8 @@ quantize_cpu (void *job_, const cudafx_options *o)
     }
 
 done:
+  if (gpu)
+    cudafx_quantize_cuda_close (gpu);
   free (sample_planes);
   free (work);
   free (attempt);
@@ -973,6 +922,18 @@ done:
   free (q->acc);
   free (q);
   return s;
+}
+
+static cudafx_status
+quantize_cpu (void *job, const cudafx_options *o)
+{
+  return quantize_run (job, o, 0);
+}
+
+static cudafx_status
+quantize_cuda (void *job, const cudafx_options *o)
+{
+  return quantize_run (job, o, 1);
 }
 
 void
@@ -1005,5 +966,5 @@ cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quanti
       (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "seed", (double) p->seed)))
     return s;
   quantize_job job = { src, dst, p, palette };
-  return cudafx_dispatch (FILTER, quantize_cpu, NULL, &job, o);
+  return cudafx_dispatch (FILTER, quantize_cpu, cudafx_unverified_cuda (quantize_cuda), &job, o);
 }

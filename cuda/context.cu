@@ -55,8 +55,8 @@ cudafx_cuda_probe (char *name, size_t name_size, char *why, size_t why_size)
 
 /* CUDAFX_CUDA_FAIL=alloc|launch|stripeN makes the named step fail, so tests
  * can prove the CPU fallback and the forced-cuda error path. */
-static int
-inject (const char *point)
+int
+cfx_inject (const char *point)
 {
   const char *env = getenv ("CUDAFX_CUDA_FAIL");
   return env && !strcmp (env, point);
@@ -74,7 +74,7 @@ cfx_check (cudaError_t err, const char *filter, const char *what)
 cudafx_status
 cfx_check_launch (const char *filter, const char *kernel)
 {
-  if (inject ("launch"))
+  if (cfx_inject ("launch"))
     return cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA launch of %s failed: injected fault", filter, kernel);
   return cfx_check (cudaGetLastError (), filter, kernel);
 }
@@ -83,15 +83,20 @@ cfx_check_launch (const char *filter, const char *kernel)
 
 /* Grow-only device buffers kept across calls; freed and reallocated only when
  * a call needs more. Guarded by gpu_lock. */
-enum { SLOT_SRC, SLOT_DST, SLOT_SCRATCH, N_SLOTS };
-static void      *slot_ptr[N_SLOTS];
-static size_t     slot_size[N_SLOTS];
+static void      *slot_ptr[CFX_N_SLOTS];
+static size_t     slot_size[CFX_N_SLOTS];
 static std::mutex gpu_lock;
 
-static void
-release_slots ()
+std::unique_lock<std::mutex>
+cfx_lock ()
 {
-  for (int i = 0; i < N_SLOTS; i++)
+  return std::unique_lock<std::mutex> (gpu_lock);
+}
+
+void
+cfx_release_buffers ()
+{
+  for (int i = 0; i < CFX_N_SLOTS; i++)
     {
       cudaFree (slot_ptr[i]);
       slot_ptr[i] = NULL;
@@ -99,12 +104,12 @@ release_slots ()
     }
 }
 
-static cudafx_status
-slot_get (int slot, size_t bytes, void **out, const char *filter)
+cudafx_status
+cfx_buffer (cfx_slot slot, size_t bytes, void **out, const char *filter)
 {
   if (bytes == 0)
     bytes = 1;
-  if (inject ("alloc"))
+  if (cfx_inject ("alloc"))
     return cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA allocation of %zu bytes failed: injected fault",
                         filter, bytes);
   if (slot_size[slot] < bytes)
@@ -124,13 +129,13 @@ slot_get (int slot, size_t bytes, void **out, const char *filter)
 /* Bytes a call may hold on the device: free memory (plus what the cache
  * already holds) less a margin, capped by CUDAFX_CUDA_MEM_LIMIT (bytes, with
  * an optional K, M or G suffix). */
-static size_t
-memory_budget ()
+size_t
+cfx_memory_budget ()
 {
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo (&free_b, &total_b) != cudaSuccess)
     free_b = 0;
-  for (int i = 0; i < N_SLOTS; i++)
+  for (int i = 0; i < CFX_N_SLOTS; i++)
     free_b += slot_size[i];
   size_t budget = free_b / 10 * 9;
   const char *env = getenv ("CUDAFX_CUDA_MEM_LIMIT");
@@ -187,14 +192,14 @@ cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
                  cudafx_border border, size_t scratch_row_bytes, cfx_stripe_fn fn, void *ctx,
                  const cudafx_options *o)
 {
-  std::lock_guard<std::mutex> guard (gpu_lock);
+  std::unique_lock<std::mutex> guard = cfx_lock ();
   cudafx_status s = cfx_check (cudaSetDevice (0), filter, "device selection");
   if (s)
     return s;
 
   size_t row_bytes = (size_t) src->width * src->channels * cudafx_type_size (src->type);
   size_t pitch = (row_bytes + 255) / 256 * 256; /* aligned rows for coalesced access */
-  size_t budget = memory_budget ();
+  size_t budget = cfx_memory_budget ();
   /* Per output row: one input row, one output row, scratch; plus 2*halo rows once. */
   size_t per_row = 2 * pitch + scratch_row_bytes;
   size_t fixed = 2 * (size_t) halo * (pitch + scratch_row_bytes);
@@ -209,12 +214,12 @@ cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
 
   unsigned char *d_src, *d_dst;
   void *d_scratch = NULL;
-  if ((s = slot_get (SLOT_SRC, pitch * (rows + 2 * (size_t) halo), (void **) &d_src, filter)) ||
-      (s = slot_get (SLOT_DST, pitch * rows, (void **) &d_dst, filter)) ||
+  if ((s = cfx_buffer (CFX_SLOT_SRC, pitch * (rows + 2 * (size_t) halo), (void **) &d_src, filter)) ||
+      (s = cfx_buffer (CFX_SLOT_DST, pitch * rows, (void **) &d_dst, filter)) ||
       (scratch_row_bytes &&
-       (s = slot_get (SLOT_SCRATCH, scratch_row_bytes * (rows + 2 * (size_t) halo), &d_scratch, filter))))
+       (s = cfx_buffer (CFX_SLOT_SCRATCH, scratch_row_bytes * (rows + 2 * (size_t) halo), &d_scratch, filter))))
     {
-      release_slots ();
+      cfx_release_buffers ();
       return s;
     }
 
@@ -234,7 +239,7 @@ cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
     {
       char point[32];
       snprintf (point, sizeof point, "stripe%d", i);
-      if (inject (point))
+      if (cfx_inject (point))
         return cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA stripe %d failed: injected fault", filter, i);
       int y0 = i * rows;
       int n = y0 + rows <= src->height ? rows : src->height - y0;
@@ -257,7 +262,7 @@ cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
           (s = cudafx_progress (o, (double) (y0 + n) / src->height)))
         {
           if (s == CUDAFX_ERR_CUDA)
-            release_slots (); /* after a fault, start the next call from clean buffers */
+            cfx_release_buffers (); /* after a fault, start the next call from clean buffers */
           return s;
         }
       if (report)

@@ -11,6 +11,7 @@
 #include "cudafx_cuda.h"
 
 #include <cuda_runtime.h>
+#include <mutex>
 
 /* Turns a CUDA error into CUDAFX_ERR_CUDA with "filter: what: reason". */
 cudafx_status cfx_check (cudaError_t err, const char *filter, const char *what);
@@ -43,5 +44,18 @@ cudafx_status cfx_run_stripes (const char *filter, const cudafx_image *src, cuda
                                int halo, cudafx_border border, size_t scratch_row_bytes,
                                cfx_stripe_fn fn, void *ctx, const cudafx_options *o);
 
+/* The pieces cfx_run_stripes is made of, for filters whose passes do not fit
+ * it (k-means visits the whole image once per iteration). Hold cfx_lock
+ * around every use of the others. */
+std::unique_lock<std::mutex> cfx_lock ();
+/* Grow-only device buffers kept across calls (dialog previews call often). */
+enum cfx_slot { CFX_SLOT_SRC, CFX_SLOT_DST, CFX_SLOT_SCRATCH, CFX_N_SLOTS };
+cudafx_status cfx_buffer (cfx_slot slot, size_t bytes, void **out, const char *filter);
+/* After a CUDA fault: the next call starts from fresh buffers. */
+void cfx_release_buffers ();
+/* Bytes a call may hold on the device (CUDAFX_CUDA_MEM_LIMIT caps it). */
+size_t cfx_memory_budget ();
+/* 1 when CUDAFX_CUDA_FAIL names this point (alloc, launch, stripeN). */
+int cfx_inject (const char *point);
 
 #endif /* CUDAFX_CONTEXT_CUH */

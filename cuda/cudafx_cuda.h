@@ -6,6 +6,7 @@
 
 #include "../core/cudafx.h"
 #include "../core/convolve.h"
+#include "../core/quantize.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,6 +30,22 @@ cudafx_status cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst, i
 cudafx_status cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst,
                                     const convolve_plan *plan, cudafx_border border,
                                     const cudafx_options *o);
+
+/* K-means passes over one image on the device; core/quantize.c drives them
+ * with the arithmetic of core/quantize.h. open holds the process-wide GPU
+ * lock until close; the image is loaded (features computed) once when it
+ * fits the device-memory budget, else every pass streams it in stripes. */
+typedef struct quantize_device quantize_device;
+cudafx_status cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
+                                         int everyone_votes, const cudafx_options *o,
+                                         quantize_device **out);
+/* Integer sums and counts of the voting pixels by nearest of centre[0..k-1]. */
+cudafx_status cudafx_quantize_cuda_assign (quantize_device *q, const float (*centre)[3], int k,
+                                           quantize_sums *sums);
+/* Every pixel of dst becomes its nearest palette entry; alpha is copied. */
+cudafx_status cudafx_quantize_cuda_map (quantize_device *q, const quantize_palette *pal,
+                                        cudafx_image *dst);
+void cudafx_quantize_cuda_close (quantize_device *q);
 
 #ifdef __cplusplus
 }

@@ -34,3 +34,28 @@ cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst, int patch_radiu
 {
   return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "nl-means: built without CUDA");
 }
+
+cudafx_status
+cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space, int everyone_votes,
+                           const cudafx_options *o, quantize_device **out)
+{
+  *out = NULL;
+  return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "quantize: built without CUDA");
+}
+
+cudafx_status
+cudafx_quantize_cuda_assign (quantize_device *q, const float (*centre)[3], int k, quantize_sums *sums)
+{
+  return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "quantize: built without CUDA");
+}
+
+cudafx_status
+cudafx_quantize_cuda_map (quantize_device *q, const quantize_palette *pal, cudafx_image *dst)
+{
+  return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "quantize: built without CUDA");
+}
+
+void
+cudafx_quantize_cuda_close (quantize_device *q)
+{
+}

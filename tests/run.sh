@@ -30,7 +30,7 @@ if [ "$mode" = gpu ]; then
   # Also the CUDA paths not yet verified on a GPU: this run is what verifies them.
   export CUDAFX_CUDA_UNVERIFIED=1
   # Filters with a CUDA path, their accuracy tests against the CUDA backend.
-  gpu_tests="median convolve nlmeans gpu_"
+  gpu_tests="median convolve nlmeans quantize gpu_"
   suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck; do

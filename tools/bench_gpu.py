@@ -66,6 +66,28 @@ def torch_ms(f, runs):
     return median_of(once, runs)
 
 
+def torch_kmeans(t_pix, k, iterations):
+    """The straightforward PyTorch k-means: cdist, argmin, index_add."""
+    import torch
+    g = torch.Generator(device=t_pix.device).manual_seed(0)
+    centres = t_pix[torch.randint(0, t_pix.shape[0], (k,), device=t_pix.device, generator=g)]
+    ones = torch.ones(t_pix.shape[0], device=t_pix.device)
+    for _ in range(iterations):
+        label = torch.cdist(t_pix, centres).argmin(1)
+        sums = torch.zeros_like(centres).index_add_(0, label, t_pix)
+        counts = torch.zeros(k, device=t_pix.device).index_add_(0, label, ones)
+        centres = sums / counts.clamp(min=1)[:, None]
+    return centres
+
+
+def cv2_kmeans_ms(pix, k, iterations):
+    """cv2.kmeans on the CPU, k-means++ seeding, one attempt, the same iterations."""
+    cv2.setNumThreads(os.cpu_count())
+    t = time.perf_counter()
+    cv2.kmeans(pix, k, None, (cv2.TERM_CRITERIA_MAX_ITER, iterations, 0), 1, cv2.KMEANS_PP_CENTERS)
+    return (time.perf_counter() - t) * 1e3
+
+
 def npp_times(img):
     """Runs build/bench_npp (if built) on the image; {workload: ms}."""
     exe = os.path.join(ROOT, "build", "bench_npp")
@@ -87,7 +109,7 @@ def npp_times(img):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=15)
-    ap.add_argument("--skip-opencv", action="store_true", help="skip the slow OpenCV nl-means peer")
+    ap.add_argument("--skip-opencv", action="store_true", help="skip the slow OpenCV peers (nl-means, kmeans)")
     args = ap.parse_args()
     runs = args.runs
 
@@ -166,6 +188,25 @@ def main():
     add("nl-means 1 MP preview, 7x7/21x21", lambda: eng.nlmeans(crop, automatic=False, h=10.0, patch_radius=3,
                                                                 search_radius=10, backend="cuda")[:2], [])
 
+    # Colour quantize (rgb, as the peers): k-means with exactly the peers'
+    # 10 iterations at most (cudafx stops earlier when no centre moves: the
+    # table says how many ran), and Floyd-Steinberg mapping (on the host).
+    t_pix = torch.from_numpy(img.reshape(-1, 3).astype(np.float32)).cuda()
+    pix = img.reshape(-1, 3).astype(np.float32)
+    iterations = {}
+
+    def quantize(k, dither=0):
+        out = eng.quantize(img, colors=k, color_space=1, dither=dither, max_iterations=10, backend="cuda")
+        iterations[(k, dither)] = out[2].iterations
+        return out
+
+    for k in (16, 256):
+        peers = [("torch cdist+argmin+index_add", lambda k=k: torch_ms(lambda: torch_kmeans(t_pix, k, 10), 3))]
+        if not args.skip_opencv:
+            peers.append(("cv2.kmeans %d CPU threads" % os.cpu_count(), lambda k=k: cv2_kmeans_ms(pix, k, 10)))
+        add("quantize K=%d 10 it" % k, lambda k=k: quantize(k), peers)
+    add("quantize K=16 + F-S dither", lambda: quantize(16, 1), [])
+
     # Whole call vs the bare copy it cannot avoid (pageable host memory, like the engine's).
     def bare_copy():
         t = time.perf_counter()
@@ -186,6 +227,10 @@ def main():
         ptxt = ", ".join("%s %s" % (p, ("%.3f (%.1fx)" % (ms, ms / k) if k > 0 else "%.3f" % ms)
                                    if isinstance(ms, float) else ms) for p, ms in peers)
         print("%-28s %10.3f %10.2f %7.2f  %s" % (name, k, w, w / copy_ms, ptxt))
+    for (k, dither), n in sorted(iterations.items()):
+        print("quantize K=%d%s: %d k-means iterations run" % (k, " dither" if dither else "", n))
+    print("quantize: kernel ms covers the device passes; sampling, k-means++ seeding, the palette and "
+          "Floyd-Steinberg run on the host and show in call ms only")
 
 
 if __name__ == "__main__":

@@ -33,9 +33,20 @@ run_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_options *
   return cudafx_convolve (src, dst, &p, o);
 }
 
+static cudafx_status
+run_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
+{
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.colors = 16;
+  p.max_iterations = 8;
+  return cudafx_quantize (src, dst, &p, o, NULL);
+}
+
 static const struct { const char *name; run_fn run; } gpu_filters[] = {
   { "median", run_median },
   { "convolve", run_convolve },
+  { "quantize", run_quantize },
 };
 
 /* Runs every GPU filter on a random image with `backend`, and checks the
