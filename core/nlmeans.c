@@ -23,7 +23,9 @@
  *
  * Noise sigma: Immerkaer's Laplacian-difference operator (1996), made robust
  * with the median absolute value instead of the mean: per colour channel
- * sigma_c = median |L * I_c| / (6 * 0.6745) over interior pixels, combined as
+ * sigma_c = median |L * I_c| / (6 * 0.6745) over interior pixels whose 3x3
+ * neighbourhood holds no clipped value (0 or 255: clipping hides noise, so
+ * dark skies and blown highlights would pull the estimate down), combined as
  * sqrt (mean sigma_c^2).
  *
  * Work is split into tiles of at most TILE_H x TILE_W pixels with a halo of
@@ -399,6 +401,14 @@ nlmeans_cuda (void *job_, const cudafx_options *o)
                               job->dist_scale, job->dist_offset, o);
 }
 
+/* Whether one of the three values from v on is clipped to the range's ends. */
+static inline int
+clipped (const float *v)
+{
+  return v[0] <= 0.0f || v[0] >= 255.0f || v[1] <= 0.0f || v[1] >= 255.0f || v[2] <= 0.0f
+         || v[2] >= 255.0f;
+}
+
 /* Robust noise sigma of the colour channels, 0..255 scale (see header). */
 static cudafx_status
 estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, double *sigma)
@@ -435,6 +445,10 @@ estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, d
           load_row (src, y + 1, c, 0, W, r2);
           for (int x = 1; x < W - 1; x++)
             {
+              /* Clipped values carry less noise than sigma (dark or
+               * blown-out areas): leave their neighbourhoods out. */
+              if (clipped (r0 + x - 1) || clipped (r1 + x - 1) || clipped (r2 + x - 1))
+                continue;
               /* Immerkaer's mask [1 -2 1; -2 4 -2; 1 -2 1]: the difference of
                * two Laplacians, blind to linear ramps. */
               float l = (r0[x - 1] + r0[x + 1] + r2[x - 1] + r2[x + 1])
@@ -446,9 +460,12 @@ estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, d
   }
 
   double sum_sq = 0.0;
-  uint64_t count = (uint64_t) (W - 2) * (H - 2);
   for (int c = 0; c < colours; c++)
     {
+      uint64_t count = 0;
+      for (int t = 0; t < threads; t++)
+        for (int b = 0; b < NOISE_BINS; b++)
+          count += hist[((size_t) t * colours + c) * NOISE_BINS + b];
       /* Median of |l| with linear interpolation inside its bin; bin b
        * holds [b - 1/2, b + 1/2) / NOISE_BINS_PER_UNIT, so integer
        * residuals (u8 data) sit at bin centres and all zeros give 0. */

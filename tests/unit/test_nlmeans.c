@@ -215,6 +215,15 @@ TEST (nlmeans_estimator)
       CHECK (fabs (info.sigma - 20) < 1.0, "%s noise 20: sigma %g", type ? "f32" : "u8", info.sigma);
       CHECK (info.patch_radius == 1 && info.search_radius == 10 && fabs (info.h - 0.55 * info.sigma) < 1e-9,
              "colour sigma 20: P %d S %d h %g", info.patch_radius, info.search_radius, info.h);
+      /* A dark left half, clipped at 0 (noise there is mostly cut off), must
+       * not pull the estimate down. */
+      for (int y = 0; y < 150; y++)
+        for (int x = 0; x < 100; x++)
+          for (int c = 0; c < 3; c++)
+            harness_set (&img, x, y, c, fmax (0, harness_get (&img, x, y, c) - 123));
+      CHECK (cudafx_nlmeans_estimate (&img, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
+      CHECK (fabs (info.sigma - 20) < 1.5, "%s noise 20, half clipped: sigma %g",
+             type ? "f32" : "u8", info.sigma);
       harness_image_free (&img);
     }
   cudafx_image tiny = harness_image_new (2, 2, 1, 0, CUDAFX_U8, 0);
