@@ -184,15 +184,20 @@ def speed(engine, repeats):
 
 
 def save_crop(engine, path):
-    """Clean | noisy sigma 30 | --auto, a 160x160 crop of astronaut (flat
-    background, edges of the suit and helmet), side by side."""
+    """Clean | noisy sigma 30 | --auto on two 128x128 crops of astronaut
+    (flat background and the shuttle's edges; the face and helmet), one row
+    each."""
     clean = cv2.imread(os.path.join(ROOT, "tests", "data", "astronaut.png"))
     noisy = noisy_copy(clean, 30, seed=30000)
     ours, _, _ = engine.nlmeans(noisy, automatic=True)
-    y, x, n = 20, 300, 160
-    panels = [im[y:y + n, x:x + n] for im in (clean, noisy, ours)]
-    gap = np.full((n, 4, 3), 255, np.uint8)
-    cv2.imwrite(path, np.hstack([panels[0], gap, panels[1], gap, panels[2]]))
+    n, gap = 128, 4
+    rows = []
+    for y, x in ((30, 320), (80, 170)):
+        panels = [im[y:y + n, x:x + n] for im in (clean, noisy, ours)]
+        white = np.full((n, gap, 3), 255, np.uint8)
+        rows.append(np.hstack([panels[0], white, panels[1], white, panels[2]]))
+    white = np.full((gap, rows[0].shape[1], 3), 255, np.uint8)
+    cv2.imwrite(path, np.vstack([rows[0], white, rows[1]]))
     print(f"wrote {path}: clean | sigma 30 | --auto")
 
 
