@@ -174,6 +174,8 @@ typedef struct {
   double h;
   int    patch_radius;
   int    search_radius;
+  double patch_sigma;    /* std dev of the Gaussian patch weights (pixels); 0: flat patch */
+  int    centre_max;     /* the centre pixel weighs as its most similar neighbour, else 1 */
 } cudafx_nlmeans_info;
 
 void          cudafx_nlmeans_params_init (cudafx_nlmeans_params *p);

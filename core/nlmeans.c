@@ -4,26 +4,41 @@
  * denoising", CVPR 2005; parameters and weight of "Non-Local Means Denoising",
  * IPOL 2011) in the fast formulation of Darbon, Cunha, Chan, Osher, Jensen
  * (ISBI 2008): loop over the search offsets o; for each, the squared
- * difference image summed over the colour channels is box-filtered over the
- * patch (horizontal shifted sums, vertical running sums), so the cost does not
- * grow with the patch area. o and -o share one distance image, d(p, p+o) =
- * d(p+o, p), so only half the offsets are computed and each distance row
- * feeds two output rows.
+ * difference image summed over the colour channels is filtered over the patch
+ * (separable weights g, horizontal then vertical), so the cost per offset
+ * grows with the patch side, not its area. o and -o share one distance
+ * image, d(p, p+o) = d(p+o, p), so only half the offsets are computed and
+ * each distance row feeds two output rows.
  *
- * Output at pixel p, over offsets o in the (2S+1)^2 search window:
- *   u(p) = sum_o w(p,o) I(p+o) / sum_o w(p,o)
- *   d2(p,o) = 1/(n (2P+1)^2) sum_{|k|<=P} sum_{c<n} (I_c(p+k) - I_c(p+o+k))^2
+ * Output at pixel p, over offsets o != 0 in the (2S+1)^2 search window:
+ *   u(p) = (sum_o w(p,o) I(p+o) + w_c(p) I(p)) / (sum_o w(p,o) + w_c(p))
+ *   d2(p,o) = 1/(n G^2) sum_{|i|,|j|<=P} g_i g_j sum_{c<n} (I_c(p+k) - I_c(p+o+k))^2,
+ *             k = (j, i), G = sum_j g_j
  *   w(p,o)  = exp (-max (d2 - 2 s^2, 0) / h^2)
+ *   w_c(p)  = max_o w(p,o) when centre_max (1 if that is 0), else 1
  * on the 0..255 scale (f32 data is scaled by 255), n colour channels, all
  * colour channels sharing one weight, borders clamped (edge pixels
- * replicated), the centre (o = 0) weighing 1. In manual mode s = 0, so h
- * means what it means for OpenCV's fastNlMeansDenoising; in automatic mode s
- * is the estimated noise sigma and h, P, S follow the IPOL table. Alpha is
- * copied unchanged.
+ * replicated). g is flat (all 1) or Gaussian, g_j = exp (-j^2 / 2a^2) (as in
+ * Buades et al. 2005). In manual mode g is flat, the centre weighs 1 and
+ * s = 0, so h means what it means for OpenCV's fastNlMeansDenoising; in
+ * automatic mode s is the estimated noise sigma and the rest comes from
+ * choose_params below. Alpha is copied unchanged.
+ *
+ * Order of the arithmetic, which cuda/nlmeans.cu follows so that its
+ * distances and weights are the same floats (no fused multiply-adds on
+ * either side): e = ((d_0^2 + d_1^2) + d_2^2) ... over the channels from 0;
+ * horizontal h(x) = g_0 e(x-P) + g_1 e(x-P+1) + ... + g_2P e(x+P), summed
+ * left to right; vertical d = g_0 h(y-P) + ... + g_2P h(y+P), top to bottom;
+ * weight nlmeans_exp_neg (d * dist_scale - dist_offset) (core/nlmeans.h).
+ * Only the order in which the weighted values are summed over the offsets
+ * differs between the two (here by half-window rows, there in raster order
+ * over the window); the centre term is added last on both.
  *
  * Noise sigma: Immerkaer's Laplacian-difference operator (1996), made robust
  * with the median absolute value instead of the mean: per colour channel
- * sigma_c = median |L * I_c| / (6 * 0.6745) over interior pixels, combined as
+ * sigma_c = median |L * I_c| / (6 * 0.6745) over interior pixels whose 3x3
+ * neighbourhood holds no clipped value (0 or 255: clipping hides noise, so
+ * dark skies and blown highlights would pull the estimate down), combined as
  * sqrt (mean sigma_c^2).
  *
  * Work is split into tiles of at most TILE_H x TILE_W pixels with a halo of
@@ -34,6 +49,7 @@
  * cuda/nlmeans.cu is the GPU path; the noise estimate and the parameter
  * choice stay here, on the CPU, for both. */
 #include "engine.h"
+#include "nlmeans.h"
 #include "../cuda/cudafx_cuda.h"
 
 #include <math.h>
@@ -50,21 +66,18 @@
 typedef struct {
   const cudafx_image *src;
   cudafx_image       *dst;
-  int                 colours;  /* colour channels: channels minus alpha */
-  int                 patch_radius, search_radius;
-  float               dist_scale;  /* 1 / (n (2P+1)^2 h^2) */
-  float               dist_offset; /* 2 s^2 / h^2 */
+  int                 colours; /* colour channels: channels minus alpha */
+  nlmeans_plan        plan;
 } nlmeans_job;
 
 /* One thread's buffers, sized for the largest tile. */
 typedef struct {
   float *planes;  /* colour planes of the tile plus halo, 0..255 scale */
-  float *acc;     /* colours + 1 planes (weight last) of tile_h x tile_w */
+  float *acc;     /* colours + 2 planes of tile_h x tile_w: weighted sums,
+                     sum of weights, largest weight */
   float *erow;    /* squared differences of one row */
-  float *ring;    /* 2P+2 horizontally box-filtered rows */
-  float *colsum;  /* patch distance sums of the current row */
+  float *ring;    /* 2P+1 rows of horizontal patch sums */
   float *wrow;    /* weights of the current row */
-  float *zeros;   /* a row of zeros: the box sums before the first row */
 } nlmeans_work;
 
 static int
@@ -89,26 +102,6 @@ load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
       else
         out[i] = ((const float *) row)[(size_t) x * ch + c] * 255.0f;
     }
-}
-
-/* exp (-max (x, 0)), relative error below 1e-5, written so that gcc
- * vectorises the loops calling it: the clamp works on the float's bits (an
- * integer max/min, monotonic for floats; a float compare would stop gcc's
- * if-conversion), then exp (-x) = 2^-k exp (-g), k the integer nearest
- * x / ln 2, |g| <= ln 2 / 2, exp (-g) by its Taylor series to degree 6. */
-static inline float
-exp_neg (float x)
-{
-  union { float f; int32_t i; } u = { .f = x };
-  u.i = u.i > 0 ? u.i : 0;                   /* negatives and -NaN to +0 */
-  u.i = u.i < 0x42ae0000 ? u.i : 0x42ae0000; /* 87.0f: 2^-k stays normal */
-  x = u.f;
-  int k = (int) (x * 1.44269504f + 0.5f);
-  float g = x - (float) k * 0.693147182f;
-  float p = 1.0f + g * (-1.0f + g * (0.5f + g * (-1.0f / 6 + g * (1.0f / 24 + g * (-1.0f / 120
-                                                                                   + g * (1.0f / 720))))));
-  union { int32_t i; float f; } scale = { .i = (127 - k) << 23 };
-  return p * scale.f;
 }
 
 /* The row kernels below are written for a constant channel count n or
@@ -145,52 +138,76 @@ diff_row (float *e, const float *a, size_t plane, ptrdiff_t shift, int ew, int n
     }
 }
 
-/* One row down: the new row's squared differences e are box-filtered over
- * 2P+1 columns into hnew, the patch column sums move from the row hold left
- * behind to hnew, and the weights of the patch distances go to w; x < dw. */
+/* hrow[x] = sum_j g[j] e[x + j], j = 0 .. 2P in that order; x < dw. */
 ALWAYS_INLINE void
-slide_row_p (const float *restrict e, float *restrict hnew, const float *restrict hold,
-             float *restrict colsum, float *restrict w, int dw, float scale, float offset,
+patch_row_p (const float *restrict e, float *restrict hrow, const float *restrict g, int dw,
              const int P)
 {
   for (int x = 0; x < dw; x++)
     {
-      float h = e[x];
+      float h = g[0] * e[x];
       for (int j = 1; j <= 2 * P; j++)
-        h += e[x + j];
-      hnew[x] = h;
-      float c = (colsum[x] - hold[x]) + h;
-      colsum[x] = c;
-      w[x] = exp_neg (c * scale - offset);
+        h += g[j] * e[x + j];
+      hrow[x] = h;
     }
+}
+
+/* The patch distances of one row from the 2P+1 rows hrows[0 .. 2P] of
+ * horizontal sums (top to bottom), d = sum_i g[i] hrows[i][x] in that order,
+ * and their weights w[x]; x < dw. */
+ALWAYS_INLINE void
+weight_row_p (const float *const *hrows, const float *restrict g, float *restrict w, int dw,
+              float scale, float offset, const int P)
+{
+  for (int x = 0; x < dw; x++)
+    {
+      float d = g[0] * hrows[0][x];
+      for (int i = 1; i <= 2 * P; i++)
+        d += g[i] * hrows[i][x];
+      w[x] = nlmeans_exp_neg (d * scale - offset);
+    }
+}
+
+#define SWITCH_PATCH(P, call)                                                                 \
+  switch (P)                                                                                  \
+    {                                                                                         \
+    case 1:  call (1); break;                                                                 \
+    case 2:  call (2); break;                                                                 \
+    case 3:  call (3); break;                                                                 \
+    case 4:  call (4); break;                                                                 \
+    default: call (5); break;                                                                 \
+    }
+
+static void
+patch_row (const float *e, float *hrow, const float *g, int dw, int P)
+{
+#define CALL(p) patch_row_p (e, hrow, g, dw, p)
+  SWITCH_PATCH (P, CALL)
+#undef CALL
 }
 
 static void
-slide_row (const float *e, float *hnew, const float *hold, float *colsum, float *w,
-           int dw, float scale, float offset, int P)
+weight_row (const float *const *hrows, const float *g, float *w, int dw, float scale,
+            float offset, int P)
 {
-  switch (P)
-    {
-    case 1:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 1); break;
-    case 2:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 2); break;
-    case 3:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 3); break;
-    case 4:  slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 4); break;
-    default: slide_row_p (e, hnew, hold, colsum, w, dw, scale, offset, 5); break;
-    }
+#define CALL(p) weight_row_p (hrows, g, w, dw, scale, offset, p)
+  SWITCH_PATCH (P, CALL)
+#undef CALL
 }
 
-/* acc_c[x] += w[x] nb_c[x] for the n colour planes, and the weight plane
- * acc_n[x] += w[x]; x < tw. */
+/* acc_c[x] += w[x] nb_c[x] for the n colour planes, the weight plane
+ * acc_n[x] += w[x] and the largest weight acc_n+1[x]; x < tw. */
 ALWAYS_INLINE void
 accumulate_n (float *restrict acc, size_t tplane, const float *restrict w,
               const float *restrict nb, size_t plane, int tw, const int n)
 {
   for (int x = 0; x < tw; x++)
     {
-      float wx = w[x];
+      float wx = w[x], m = acc[(n + 1) * tplane + x];
       for (int c = 0; c < n; c++)
         acc[c * tplane + x] += wx * nb[c * plane + x];
       acc[n * tplane + x] += wx;
+      acc[(n + 1) * tplane + x] = wx > m ? wx : m;
     }
 }
 
@@ -210,11 +227,13 @@ accumulate (float *acc, size_t tplane, const float *w, const float *nb, size_t p
 static void
 nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, int y1)
 {
-  const int P = job->patch_radius, S = job->search_radius, R = S + P;
+  const nlmeans_plan *plan = &job->plan;
+  const int P = plan->patch_radius, S = plan->search_radius, R = S + P;
   const int n = job->colours, tw = x1 - x0, th = y1 - y0;
   const int pw = tw + 2 * R, ph = th + 2 * R;
   const size_t plane = (size_t) pw * ph, tplane = (size_t) tw * th;
-  const float scale = job->dist_scale, offset = job->dist_offset;
+  const float scale = plan->dist_scale, offset = plan->dist_offset;
+  const float *g = plan->patch_weights;
 
   /* planes[c] at (row i, column j) is I_c (y0 - R + i, x0 - R + j). */
   for (int c = 0; c < n; c++)
@@ -225,13 +244,8 @@ nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, 
         load_row (job->src, y, c, x0 - R, pw, wk->planes + c * plane + (size_t) i * pw);
       }
 
-  /* The centre pixel, weight 1. */
-  for (int c = 0; c < n; c++)
-    for (int i = 0; i < th; i++)
-      memcpy (wk->acc + c * tplane + (size_t) i * tw,
-              wk->planes + c * plane + (size_t) (i + R) * pw + R, tw * sizeof (float));
-  for (size_t i = 0; i < tplane; i++)
-    wk->acc[n * tplane + i] = 1.0f;
+  /* Sums and the largest weight start at 0; the centre comes last. */
+  memset (wk->acc, 0, (n + 2) * tplane * sizeof (float));
 
   /* Half of the search window: dy > 0, or dy = 0 and dx > 0. */
   for (int dy = 0; dy <= S; dy++)
@@ -243,27 +257,26 @@ nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, 
         const int lo = dx > 0 ? -dx : 0, dw = tw + abs (dx);
 
         /* Tile row q's squared differences start at column lo - P of plane
-         * row q + R; its box sums go to ring slot q mod 2P+2, so the slot of
-         * row q - 2P - 1, leaving the patch, is still intact. */
-        const int ring_n = 2 * P + 2, first = -dy - P;
+         * row q + R; its horizontal sums go to ring slot q mod 2P+1, which
+         * then holds rows q - 2P .. q: the patch rows of distance row q - P. */
+        const int ring_n = 2 * P + 1, first = -dy - P;
         const ptrdiff_t shift = (ptrdiff_t) dy * pw + dx;
+        const float *hrows[2 * NLMEANS_MAX_PATCH_RADIUS + 1];
         float *w = wk->wrow;
-        for (int x = 0; x < dw; x++)
-          wk->colsum[x] = 0.0f;
         for (int q = first; q < th + P; q++)
           {
             const float *a = wk->planes + (size_t) (q + R) * pw + (lo - P + R);
             diff_row (wk->erow, a, plane, shift, dw + 2 * P, n);
-            float *hnew = wk->ring + (size_t) ((q - first) % ring_n) * dw;
-            const float *hold = q - first < 2 * P + 1
-              ? wk->zeros : wk->ring + (size_t) ((q - first - 2 * P - 1) % ring_n) * dw;
-            slide_row (wk->erow, hnew, hold, wk->colsum, w, dw, scale, offset, P);
+            patch_row (wk->erow, wk->ring + (size_t) ((q - first) % ring_n) * dw, g, dw, P);
+            if (q - first < 2 * P)
+              continue;
+            for (int i = 0; i < ring_n; i++)
+              hrows[i] = wk->ring + (size_t) ((q - first - 2 * P + i) % ring_n) * dw;
+            weight_row (hrows, g, w, dw, scale, offset, P);
 
             /* Weights of distance row r feed output row r through +o and
              * output row r + dy through -o. */
             const int r = q - P;
-            if (r < -dy)
-              continue;
             if (r >= 0)
               accumulate (wk->acc + (size_t) r * tw, tplane, w - lo,
                           wk->planes + (size_t) (r + dy + R) * pw + R + dx, plane, tw, n);
@@ -273,35 +286,40 @@ nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, 
           }
       }
 
-  /* Normalise and store; alpha is copied. */
+  /* The centre, normalise and store; alpha is copied. */
   const cudafx_image *src = job->src;
   cudafx_image *dst = job->dst;
   const int ch = src->channels;
   for (int i = 0; i < th; i++)
     {
       const float *ws = wk->acc + n * tplane + (size_t) i * tw;
+      const float *wmax = wk->acc + (n + 1) * tplane + (size_t) i * tw;
       const uint8_t *srow = cudafx_row (src, y0 + i);
       uint8_t *drow = cudafx_row (dst, y0 + i);
       for (int c = 0; c < ch; c++)
         {
           const float *acc = wk->acc + c * tplane + (size_t) i * tw;
+          const float *centre = wk->planes + c * plane + (size_t) (i + R) * pw + R;
           for (int x = 0; x < tw; x++)
             {
               size_t e = (size_t) (x0 + x) * ch + c;
-              if (src->type == CUDAFX_U8)
+              float wc = nlmeans_centre_weight (plan->centre_max, wmax[x]);
+              if (c >= n)
                 {
-                  if (c >= n)
+                  if (src->type == CUDAFX_U8)
                     drow[e] = srow[e];
                   else
-                    {
-                      float v = acc[x] / ws[x];
-                      v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
-                      drow[e] = (uint8_t) (v + 0.5f);
-                    }
+                    ((float *) drow)[e] = ((const float *) srow)[e];
+                  continue;
+                }
+              float v = (acc[x] + wc * centre[x]) / (ws[x] + wc);
+              if (src->type == CUDAFX_U8)
+                {
+                  v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+                  drow[e] = (uint8_t) (v + 0.5f);
                 }
               else
-                ((float *) drow)[e] = c >= n ? ((const float *) srow)[e]
-                                             : acc[x] / ws[x] / 255.0f;
+                ((float *) drow)[e] = v / 255.0f;
             }
         }
     }
@@ -314,9 +332,7 @@ work_free (nlmeans_work *wk)
   free (wk->acc);
   free (wk->erow);
   free (wk->ring);
-  free (wk->colsum);
   free (wk->wrow);
-  free (wk->zeros);
 }
 
 static cudafx_status
@@ -327,18 +343,16 @@ work_alloc (nlmeans_work *wk, int colours, int tile_w, int tile_h, int P, int S)
   memset (wk, 0, sizeof *wk);
   if (size_mul (pw, ph, &planes) || size_mul (planes, colours, &planes) ||
       size_mul (planes, sizeof (float), &planes) ||
-      size_mul ((size_t) tile_w, tile_h, &acc) || size_mul (acc, colours + 1, &acc) ||
+      size_mul ((size_t) tile_w, tile_h, &acc) || size_mul (acc, colours + 2, &acc) ||
       size_mul (acc, sizeof (float), &acc) ||
-      size_mul (row, 2 * (size_t) P + 2, &ring) || size_mul (ring, sizeof (float), &ring))
+      size_mul (row, 2 * (size_t) P + 1, &ring) || size_mul (ring, sizeof (float), &ring))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
   wk->planes = malloc (planes);
   wk->acc = malloc (acc);
   wk->erow = malloc (row * sizeof (float));
   wk->ring = malloc (ring);
-  wk->colsum = malloc (row * sizeof (float));
   wk->wrow = malloc (row * sizeof (float));
-  wk->zeros = calloc (row, sizeof (float));
-  if (!wk->planes || !wk->acc || !wk->erow || !wk->ring || !wk->colsum || !wk->wrow || !wk->zeros)
+  if (!wk->planes || !wk->acc || !wk->erow || !wk->ring || !wk->wrow)
     {
       work_free (wk);
       return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for %dx%d tiles",
@@ -366,7 +380,7 @@ nlmeans_cpu (void *job_, const cudafx_options *o)
   int allocated = 0;
   for (; allocated < threads && !s; allocated++)
     s = work_alloc (&work[allocated], job->colours, tile_w, tile_h,
-                    job->patch_radius, job->search_radius);
+                    job->plan.patch_radius, job->plan.search_radius);
 
   /* Batches of tiles between progress reports, so cancel answers quickly. */
   const int batch = 2 * threads;
@@ -395,8 +409,15 @@ static cudafx_status
 nlmeans_cuda (void *job_, const cudafx_options *o)
 {
   const nlmeans_job *job = job_;
-  return cudafx_nlmeans_cuda (job->src, job->dst, job->patch_radius, job->search_radius,
-                              job->dist_scale, job->dist_offset, o);
+  return cudafx_nlmeans_cuda (job->src, job->dst, &job->plan, o);
+}
+
+/* Whether one of the three values from v on is clipped to the range's ends. */
+static inline int
+clipped (const float *v)
+{
+  return v[0] <= 0.0f || v[0] >= 255.0f || v[1] <= 0.0f || v[1] >= 255.0f || v[2] <= 0.0f
+         || v[2] >= 255.0f;
 }
 
 /* Robust noise sigma of the colour channels, 0..255 scale (see header). */
@@ -435,6 +456,10 @@ estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, d
           load_row (src, y + 1, c, 0, W, r2);
           for (int x = 1; x < W - 1; x++)
             {
+              /* Clipped values carry less noise than sigma (dark or
+               * blown-out areas): leave their neighbourhoods out. */
+              if (clipped (r0 + x - 1) || clipped (r1 + x - 1) || clipped (r2 + x - 1))
+                continue;
               /* Immerkaer's mask [1 -2 1; -2 4 -2; 1 -2 1]: the difference of
                * two Laplacians, blind to linear ramps. */
               float l = (r0[x - 1] + r0[x + 1] + r2[x - 1] + r2[x + 1])
@@ -446,9 +471,12 @@ estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, d
   }
 
   double sum_sq = 0.0;
-  uint64_t count = (uint64_t) (W - 2) * (H - 2);
   for (int c = 0; c < colours; c++)
     {
+      uint64_t count = 0;
+      for (int t = 0; t < threads; t++)
+        for (int b = 0; b < NOISE_BINS; b++)
+          count += hist[((size_t) t * colours + c) * NOISE_BINS + b];
       /* Median of |l| with linear interpolation inside its bin; bin b
        * holds [b - 1/2, b + 1/2) / NOISE_BINS_PER_UNIT, so integer
        * residuals (u8 data) sit at bin centres and all zeros give 0. */
@@ -478,13 +506,17 @@ out:
   return s;
 }
 
-/* Parameters for noise sigma: Buades, Coll, Morel, IPOL 2011, tables 1 and 2
- * (search 35x35 is radius 17). */
+/* Parameters for noise sigma. Grey: Buades, Coll, Morel, IPOL 2011, table 1
+ * (search 35x35 is radius 17). Colour: IPOL's table 2 up to sigma 15; above,
+ * measured on the colour photos of tests/data (tests/quality, README):
+ * 5x5 patches with Gaussian weights (std dev 1.5), the centre weighing as
+ * its most similar neighbour and a 21x21 search beat IPOL's 5x5 flat
+ * patches, centre 1 and 35x35 search by 0.3 dB at sigma 30, 0.5 dB at 50. */
 static void
 choose_params (double sigma, int colours, cudafx_nlmeans_info *info)
 {
-  int P, S;
-  double k;
+  int P, S, centre_max = 0;
+  double k, patch_sigma = 0.0;
   if (colours == 1)
     {
       if (sigma <= 15)      { P = 1; S = 10; k = 0.40; }
@@ -493,17 +525,44 @@ choose_params (double sigma, int colours, cudafx_nlmeans_info *info)
       else if (sigma <= 75) { P = 4; S = 17; k = 0.35; }
       else                  { P = 5; S = 17; k = 0.30; }
     }
+  else if (sigma <= 15)
+    {
+      P = 1; S = 10; k = 0.55;
+    }
   else
     {
-      if (sigma <= 25)      { P = 1; S = 10; k = 0.55; }
-      else if (sigma <= 55) { P = 2; S = 17; k = 0.40; }
-      else                  { P = 3; S = 17; k = 0.35; }
+      P = 2; S = 10; k = sigma <= 30 ? 0.55 : 0.50;
+      patch_sigma = 1.5;
+      centre_max = 1;
     }
   double h = k * sigma;
   info->sigma = sigma;
   info->h = h < 0.1 ? 0.1 : h > 100 ? 100 : h;
   info->patch_radius = P;
   info->search_radius = S;
+  info->patch_sigma = patch_sigma;
+  info->centre_max = centre_max;
+}
+
+/* The plan of a run with the parameters in used; s the noise sigma
+ * subtracted from the distances (0 in manual mode). */
+static void
+make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan *plan)
+{
+  const int P = used->patch_radius;
+  double sum = 0.0;
+  memset (plan, 0, sizeof *plan);
+  plan->patch_radius = P;
+  plan->search_radius = used->search_radius;
+  for (int j = 0; j <= 2 * P; j++)
+    {
+      double a = used->patch_sigma;
+      plan->patch_weights[j] = a > 0 ? (float) exp (-(j - P) * (j - P) / (2 * a * a)) : 1.0f;
+      sum += plan->patch_weights[j];
+    }
+  plan->dist_scale = (float) (1.0 / (colours * sum * sum * used->h * used->h));
+  plan->dist_offset = (float) (2.0 * s * s / (used->h * used->h));
+  plan->centre_max = used->centre_max;
 }
 
 static int
@@ -569,14 +628,12 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
       used.h = p->h;
       used.patch_radius = p->patch_radius;
       used.search_radius = p->search_radius;
+      used.patch_sigma = 0.0;
+      used.centre_max = 0;
     }
 
-  const double patch = 2.0 * used.patch_radius + 1.0;
-  nlmeans_job job = {
-    src, dst, colours, used.patch_radius, used.search_radius,
-    (float) (1.0 / (colours * patch * patch * used.h * used.h)),
-    (float) (2.0 * subtract * subtract / (used.h * used.h)),
-  };
+  nlmeans_job job = { .src = src, .dst = dst, .colours = colours };
+  make_plan (&used, colours, subtract, &job.plan);
   s = cudafx_dispatch ("nl-means", nlmeans_cpu, cudafx_unverified_cuda (nlmeans_cuda), &job, o);
   if (s == CUDAFX_OK && info)
     *info = used;

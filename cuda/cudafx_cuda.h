@@ -6,6 +6,7 @@
 
 #include "../core/cudafx.h"
 #include "../core/convolve.h"
+#include "../core/nlmeans.h"
 #include "../core/quantize.h"
 
 #ifdef __cplusplus
@@ -19,12 +20,9 @@ int cudafx_cuda_probe (char *name, size_t name_size, char *why, size_t why_size)
 /* Launchers: validated arguments in, status out (message via cudafx_fail). */
 cudafx_status cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst,
                                   const cudafx_median_params *p, const cudafx_options *o);
-/* NL-means with the parameters already chosen (core/nlmeans.c): weights
- * exp (-max (d * dist_scale - dist_offset, 0)), d the patch sum of squared
- * differences over the colour channels on the 0..255 scale. */
-cudafx_status cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst, int patch_radius,
-                                   int search_radius, float dist_scale, float dist_offset,
-                                   const cudafx_options *o);
+/* NL-means with the plan core/nlmeans.c made (its header: the formula). */
+cudafx_status cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst,
+                                   const nlmeans_plan *plan, const cudafx_options *o);
 
 /* plan from core/convolve.c; border for columns and the stripe's rows. */
 cudafx_status cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst,

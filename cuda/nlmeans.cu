@@ -1,22 +1,28 @@
 /* Non-local means on the GPU; core/nlmeans.c is the CPU reference and its
- * header gives the formula (Buades, Coll, Morel 2005; IPOL 2011 weights).
+ * header gives the formula (Buades, Coll, Morel 2005; IPOL 2011 weights) and
+ * the order of the arithmetic, which this file follows: with nvcc
+ * --fmad=false and no fused multiply-add below except in the weighted sums,
+ * the patch distances and weights are the same floats as the CPU's; only the
+ * order in which the weighted values are summed differs.
  *
  * Same fast formulation as the CPU (Darbon et al., ISBI 2008): the loop runs
- * over search offsets and each offset's squared-difference image is
- * box-filtered over the patch, so the cost per offset does not grow with the
- * patch area. One thread block owns a TILE_W x TILE_H tile of output pixels
- * and keeps the tile plus its halo (search + patch radius) as float colour
- * planes in shared memory, loaded once. Per offset o:
+ * over search offsets and each offset's squared-difference image is filtered
+ * over the patch with separable weights g (flat or Gaussian). One thread
+ * block owns a TILE_W x TILE_H tile of output pixels and keeps the tile plus
+ * its halo (search + patch radius) as float colour planes in shared memory,
+ * loaded once. Per offset o != 0:
  *   A. e = sum_c (I_c(q) - I_c(q+o))^2 for the tile plus the patch halo into
  *      shared memory; each thread keeps I_c(q) of its fixed positions in
  *      registers, so only the shifted pixel is read;
- *   B. horizontal sums of 2P+1 e values, each thread a run of RUN columns;
- *   C. vertical sums of 2P+1 of those, each thread one column and
- *      ROWS_PER_THREAD rows, the weight exp (-max (d2 / h^2 - 2 s^2 / h^2, 0))
- *      and the weighted sum, accumulated in registers across offsets.
- * Sums are explicit (no running sums), so their rounding does not drift.
- * The centre weighs 1; alpha is copied. Borders clamp: the stripe runner
- * makes up rows, the tile load clamps columns.
+ *   B. horizontal sums g_0 e(x-P) + ... + g_2P e(x+P), each thread a run of
+ *      RUN columns;
+ *   C. vertical sums g_0 h(y-P) + ... + g_2P h(y+P), each thread one column
+ *      and ROWS_PER_THREAD rows, the weight nlmeans_exp_neg (d * scale -
+ *      offset), the weighted sum, the sum of weights and the largest weight,
+ *      kept in registers across offsets.
+ * After the last offset the centre is added with weight 1 or the largest
+ * weight (plan.centre_max); alpha is copied. Borders clamp: the stripe
+ * runner makes up rows, the tile load clamps columns.
  *
  * The search window's rows are split into chunks (launches), the partial
  * sums kept in the stripe's scratch between them, so a long run reports
@@ -24,6 +30,7 @@
 #include "context.cuh"
 
 #include <math.h>
+#include <string.h>
 
 namespace {
 
@@ -49,8 +56,10 @@ struct nlm_args
 {
   int   search_radius, radius; /* S and S + P: the tile's halo */
   int   dy0, dy1;              /* search rows of this launch: dy0 <= dy < dy1 */
-  int   first, last;           /* start from the centre / normalise and store */
-  float scale, offset;         /* weight = 2^-max (d * scale - offset, 0), d the patch sum */
+  int   first, last;           /* start from zero sums / add the centre, normalise, store */
+  float scale, offset;         /* weight = nlmeans_exp_neg (d * scale - offset), d the patch sum */
+  int   centre_max;
+  float g[2 * NLMEANS_MAX_PATCH_RADIUS + 1]; /* patch weights */
 };
 
 template <int P, int N>
@@ -104,27 +113,25 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
   const int tx = tid & 31, row0 = (tid >> 5) * RPT;
   const int out_x = bx0 + tx;
   float *scratch = (float *) s.d_scratch;
-  const size_t scratch_row = (size_t) s.width * (N + 1);
-  float acc[RPT][N + 1];
+  const size_t scratch_row = (size_t) s.width * (N + 2);
+  /* acc[j]: weighted sums of the N channels, sum of weights, largest weight. */
+  float acc[RPT][N + 2];
 #pragma unroll
   for (int j = 0; j < RPT; j++)
     {
       int out_y = by0 + row0 + j;
       bool inside = out_x < s.width && out_y < s.rows;
 #pragma unroll
-      for (int ch = 0; ch < N; ch++)
-        acc[j][ch] = a.first ? img[ch * plane + (row0 + j + R) * IW + tx + R]
-                   : inside  ? scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x]
-                             : 0.0f;
-      acc[j][N] = a.first || !inside ? 1.0f
-                : scratch[(size_t) out_y * scratch_row + (size_t) N * s.width + out_x];
+      for (int ch = 0; ch < N + 2; ch++)
+        acc[j][ch] = !a.first && inside
+                   ? scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x] : 0.0f;
     }
 
   for (int dy = a.dy0; dy < a.dy1; dy++)
     for (int dx = -S; dx <= S; dx++)
       {
         if (dx == 0 && dy == 0)
-          continue; /* the centre, weight 1, is in acc already */
+          continue; /* the centre comes after the last offset */
         const int shift = dy * IW + dx;
 
         /* A: squared differences. E is free: pass B of the previous offset
@@ -140,7 +147,7 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
                 for (int ch = 0; ch < N; ch++)
                   {
                     float d = centre[k][ch] - img[ch * plane + base[k] + shift];
-                    e = __fmaf_rn (d, d, e);
+                    e += d * d; /* not fused: --fmad=false, as on the CPU */
                   }
                 E[idx + idx / G::W] = e; /* row idx / W at stride W + 1 */
               }
@@ -159,10 +166,10 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
 #pragma unroll
             for (int k = 0; k < RUN; k++)
               {
-                float h = e[k];
+                float h = a.g[0] * e[k];
 #pragma unroll
                 for (int j = 1; j <= 2 * P; j++)
-                  h += e[k + j];
+                  h += a.g[j] * e[k + j];
                 Hs[r * H_STRIDE + x0 + k] = h;
               }
           }
@@ -177,15 +184,16 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
 #pragma unroll
         for (int j = 0; j < RPT; j++)
           {
-            float d = hv[j];
+            float d = a.g[0] * hv[j];
 #pragma unroll
             for (int i = 1; i <= 2 * P; i++)
-              d += hv[j + i];
-            float w = exp2f (-fmaxf (d * a.scale - a.offset, 0.0f));
+              d += a.g[i] * hv[j + i];
+            float w = nlmeans_exp_neg (d * a.scale - a.offset);
 #pragma unroll
             for (int ch = 0; ch < N; ch++)
               acc[j][ch] = __fmaf_rn (w, nb[ch * plane + j * IW], acc[j][ch]);
             acc[j][N] += w;
+            acc[j][N + 1] = fmaxf (acc[j][N + 1], w);
           }
       }
 
@@ -199,33 +207,32 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
       if (!a.last)
         {
 #pragma unroll
-          for (int ch = 0; ch <= N; ch++)
+          for (int ch = 0; ch < N + 2; ch++)
             scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x] = acc[j][ch];
           continue;
         }
       const unsigned char *src = s.d_src + (size_t) (out_y + s.halo) * s.src_pitch;
       unsigned char *dst = s.d_dst + (size_t) out_y * s.dst_pitch;
       size_t e = (size_t) out_x * channels;
-      if (s.type == CUDAFX_U8)
-        {
+      const float wc = nlmeans_centre_weight (a.centre_max, acc[j][N + 1]);
+      const float ws = acc[j][N] + wc;
+      const float *centre_px = img + (row0 + j + R) * IW + tx + R;
 #pragma unroll
-          for (int ch = 0; ch < N; ch++)
+      for (int ch = 0; ch < N; ch++)
+        {
+          float v = (acc[j][ch] + wc * centre_px[ch * plane]) / ws;
+          if (s.type == CUDAFX_U8)
             {
-              float v = acc[j][ch] / acc[j][N];
               v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
               dst[e + ch] = (unsigned char) (v + 0.5f);
             }
-          if (channels > N)
-            dst[e + N] = src[e + N];
+          else
+            ((float *) dst)[e + ch] = v / 255.0f;
         }
-      else
-        {
-#pragma unroll
-          for (int ch = 0; ch < N; ch++)
-            ((float *) dst)[e + ch] = acc[j][ch] / acc[j][N] / 255.0f;
-          if (channels > N)
-            ((float *) dst)[e + N] = ((const float *) src)[e + N];
-        }
+      if (channels > N && s.type == CUDAFX_U8)
+        dst[e + N] = src[e + N];
+      else if (channels > N)
+        ((float *) dst)[e + N] = ((const float *) src)[e + N];
     }
 }
 
@@ -257,9 +264,9 @@ kernel_for (int P, int N)
 
 struct nlm_ctx
 {
-  int                    patch_radius, search_radius, colours;
-  float                  scale, offset; /* base 2, see nlm_args */
-  const cudafx_options  *o;
+  const nlmeans_plan   *plan;
+  int                   colours;
+  const cudafx_options *o;
 };
 
 size_t
@@ -273,7 +280,7 @@ cudafx_status
 nlmeans_stripe (void *ctx, const cfx_stripe *s)
 {
   const nlm_ctx *m = (const nlm_ctx *) ctx;
-  const int P = m->patch_radius, S = m->search_radius;
+  const int P = m->plan->patch_radius, S = m->plan->search_radius;
   nlm_kernel_fn kernel = kernel_for (P, m->colours);
   size_t shm = shared_bytes (P, S, m->colours);
   cudafx_status st = cfx_check (cudaFuncSetAttribute ((const void *) kernel,
@@ -298,7 +305,9 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   for (int i = 0; i < chunks; i++)
     {
       nlm_args a = { S, S + P, -S + rows * i / chunks, -S + rows * (i + 1) / chunks,
-                     i == 0, i == chunks - 1, m->scale, m->offset };
+                     i == 0, i == chunks - 1, m->plan->dist_scale, m->plan->dist_offset,
+                     m->plan->centre_max, {} };
+      memcpy (a.g, m->plan->patch_weights, sizeof a.g);
       kernel<<<grid, THREADS, shm, s->stream>>> (*s, a);
       if ((st = cfx_check_launch ("nl-means", "nlmeans_kernel")))
         return st;
@@ -314,15 +323,14 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
 } // namespace
 
 extern "C" cudafx_status
-cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst, int patch_radius, int search_radius,
-                     float dist_scale, float dist_offset, const cudafx_options *o)
+cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst, const nlmeans_plan *plan,
+                     const cudafx_options *o)
 {
   const int colours = src->channels - (src->has_alpha ? 1 : 0);
-  nlm_ctx m = { patch_radius, search_radius, colours,
-                (float) (dist_scale * M_LOG2E), (float) (dist_offset * M_LOG2E), o };
-  size_t scratch_row;
-  if (__builtin_mul_overflow ((size_t) src->width, sizeof (float) * (colours + 1), &scratch_row))
+  nlm_ctx m = { plan, colours, o };
+  size_t scratch_row; /* partial sums between launches: colours + 2 planes */
+  if (__builtin_mul_overflow ((size_t) src->width, sizeof (float) * (colours + 2), &scratch_row))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
-  return cfx_run_stripes ("nl-means", src, dst, search_radius + patch_radius, CUDAFX_BORDER_CLAMP,
-                          scratch_row, nlmeans_stripe, &m, o);
+  return cfx_run_stripes ("nl-means", src, dst, plan->search_radius + plan->patch_radius,
+                          CUDAFX_BORDER_CLAMP, scratch_row, nlmeans_stripe, &m, o);
 }

@@ -806,9 +806,11 @@ print_json (const cli_command *c, const cudafx_image *img, const cudafx_run_resu
       print_json_string (r->report.fallback);
     }
   if (c->filter_index == CUDAFX_FILTER_NLMEANS)
-    printf (", \"auto\": %s, \"sigma\": %.6g, \"h\": %.6g, \"patch_radius\": %d, \"search_radius\": %d",
+    printf (", \"auto\": %s, \"sigma\": %.6g, \"h\": %.6g, \"patch_radius\": %d, \"search_radius\": %d"
+            ", \"patch_sigma\": %.6g, \"centre_weight\": \"%s\"",
             arg_value (c, "auto") ? "true" : "false", r->nlmeans.sigma, r->nlmeans.h,
-            r->nlmeans.patch_radius, r->nlmeans.search_radius);
+            r->nlmeans.patch_radius, r->nlmeans.search_radius, r->nlmeans.patch_sigma,
+            r->nlmeans.centre_max ? "max" : "1");
   if (c->filter_index == CUDAFX_FILTER_QUANTIZE)
     {
       const cudafx_palette *p = &r->palette;

@@ -40,7 +40,7 @@ class NlmeansParams(C.Structure):
 
 class NlmeansInfo(C.Structure):
     _fields_ = [("sigma", C.c_double), ("h", C.c_double), ("patch_radius", C.c_int),
-                ("search_radius", C.c_int)]
+                ("search_radius", C.c_int), ("patch_sigma", C.c_double), ("centre_max", C.c_int)]
 
 
 class QuantizeParams(C.Structure):

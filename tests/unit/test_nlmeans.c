@@ -15,18 +15,42 @@ clamped (const cudafx_image *img, int x, int y, int c)
   return harness_get (img, x, y, c);
 }
 
-/* Expected value (0..255 scale) of channel c at (x, y); s is the sigma
- * subtracted in the weight (0 in manual mode). */
-static double
-oracle (const cudafx_image *img, int x, int y, int c, double h, int P, int S, double s)
+/* What a run computes with: the manual parameters, or what auto chose. */
+typedef struct {
+  double h;
+  int    P, S;
+  double s;           /* sigma subtracted in the weight (0 in manual mode) */
+  double patch_sigma; /* Gaussian patch weights' std dev, 0: flat */
+  int    centre_max;
+} nlm_ref;
+
+static nlm_ref
+ref_manual (double h, int P, int S)
 {
-  int n = img->channels - (img->has_alpha ? 1 : 0);
-  if (c >= n)
-    return harness_get (img, x, y, c);
-  double num = 0, den = 0;
+  return (nlm_ref) { h, P, S, 0, 0, 0 };
+}
+
+static nlm_ref
+ref_from_info (const cudafx_nlmeans_info *info)
+{
+  return (nlm_ref) { info->h, info->patch_radius, info->search_radius, info->sigma,
+                     info->patch_sigma, info->centre_max };
+}
+
+/* Expected values (0..255 scale) of all channels at (x, y) into out. */
+static void
+oracle (const cudafx_image *img, int x, int y, const nlm_ref *r, double *out)
+{
+  const int n = img->channels - (img->has_alpha ? 1 : 0), P = r->P, S = r->S;
+  double g[11], gsum = 0;
+  for (int k = -P; k <= P; k++)
+    gsum += g[k + P] = r->patch_sigma > 0 ? exp (-k * k / (2 * r->patch_sigma * r->patch_sigma)) : 1;
+  double num[4] = { 0 }, den = 0, wmax = 0;
   for (int dy = -S; dy <= S; dy++)
     for (int dx = -S; dx <= S; dx++)
       {
+        if (!dx && !dy)
+          continue;
         double d2 = 0;
         for (int ky = -P; ky <= P; ky++)
           for (int kx = -P; kx <= P; kx++)
@@ -34,34 +58,51 @@ oracle (const cudafx_image *img, int x, int y, int c, double h, int P, int S, do
               {
                 double a = clamped (img, x + kx, y + ky, k);
                 double b = clamped (img, x + dx + kx, y + dy + ky, k);
-                d2 += (a - b) * (a - b);
+                d2 += g[ky + P] * g[kx + P] * (a - b) * (a - b);
               }
-        d2 /= n * (2.0 * P + 1) * (2.0 * P + 1);
-        double w = exp (-fmax (d2 - 2 * s * s, 0) / (h * h));
-        num += w * clamped (img, x + dx, y + dy, c);
+        d2 /= n * gsum * gsum;
+        double w = exp (-fmax (d2 - 2 * r->s * r->s, 0) / (r->h * r->h));
+        for (int c = 0; c < n; c++)
+          num[c] += w * clamped (img, x + dx, y + dy, c);
         den += w;
+        wmax = fmax (wmax, w);
       }
-  return num / den;
+  double wc = r->centre_max && wmax > 0 ? wmax : 1;
+  for (int c = 0; c < img->channels; c++)
+    out[c] = c < n ? (num[c] + wc * harness_get (img, x, y, c)) / (den + wc)
+                   : harness_get (img, x, y, c);
 }
 
-/* Largest difference (0..255 scale) between dst and the oracle; alpha must
- * match exactly (counted as infinite otherwise). */
+/* Largest difference (0..255 scale) between dst and the oracle over the
+ * pixels with (3x + 7y) % every == 0; alpha must match exactly (counted as
+ * infinite otherwise). */
 static double
-oracle_diff (const cudafx_image *src, const cudafx_image *dst, double h, int P, int S, double s)
+oracle_diff_some (const cudafx_image *src, const cudafx_image *dst, const nlm_ref *r, int every)
 {
-  double m = 0;
+  double m = 0, want[4];
   int n = src->channels - (src->has_alpha ? 1 : 0);
   for (int y = 0; y < src->height; y++)
     for (int x = 0; x < src->width; x++)
-      for (int c = 0; c < src->channels; c++)
-        {
-          double d = fabs (harness_get (dst, x, y, c) - oracle (src, x, y, c, h, P, S, s));
-          if (c >= n && d != 0)
-            d = INFINITY;
-          if (!(d <= m))
-            m = isnan (d) ? INFINITY : d;
-        }
+      {
+        if ((3 * x + 7 * y) % every)
+          continue;
+        oracle (src, x, y, r, want);
+        for (int c = 0; c < src->channels; c++)
+          {
+            double d = fabs (harness_get (dst, x, y, c) - want[c]);
+            if (c >= n && d != 0)
+              d = INFINITY;
+            if (!(d <= m))
+              m = isnan (d) ? INFINITY : d;
+          }
+      }
   return m;
+}
+
+static double
+oracle_diff (const cudafx_image *src, const cudafx_image *dst, const nlm_ref *r)
+{
+  return oracle_diff_some (src, dst, r, 1);
 }
 
 /* Padding bytes after each row still hold the poison. */
@@ -118,7 +159,8 @@ TEST (nlmeans_matches_oracle)
           CHECK (s == CUDAFX_OK, "status %d: %s", s, cudafx_error_message ());
           if (s == CUDAFX_OK)
             {
-              double d = oracle_diff (&src, &dst, p.h, p.patch_radius, p.search_radius, 0);
+              nlm_ref r = ref_manual (p.h, p.patch_radius, p.search_radius);
+              double d = oracle_diff (&src, &dst, &r);
               CHECK (d <= 1.0, "%dx%d ch %d alpha %d %s h %g P %d S %d: off by %g", w, hgt, ch,
                      alpha, type ? "f32" : "u8", p.h, p.patch_radius, p.search_radius, d);
               CHECK (padding_intact (&dst), "padding written");
@@ -155,7 +197,8 @@ TEST (nlmeans_tiles_match_oracle_and_ignore_thread_count)
           if (t)
             CHECK (harness_max_diff (&ref, &dst) == 0, "threads %d differ from 1", threads[t]);
         }
-      double d = oracle_diff (&src, &ref, p.h, p.patch_radius, p.search_radius, 0);
+      nlm_ref r = ref_manual (p.h, p.patch_radius, p.search_radius);
+      double d = oracle_diff (&src, &ref, &r);
       CHECK (d <= 1.0, "%s: off by %g", type ? "f32" : "u8", d);
       harness_image_free (&src);
       harness_image_free (&ref);
@@ -213,8 +256,19 @@ TEST (nlmeans_estimator)
       fill_noisy_flat (&img, 20, &rng);
       CHECK (cudafx_nlmeans_estimate (&img, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
       CHECK (fabs (info.sigma - 20) < 1.0, "%s noise 20: sigma %g", type ? "f32" : "u8", info.sigma);
-      CHECK (info.patch_radius == 1 && info.search_radius == 10 && fabs (info.h - 0.55 * info.sigma) < 1e-9,
-             "colour sigma 20: P %d S %d h %g", info.patch_radius, info.search_radius, info.h);
+      CHECK (info.patch_radius == 2 && info.search_radius == 10 && fabs (info.h - 0.55 * info.sigma) < 1e-9
+             && info.patch_sigma == 1.5 && info.centre_max == 1,
+             "colour sigma 20: P %d S %d h %g patch sigma %g centre max %d", info.patch_radius,
+             info.search_radius, info.h, info.patch_sigma, info.centre_max);
+      /* A dark left half, clipped at 0 (noise there is mostly cut off), must
+       * not pull the estimate down. */
+      for (int y = 0; y < 150; y++)
+        for (int x = 0; x < 100; x++)
+          for (int c = 0; c < 3; c++)
+            harness_set (&img, x, y, c, fmax (0, harness_get (&img, x, y, c) - 123));
+      CHECK (cudafx_nlmeans_estimate (&img, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
+      CHECK (fabs (info.sigma - 20) < 1.5, "%s noise 20, half clipped: sigma %g",
+             type ? "f32" : "u8", info.sigma);
       harness_image_free (&img);
     }
   cudafx_image tiny = harness_image_new (2, 2, 1, 0, CUDAFX_U8, 0);
@@ -228,36 +282,80 @@ TEST (nlmeans_estimator)
 TEST (nlmeans_auto_fills_info_and_matches_oracle)
 {
   harness_rng rng = { 4242 };
-  static const struct { int channels, alpha, P, S; double k; } cases[] = {
-    { 2, 1, 2, 10, 0.40 }, /* grey, sigma 15..30 */
-    { 3, 0, 1, 10, 0.55 }, /* colour, sigma <= 25 */
+  static const struct { int channels, alpha; double noise; int P, S; double k, patch_sigma; int centre_max; } cases[] = {
+    { 2, 1, 20, 2, 10, 0.40, 0, 0 },   /* grey, sigma 15..30: IPOL */
+    { 3, 0, 10, 1, 10, 0.55, 0, 0 },   /* colour, sigma <= 15: IPOL */
+    { 3, 0, 20, 2, 10, 0.55, 1.5, 1 }, /* colour, sigma 15..30: Gaussian patch, centre max */
+    { 4, 1, 40, 2, 10, 0.50, 1.5, 1 }, /* colour, sigma > 30 */
   };
-  for (int i = 0; i < 2; i++)
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     {
       cudafx_image src = harness_image_new (26, 21, cases[i].channels, cases[i].alpha, CUDAFX_U8, 0);
       cudafx_image dst = harness_image_new (26, 21, cases[i].channels, cases[i].alpha, CUDAFX_U8, 0);
-      fill_noisy_flat (&src, 20, &rng);
+      fill_noisy_flat (&src, cases[i].noise, &rng);
       cudafx_nlmeans_params p = manual (10, 1, 1);
       p.automatic = 1;
       cudafx_nlmeans_info info = { 0 };
       cudafx_options o = harness_options ();
       o.threads = 2;
       CHECK (cudafx_nlmeans (&src, &dst, &p, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
-      CHECK (info.sigma > 15 && info.sigma < 25, "sigma %g", info.sigma);
+      CHECK (fabs (info.sigma - cases[i].noise) < 0.25 * cases[i].noise, "sigma %g", info.sigma);
       CHECK (info.patch_radius == cases[i].P && info.search_radius == cases[i].S &&
-             fabs (info.h - cases[i].k * info.sigma) < 1e-9,
-             "channels %d: P %d S %d h %g", cases[i].channels, info.patch_radius,
-             info.search_radius, info.h);
-      double d = oracle_diff (&src, &dst, info.h, info.patch_radius, info.search_radius, info.sigma);
-      CHECK (d <= 1.0, "channels %d: off by %g", cases[i].channels, d);
+             fabs (info.h - cases[i].k * info.sigma) < 1e-9 &&
+             info.patch_sigma == cases[i].patch_sigma && info.centre_max == cases[i].centre_max,
+             "case %zu: P %d S %d h %g patch sigma %g centre max %d", i, info.patch_radius,
+             info.search_radius, info.h, info.patch_sigma, info.centre_max);
+      nlm_ref r = ref_from_info (&info);
+      double d = oracle_diff (&src, &dst, &r);
+      CHECK (d <= 1.0, "case %zu: off by %g", i, d);
 
       /* Manual mode reports the estimate and its own parameters. */
       cudafx_nlmeans_info m = { 0 };
       p.automatic = 0;
       CHECK (cudafx_nlmeans (&src, &dst, &p, &o, &m) == CUDAFX_OK, "%s", cudafx_error_message ());
-      CHECK (m.sigma == info.sigma && m.h == 10 && m.patch_radius == 1 && m.search_radius == 1,
-             "manual info: sigma %g h %g P %d S %d", m.sigma, m.h, m.patch_radius, m.search_radius);
+      CHECK (m.sigma == info.sigma && m.h == 10 && m.patch_radius == 1 && m.search_radius == 1 &&
+             m.patch_sigma == 0 && m.centre_max == 0,
+             "manual info: sigma %g h %g P %d S %d patch sigma %g centre max %d", m.sigma, m.h,
+             m.patch_radius, m.search_radius, m.patch_sigma, m.centre_max);
       harness_image_free (&src);
+      harness_image_free (&dst);
+    }
+}
+
+/* Automatic mode's Gaussian patches and centre weight across tiles (256 x 64
+ * at most), any thread count, on u8 and f32, on a sample of the pixels. */
+TEST (nlmeans_auto_tiles_match_oracle)
+{
+  harness_rng rng = { 31337 };
+  for (int type = 0; type < 2; type++)
+    {
+      cudafx_image src = harness_image_new (290, 75, 3, 0, type, 4);
+      cudafx_image ref = harness_image_new (290, 75, 3, 0, type, 0);
+      cudafx_image dst = harness_image_new (290, 75, 3, 0, type, 0);
+      fill_noisy_flat (&src, 25, &rng);
+      for (int y = 0; y < 75; y++)
+        for (int x = 0; x < 290; x++)
+          for (int c = 0; c < 3; c++)
+            harness_set (&src, x, y, c, harness_get (&src, x, y, c) + 60 * sin (x / 11.0 + c) * cos (y / 6.0));
+      cudafx_nlmeans_params p = manual (10, 1, 1);
+      p.automatic = 1;
+      cudafx_nlmeans_info info = { 0 };
+      for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+        {
+          cudafx_options o = harness_options ();
+          o.threads = threads[t];
+          CHECK (cudafx_nlmeans (&src, t ? &dst : &ref, &p, &o, &info) == CUDAFX_OK, "%s",
+                 cudafx_error_message ());
+          if (t)
+            CHECK (harness_max_diff (&ref, &dst) == 0, "threads %d differ from 1", threads[t]);
+        }
+      CHECK (info.patch_sigma > 0 && info.centre_max, "auto chose P %d patch sigma %g centre max %d",
+             info.patch_radius, info.patch_sigma, info.centre_max);
+      nlm_ref r = ref_from_info (&info);
+      double d = oracle_diff_some (&src, &ref, &r, 11);
+      CHECK (d <= 1.0, "%s: off by %g", type ? "f32" : "u8", d);
+      harness_image_free (&src);
+      harness_image_free (&ref);
       harness_image_free (&dst);
     }
 }

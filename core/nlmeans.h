@@ -1,0 +1,58 @@
+/* NL-means plan: the parameters and the weight function both backends
+ * compute with (engine-internal; core/nlmeans.c makes the plan and is the
+ * reference, cuda/nlmeans.cu copies its arithmetic). See core/nlmeans.c's
+ * header for the formula and the order of the sums. */
+#ifndef CUDAFX_NLMEANS_H
+#define CUDAFX_NLMEANS_H
+
+#include "cudafx.h"
+
+#include <stdint.h>
+
+#define NLMEANS_MAX_PATCH_RADIUS 5
+
+#ifdef __CUDACC__
+#define NLMEANS_HOST_DEVICE __host__ __device__
+#else
+#define NLMEANS_HOST_DEVICE
+#endif
+
+typedef struct {
+  int   patch_radius, search_radius;
+  /* Separable patch weights g[0 .. 2P]: all 1 (flat) or a Gaussian. */
+  float patch_weights[2 * NLMEANS_MAX_PATCH_RADIUS + 1];
+  float dist_scale;  /* 1 / (n (sum g)^2 h^2), n colour channels */
+  float dist_offset; /* 2 s^2 / h^2 */
+  int   centre_max;  /* the centre weighs as its most similar neighbour (else 1) */
+} nlmeans_plan;
+
+/* exp (-max (x, 0)), relative error below 1e-5, the same bits on the CPU
+ * (gcc, -ffp-contract=off) and the GPU (nvcc --fmad=false): no fused
+ * multiply-adds, no library exp. Written so that gcc vectorises the loops
+ * calling it: the clamp works on the float's bits (an integer max/min,
+ * monotonic for floats; a float compare would stop gcc's if-conversion),
+ * then exp (-x) = 2^-k exp (-g), k the integer nearest x / ln 2,
+ * |g| <= ln 2 / 2, exp (-g) by its Taylor series to degree 6. */
+static inline NLMEANS_HOST_DEVICE float
+nlmeans_exp_neg (float x)
+{
+  union { float f; int32_t i; } u = { x };
+  u.i = u.i > 0 ? u.i : 0;                   /* negatives and -NaN to +0 */
+  u.i = u.i < 0x42ae0000 ? u.i : 0x42ae0000; /* 87.0f: 2^-k stays normal */
+  x = u.f;
+  int k = (int) (x * 1.44269504f + 0.5f);
+  float g = x - (float) k * 0.693147182f;
+  float p = 1.0f + g * (-1.0f + g * (0.5f + g * (-1.0f / 6 + g * (1.0f / 24 + g * (-1.0f / 120
+                                                                                   + g * (1.0f / 720))))));
+  union { int32_t i; float f; } scale = { (127 - k) << 23 };
+  return p * scale.f;
+}
+
+/* The centre's weight from the largest weight of the other offsets. */
+static inline NLMEANS_HOST_DEVICE float
+nlmeans_centre_weight (int centre_max, float max_weight)
+{
+  return centre_max && max_weight > 0.0f ? max_weight : 1.0f;
+}
+
+#endif /* CUDAFX_NLMEANS_H */
