@@ -132,6 +132,42 @@ check-asan:
 	  LDLIBS="-fsanitize=address,undefined -fopenmp -lm" build-asan/test-unit
 	ASAN_OPTIONS=detect_leaks=1 build-asan/test-unit
 
+# libFuzzer harnesses (tests/fuzz) under ASan+UBSan, built with clang: the
+# engine's entry points and the CLI's option parsing. `make fuzz` runs each
+# for FUZZ_SECONDS from the committed corpus (tests/fuzz/corpus/NAME, read
+# only); new inputs go to build-fuzz/corpus/NAME, crashes to build-fuzz/.
+# `make fuzz-replay` runs the committed corpus once (a regression test).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 120
+FUZZ_FLAGS   := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-omit-frame-pointer -Wno-psabi \
+                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_ENGINE  := $(CORE_SRCS) cuda/stub.c
+FUZZERS      := build-fuzz/fuzz-engine $(if $(CLI),build-fuzz/fuzz-cli)
+
+build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
+
+build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c tools/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
+
+.PHONY: fuzz fuzz-replay
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do name=$${f#build-fuzz/fuzz-}; mkdir -p build-fuzz/corpus/$$name; \
+	  dict=; test -f tests/fuzz/$$name.dict && dict=-dict=tests/fuzz/$$name.dict; \
+	  echo "== $$f for $(FUZZ_SECONDS) s"; \
+	  OMP_WAIT_POLICY=passive $$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -close_fd_mask=3 \
+	    -print_final_stats=1 $$dict -artifact_prefix=build-fuzz/$$name- \
+	    build-fuzz/corpus/$$name tests/fuzz/corpus/$$name \
+	    2>&1 | grep -E '^#[0-9]+.*(DONE|INITED)|^stat::(number_of_executed_units|peak_rss)|ERROR|SUMMARY|Test unit written'; \
+	  test -z "$$(ls build-fuzz/$$name-* 2>/dev/null)" || { echo "$$f found a crash: build-fuzz/$$name-*"; exit 1; }; \
+	done
+
+fuzz-replay: $(FUZZERS)
+	@for f in $(FUZZERS); do name=$${f#build-fuzz/fuzz-}; \
+	  $$f -close_fd_mask=3 -runs=0 tests/fuzz/corpus/$$name || exit 1; done
+
 # Benchmarks and quality scripts (never part of `make check`): Python with
 # OpenCV and numpy, Debian's python3-opencv on the CPU machine.
 PYTHON3    ?= /usr/bin/python3
@@ -186,7 +222,7 @@ install:
 	./install.sh
 
 clean:
-	rm -rf build build-asan build-gpu
+	rm -rf build build-asan build-gpu build-fuzz
 
 # The main job on a fresh Debian machine: dependencies, build, and the four
 # filters through the CLI on tests/data/astronaut.png, results in out/.
