@@ -126,11 +126,19 @@ bench-gpu: $(SHLIB)
 	-$(MAKE) --no-print-directory $(BUILD)/bench_npp
 	python3 tools/bench_gpu.py
 
+ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan CUDA=0 ARCHFLAGS= \
+  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+  LDLIBS="-fsanitize=address,undefined -fopenmp -lm"
+
 check-asan:
-	$(MAKE) BUILD=build-asan CUDA=0 ARCHFLAGS= \
-	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDLIBS="-fsanitize=address,undefined -fopenmp -lm" build-asan/test-unit
+	$(ASAN_MAKE) build-asan/test-unit
 	ASAN_OPTIONS=detect_leaks=1 build-asan/test-unit
+
+# The CLI under ASan+UBSan+LeakSanitizer on every filter and its error paths.
+.PHONY: check-lsan
+check-lsan:
+	@$(ASAN_MAKE) build-asan/cudafx
+	@tests/sanitize/cli.sh build-asan/cudafx
 
 # libFuzzer harnesses (tests/fuzz) under ASan+UBSan, built with clang: the
 # engine's entry points and the CLI's option parsing. `make fuzz` runs each
