@@ -90,9 +90,10 @@ $(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
 $(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
 
+# GPU tests also ask the CUDA runtime (cudaMemGetInfo) how much memory is free.
 $(BUILD)/tests-gpu/%.o: tests/gpu/%.c tests/unit/harness.h core/cudafx.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
 # The unit tests plus the CUDA-machinery tests, for the CUDA backend.
 $(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
@@ -115,6 +116,18 @@ check: all
 check-gpu: $(BUILD)/test-gpu
 	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "check-gpu needs nvcc"; exit 1; }
 	@tests/run.sh $(BUILD) gpu
+
+# Reliability of the CUDA backend (on the CUDA machine): device memory over
+# 1000 preview calls, injected faults on first calls and mid-run, a 100 MP
+# float image under a 256 MB device-memory cap, two processes at once.
+GPU_PYTHON ?= python3
+.PHONY: reliability-gpu
+reliability-gpu: $(SHLIB) $(BUILD)/test-gpu
+	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "reliability-gpu needs nvcc"; exit 1; }
+	CUDAFX_CUDA_UNVERIFIED=1 $(BUILD)/test-gpu device_memory_over_1000_previews
+	$(GPU_PYTHON) tests/reliability/gpu.py faults
+	$(GPU_PYTHON) tests/reliability/gpu.py concurrent
+	$(GPU_PYTHON) tests/reliability/gpu.py huge
 
 # GPU benchmark against CuPy, PyTorch and NPP (on the CUDA machine).
 NPP_LIBS ?= -lnppif -lnppig -lnppc
@@ -145,6 +158,8 @@ check-lsan:
 # for FUZZ_SECONDS from the committed corpus (tests/fuzz/corpus/NAME, read
 # only); new inputs go to build-fuzz/corpus/NAME, crashes to build-fuzz/.
 # `make fuzz-replay` runs the committed corpus once (a regression test).
+# The engine's fuzzer leaves out comparison tracing: in the filters' inner
+# loops it cost 5x the executions, and the harness decodes no magic values.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 120
 FUZZ_FLAGS   := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-omit-frame-pointer -Wno-psabi \
@@ -154,7 +169,7 @@ FUZZERS      := build-fuzz/fuzz-engine $(if $(CLI),build-fuzz/fuzz-cli)
 
 build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fno-sanitize-coverage=trace-cmp tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
 
 build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c tools/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
@@ -169,7 +184,9 @@ fuzz: $(FUZZERS)
 	    -print_final_stats=1 $$dict -artifact_prefix=build-fuzz/$$name- \
 	    build-fuzz/corpus/$$name tests/fuzz/corpus/$$name \
 	    2>&1 | grep -E '^#[0-9]+.*(DONE|INITED)|^stat::(number_of_executed_units|peak_rss)|ERROR|SUMMARY|Test unit written'; \
-	  test -z "$$(ls build-fuzz/$$name-* 2>/dev/null)" || { echo "$$f found a crash: build-fuzz/$$name-*"; exit 1; }; \
+	  found=$$(ls build-fuzz/$$name-crash-* build-fuzz/$$name-leak-* build-fuzz/$$name-timeout-* \
+	    build-fuzz/$$name-oom-* 2>/dev/null); \
+	  test -z "$$found" || { echo "$$f found:" $$found; exit 1; }; \
 	done
 
 fuzz-replay: $(FUZZERS)

@@ -31,9 +31,9 @@ if [ "$mode" = gpu ]; then
   export CUDAFX_CUDA_UNVERIFIED=1
   # Filters with a CUDA path, their accuracy tests against the CUDA backend.
   gpu_tests="median convolve nlmeans gpu_"
-  suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests
+  suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests device_memory_over_1000_previews
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck initcheck synccheck; do
     suite "compute-sanitizer $tool" "$sanitizer" --tool "$tool" --error-exitcode 9 \
       env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests
   done

@@ -4,8 +4,8 @@
 # the engine's extra memory beyond the source and destination images) and
 # time's peak resident set size, then fails if any filter's extra memory
 # exceeds LIMIT_MB (the bound: quantize's Oklab cache, at most 192 MiB, plus
-# per-thread row buffers). Needs build/libcudafx.so (make all), about 4 GB of memory
-# and, on two busy cores, about 10 minutes.
+# per-thread row buffers). Needs build/libcudafx.so (make all), about 4 GB
+# of memory and, on two busy cores, about 3 minutes.
 # Usage: tests/reliability/huge.sh [WIDTH HEIGHT [LIMIT_MB]]  (default 10000 10000 256)
 set -u
 cd "$(dirname "$0")/../.."
