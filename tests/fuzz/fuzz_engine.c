@@ -13,7 +13,8 @@
  *   - on an error other than cancel, the destination is untouched;
  *   - on success, the destination's row padding is untouched;
  *   - an error has a message, a success clears it and reports the CPU;
- *   - what a run reports (nl-means parameters, palette) is in range.
+ *   - what a run reports is in range: nl-means parameters, palette entries
+ *     (0..255 for u8, finite for f32).
  * Images are allocated to their last pixel, so ASan sees any read or write
  * past the rows. Built and run by `make fuzz`. */
 #include "../../core/cudafx.h"
@@ -62,14 +63,17 @@ take_raw_double (fuzz_input *in)
 }
 
 /* Mostly a value in [min, max] (whole when integer), sometimes its edges or
- * just outside them, sometimes anything at all. */
+ * just outside them, sometimes anything at all. In range, small values are
+ * likelier (cubed): a 100-pixel median radius costs a second per run under
+ * ASan, and most branches show at small sizes. */
 static double
 take_value (fuzz_input *in, double min, double max, int integer)
 {
   unsigned mode = take_byte (in);
   if (mode < 176)
     {
-      double v = min + (max - min) * take_u16 (in) / 65535.0;
+      double u = take_u16 (in) / 65535.0;
+      double v = min + (max - min) * u * u * u;
       return integer ? round (v) : v;
     }
   switch (mode % 6)
@@ -381,10 +385,13 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       if (run == RUN_QUANTIZE || (run == RUN_TABLE && table_filter == CUDAFX_FILTER_QUANTIZE))
         {
           check (palette.colors >= 1 && palette.colors <= quantize.colors, "palette size");
+          /* f32 pixels outside 0..1 (HDR) give entries outside 0..255. */
           for (int i = 0; i < palette.colors; i++)
             for (int c = 0; c < palette.channels; c++)
-              check (palette.entries[i][c] >= 0 && palette.entries[i][c] <= 255,
-                     "palette entry outside 0..255");
+              check (layout.type == CUDAFX_F32 ? isfinite (palette.entries[i][c])
+                                               : palette.entries[i][c] >= 0 &&
+                                                 palette.entries[i][c] <= 255,
+                     "palette entry outside 0..255 (u8) or not finite (f32)");
         }
     }
   else
