@@ -117,9 +117,10 @@ $(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
 $(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
 
+# GPU tests also ask the CUDA runtime (cudaMemGetInfo) how much memory is free.
 $(BUILD)/tests-gpu/%.o: tests/gpu/%.c tests/unit/harness.h core/cudafx.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
 # The unit tests plus the CUDA-machinery tests, for the CUDA backend.
 $(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
@@ -143,6 +144,18 @@ check-gpu: $(BUILD)/test-gpu
 	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "check-gpu needs nvcc"; exit 1; }
 	@tests/run.sh $(BUILD) gpu
 
+# Reliability of the CUDA backend (on the CUDA machine): device memory over
+# 1000 preview calls, injected faults on first calls and mid-run, a 100 MP
+# float image under a 256 MB device-memory cap, two processes at once.
+GPU_PYTHON ?= python3
+.PHONY: reliability-gpu
+reliability-gpu: $(SHLIB) $(BUILD)/test-gpu
+	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "reliability-gpu needs nvcc"; exit 1; }
+	CUDAFX_CUDA_UNVERIFIED=1 $(BUILD)/test-gpu device_memory_over_1000_previews
+	$(GPU_PYTHON) tests/reliability/gpu.py faults
+	$(GPU_PYTHON) tests/reliability/gpu.py concurrent
+	$(GPU_PYTHON) tests/reliability/gpu.py huge
+
 # GPU benchmark against CuPy, PyTorch and NPP (on the CUDA machine).
 NPP_LIBS ?= -lnppif -lnppig -lnppc
 $(BUILD)/bench_npp: tools/bench_npp.cu
@@ -153,11 +166,59 @@ bench-gpu: $(SHLIB)
 	-$(MAKE) --no-print-directory $(BUILD)/bench_npp
 	python3 tools/bench_gpu.py
 
+ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan CUDA=0 ARCHFLAGS= \
+  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+  LDLIBS="-fsanitize=address,undefined -fopenmp -lm"
+
 check-asan:
-	$(MAKE) BUILD=build-asan CUDA=0 ARCHFLAGS= \
-	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDLIBS="-fsanitize=address,undefined -fopenmp -lm" build-asan/test-unit
+	$(ASAN_MAKE) build-asan/test-unit
 	ASAN_OPTIONS=detect_leaks=1 build-asan/test-unit
+
+# The CLI under ASan+UBSan+LeakSanitizer on every filter and its error paths.
+.PHONY: check-lsan
+check-lsan:
+	@$(ASAN_MAKE) build-asan/cudafx
+	@tests/sanitize/cli.sh build-asan/cudafx
+
+# libFuzzer harnesses (tests/fuzz) under ASan+UBSan, built with clang: the
+# engine's entry points and the CLI's option parsing. `make fuzz` runs each
+# for FUZZ_SECONDS from the committed corpus (tests/fuzz/corpus/NAME, read
+# only); new inputs go to build-fuzz/corpus/NAME, crashes to build-fuzz/.
+# `make fuzz-replay` runs the committed corpus once (a regression test).
+# The engine's fuzzer leaves out comparison tracing: in the filters' inner
+# loops it cost 5x the executions, and the harness decodes no magic values.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 120
+FUZZ_FLAGS   := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-omit-frame-pointer -Wno-psabi \
+                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_ENGINE  := $(CORE_SRCS) cuda/stub.c
+FUZZERS      := build-fuzz/fuzz-engine $(if $(CLI),build-fuzz/fuzz-cli)
+
+build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fno-sanitize-coverage=trace-cmp tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
+
+build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c tools/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
+
+.PHONY: fuzz fuzz-replay
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do name=$${f#build-fuzz/fuzz-}; mkdir -p build-fuzz/corpus/$$name; \
+	  dict=; test -f tests/fuzz/$$name.dict && dict=-dict=tests/fuzz/$$name.dict; \
+	  echo "== $$f for $(FUZZ_SECONDS) s"; \
+	  OMP_WAIT_POLICY=passive $$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -close_fd_mask=3 \
+	    -print_final_stats=1 $$dict -artifact_prefix=build-fuzz/$$name- \
+	    build-fuzz/corpus/$$name tests/fuzz/corpus/$$name \
+	    2>&1 | grep -E '^#[0-9]+.*(DONE|INITED)|^stat::(number_of_executed_units|peak_rss)|ERROR|SUMMARY|Test unit written'; \
+	  found=$$(ls build-fuzz/$$name-crash-* build-fuzz/$$name-leak-* build-fuzz/$$name-timeout-* \
+	    build-fuzz/$$name-oom-* 2>/dev/null); \
+	  test -z "$$found" || { echo "$$f found:" $$found; exit 1; }; \
+	done
+
+fuzz-replay: $(FUZZERS)
+	@for f in $(FUZZERS); do name=$${f#build-fuzz/fuzz-}; \
+	  $$f -close_fd_mask=3 -runs=0 tests/fuzz/corpus/$$name || exit 1; done
 
 # Benchmarks and quality scripts (never part of `make check`): Python with
 # OpenCV and numpy, Debian's python3-opencv on the CPU machine.
@@ -213,7 +274,7 @@ install:
 	./install.sh
 
 clean:
-	rm -rf build build-asan build-gpu
+	rm -rf build build-asan build-gpu build-fuzz
 
 # The main job on a fresh Debian machine: dependencies, build, and the four
 # filters through the CLI on tests/data/astronaut.png, results in out/.

@@ -41,7 +41,8 @@ typedef enum { CUDAFX_U8 = 0, CUDAFX_F32 = 1 } cudafx_type;
 
 /* A view on interleaved pixels. f32 data is nominally 0..1 (values outside
  * are kept where a filter allows); u8 is 0..255. stride is bytes per row and
- * must be at least width * channels * element size. */
+ * must be at least width * channels * element size; stride and data are
+ * multiples of the element size (f32 rows start on a float boundary). */
 typedef struct {
   void       *data;
   int         width;

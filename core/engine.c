@@ -83,6 +83,12 @@ cudafx_check_image (const char *filter, const char *what, const cudafx_image *im
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
                         "%s: %s image stride %zu is smaller than a row (%zu bytes)",
                         filter, what, img->stride, row);
+  /* f32 elements are read as floats: rows must start on a float boundary. */
+  size_t element = cudafx_type_size (img->type);
+  if (img->stride % element || (uintptr_t) img->data % element)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                        "%s: %s image %s is not a multiple of the element size (%zu bytes)",
+                        filter, what, img->stride % element ? "stride" : "data address", element);
   if (img->stride > SIZE_MAX / (size_t) img->height)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "%s: %s image size overflows", filter, what);
   return CUDAFX_OK;
@@ -264,6 +270,9 @@ cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_f
   cudafx_status s;
 
   cudafx_clear_error ();
+  if (want != CUDAFX_BACKEND_AUTO && want != CUDAFX_BACKEND_CPU && want != CUDAFX_BACKEND_CUDA)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: backend %d is not auto (0), cpu (1) or cuda (2)",
+                        filter, (int) want);
   if (want != CUDAFX_BACKEND_CPU)
     {
       int usable = cudafx_cuda_probe (name, sizeof name, why, sizeof why);

@@ -102,6 +102,11 @@
 #define ATTEMPTS      8        /* most seedings tried on the sample (K <= 16) */
 #define SAMPLE_ITERATIONS 50   /* Lloyd iterations of each attempt on the sample */
 #define FILTER        "quantize"
+/* The Oklab feature cache costs 4 bytes per feature per pixel: kept up to
+ * 2^24 pixels (192 MiB for colour; a 12 MP photo is cached), beyond that the
+ * features are recomputed in each pass (same values, more time), so the extra
+ * memory stays bounded whatever the image size. */
+#define CACHE_MAX_PIXELS ((size_t) 1 << 24)
 
 typedef struct {
   const cudafx_image           *src;
@@ -821,16 +826,16 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": image size overflows");
       goto done;
     }
-  /* Oklab features cost cube roots: computed once. RGB ones are recomputed
-   * from the pixels in every pass, cheaper than reading a cache. The device
-   * keeps its own. */
-  int cache = q->fs.oklab && !on_gpu;
+  /* Oklab features cost cube roots: computed once (up to CACHE_MAX_PIXELS).
+   * RGB ones are recomputed from the pixels in every pass, cheaper than
+   * reading a cache. The device keeps its own. */
+  int want_cache = q->fs.oklab && !on_gpu && n <= CACHE_MAX_PIXELS, cache = want_cache;
   for (int c = 0; c < dims && cache; c++)
     if (!(q->plane[c] = malloc (n * sizeof (float))))
       cache = 0;
   q->row_votes = malloc ((size_t) h * sizeof (int));
   q->acc = malloc ((size_t) (threads > ATTEMPTS ? threads : ATTEMPTS) * sizeof (quantize_sums));
-  if (cache != (q->fs.oklab && !on_gpu) || !q->row_votes || !q->acc)
+  if (cache != want_cache || !q->row_votes || !q->acc)
     {
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for %zu pixels", n);
       goto done;

@@ -3,6 +3,7 @@
  * the engine's parameter structs and calls the filter. */
 #include "engine.h"
 
+#include <limits.h>
 #include <string.h>
 
 static double
@@ -12,43 +13,55 @@ table_value (int filter, const double *values, const char *name)
   return values[cudafx_arg_find (f, name) - f->args];
 }
 
+/* An integer, choice or boolean argument as an int. A value no int holds (a
+ * host's bug, NaN) becomes INT_MIN, which every range check rejects, instead
+ * of an undefined conversion. */
+static int
+table_int (int filter, const double *values, const char *name)
+{
+  double v = table_value (filter, values, name);
+  return v >= INT_MIN && v <= INT_MAX ? (int) v : INT_MIN;
+}
+
 void
 cudafx_filter_params_from_values (int filter, const double *values, const double *kernel,
                                   int kernel_size, cudafx_filter_params *p)
 {
 #define V(name) table_value (filter, values, name)
+#define I(name) table_int (filter, values, name)
   memset (p, 0, sizeof *p);
-  p->backend = (cudafx_backend) V ("backend");
+  p->backend = (cudafx_backend) I ("backend");
   switch (filter)
     {
     case CUDAFX_FILTER_MEDIAN:
-      p->median.radius = (int) V ("radius");
+      p->median.radius = I ("radius");
       p->median.percentile = V ("percentile");
-      p->median.shape = (cudafx_shape) V ("shape");
+      p->median.shape = (cudafx_shape) I ("shape");
       break;
     case CUDAFX_FILTER_NLMEANS:
       p->nlmeans.automatic = V ("auto") != 0;
       p->nlmeans.h = V ("h");
-      p->nlmeans.patch_radius = (int) V ("patch-radius");
-      p->nlmeans.search_radius = (int) V ("search-radius");
+      p->nlmeans.patch_radius = I ("patch-radius");
+      p->nlmeans.search_radius = I ("search-radius");
       break;
     case CUDAFX_FILTER_QUANTIZE:
-      p->quantize.colors = (int) V ("colors");
-      p->quantize.color_space = (cudafx_color_space) V ("color-space");
-      p->quantize.dither = (cudafx_dither) V ("dither");
-      p->quantize.max_iterations = (int) V ("max-iterations");
-      p->quantize.seed = (uint32_t) V ("seed");
+      p->quantize.colors = I ("colors");
+      p->quantize.color_space = (cudafx_color_space) I ("color-space");
+      p->quantize.dither = (cudafx_dither) I ("dither");
+      p->quantize.max_iterations = I ("max-iterations");
+      p->quantize.seed = (uint32_t) I ("seed");
       break;
     case CUDAFX_FILTER_CONVOLVE:
-      p->convolve.preset = (cudafx_preset) V ("preset");
+      p->convolve.preset = (cudafx_preset) I ("preset");
       p->convolve.kernel = kernel;
       p->convolve.kernel_size = kernel_size;
       p->convolve.sigma = V ("sigma");
       p->convolve.divisor = V ("divisor");
       p->convolve.offset = V ("offset");
-      p->convolve.border = (cudafx_border) V ("border");
+      p->convolve.border = (cudafx_border) I ("border");
       break;
     }
+#undef I
 #undef V
 }
 

@@ -248,6 +248,13 @@ filter_drawable (gint32 drawable, const cudafx_proc_args *args, GError **error)
                    _("%s: drawable %d does not exist"), desc->name, drawable);
       return FALSE;
     }
+  if (gimp_item_is_group (drawable))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: a layer group has no pixels of its own to filter; select a layer "
+                     "inside the group"), desc->name);
+      return FALSE;
+    }
   if (gimp_drawable_is_indexed (drawable))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
@@ -271,12 +278,15 @@ filter_drawable (gint32 drawable, const cudafx_proc_args *args, GError **error)
   if (ok)
     gegl_buffer_flush (shadow);
   g_object_unref (shadow);
-  if (ok)
+  /* merge_shadow applies the selection mask and makes one undo step. */
+  if (ok && !gimp_drawable_merge_shadow (drawable, TRUE))
     {
-      /* merge_shadow applies the selection mask and makes one undo step. */
-      gimp_drawable_merge_shadow (drawable, TRUE);
-      gimp_drawable_update (drawable, area.x, area.y, area.width, area.height);
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, /* an execution error */
+                   _("%s: GIMP did not take the result into the drawable"), desc->name);
+      ok = FALSE;
     }
+  if (ok)
+    gimp_drawable_update (drawable, area.x, area.y, area.width, area.height);
   gimp_progress_end ();
   return ok;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs test suites, each of which ends with "N passed, N failed", and prints
 # the total as the last line.
-# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, CLI
+# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, CLI, CLI under LSan
 #        tests/run.sh BUILD_DIR gpu      CUDA: GPU tests, compute-sanitizer
 set -u
 build=${1:-build}
@@ -31,9 +31,9 @@ if [ "$mode" = gpu ]; then
   export CUDAFX_CUDA_UNVERIFIED=1
   # Filters with a CUDA path, their accuracy tests against the CUDA backend.
   gpu_tests="median convolve nlmeans quantize gpu_"
-  suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests
+  suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests device_memory_over_1000_previews
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck initcheck synccheck; do
     suite "compute-sanitizer $tool" "$sanitizer" --tool "$tool" --error-exitcode 9 \
       env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests
   done
@@ -42,6 +42,7 @@ else
   suite unit-asan make --no-print-directory check-asan
   if [ -x "$build/cudafx" ]; then
     suite cli tests/unit/cli.sh "$build/cudafx"
+    suite cli-lsan make --no-print-directory check-lsan
   else
     echo "== cli: $build/cudafx not built (GEGL missing)"; total_fail=$((total_fail + 1))
   fi

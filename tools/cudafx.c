@@ -885,7 +885,8 @@ run_filter (const cli_command *c)
       goto done;
     }
 
-  pic.image.data = dst.data; /* save the result in the input's formats */
+  g_free (pic.image.data); /* save the result in the input's formats */
+  pic.image.data = dst.data;
   dst.data = NULL;
   if ((status = save_image (&pic, saver, &out)) ||
       (c->palette_out && (status = save_palette (&result.palette, &palette_out))))

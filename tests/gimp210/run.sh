@@ -33,7 +33,7 @@ cp "$build/gimp210/cudafx" "$work/profile/plug-ins/cudafx/cudafx"
 # Script-Fu: (try NAME THUNK) runs THUNK and reports "CASE NAME SUCCEEDED" or
 # "CASE NAME FAILED: message" through gimp-message (stderr under
 # gimp-console), going on with the next case either way.
-program='(define (try name thunk)
+helpers='(define (try name thunk)
   (call/cc (lambda (k)
     (let ((hook *error-hook*))
       (set! *error-hook*
@@ -43,13 +43,27 @@ program='(define (try name thunk)
           (k #f)))
       (thunk)
       (set! *error-hook* hook)
-      (gimp-message (string-append "CASE " name " SUCCEEDED"))))))'
+      (gimp-message (string-append "CASE " name " SUCCEEDED"))))))
+(define (save-drawable img drawable path)
+  (cond ((= (car (gimp-item-is-channel drawable)) TRUE)
+         ; a channel or mask: exported as the grey image of its pixels
+         ; (through a named buffer: GIMP may rename it, so use the name it gives)
+         (let* ((buffer (car (gimp-edit-named-copy drawable "cudafx-test")))
+                (copy (car (gimp-edit-named-paste-as-new-image buffer))))
+           (gimp-file-save RUN-NONINTERACTIVE copy (car (gimp-image-get-active-layer copy)) path path)
+           (gimp-image-delete copy)
+           (gimp-buffer-delete buffer)))
+        ((= (car (gimp-item-is-group drawable)) TRUE) ; its first layer
+         (save-drawable img (vector-ref (cadr (gimp-item-get-children drawable)) 0) path))
+        (else (gimp-file-save RUN-NONINTERACTIVE img drawable path path))))'
+program=$helpers
 cases=()
 
 # add_case NAME FILE TOLERANCE FILTER name=value...: loads tests/data/FILE,
 # evaluates $PRE (with img and layer bound), exports the input as NAME.in.png,
 # calls the procedure, exports NAME.png. With $SEL="X Y W H", a rectangle
-# selection (set by PRE) whose inside must equal the whole-image result.
+# selection (set by PRE) whose inside must equal the whole-image result. With
+# $DRAWABLE (a name PRE defines), that drawable is filtered and exported.
 add_case() {
   local name=$1 file=$2 tol=$3 filter=$4 args; shift 4
   args=$("$py" "$here/procargs.py" scheme "$filter" "$@") || give_up "bad case $name"
@@ -58,9 +72,9 @@ add_case() {
 (let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$in\" \"$in\")))
        (layer (car (gimp-image-get-active-layer img))))
   ${PRE:-}
-  (gimp-file-save RUN-NONINTERACTIVE img layer \"$out.in.png\" \"$out.in.png\")
-  (try \"$name\" (lambda () (plug-in-cudafx-$filter RUN-NONINTERACTIVE img layer $args)))
-  (gimp-file-save RUN-NONINTERACTIVE img layer \"$out.png\" \"$out.png\")
+  (save-drawable img ${DRAWABLE:-layer} \"$out.in.png\")
+  (try \"$name\" (lambda () (plug-in-cudafx-$filter RUN-NONINTERACTIVE img ${DRAWABLE:-layer} $args)))
+  (save-drawable img ${DRAWABLE:-layer} \"$out.png\")
   (gimp-image-delete img))"
   cases+=("$name|$tol|${SEL:-}|${ERR:-}|$filter|$*")
 }
@@ -120,14 +134,73 @@ ERR="convolve: kernel has 8 values, not n×n" \
   add_case kernel camera.png 0 convolve preset=custom kernel=1,1,1,1,1,1,1,1
 ERR="median: indexed images are not supported" PRE="(gimp-image-convert-indexed img 0 0 8 FALSE FALSE \"\")" \
   add_case indexed camera.png 0 median radius=1
+# Drawables other than a plain layer: a channel and a layer mask are filtered
+# like grey layers; a layer group (no pixels of its own) is refused, the layer
+# inside it untouched. GIMP 2.10 stores masks linear ("Y u8"), and cudafx
+# filters in the perceptual encoding (Y') like everything else, so the mask
+# case uses the median, which commutes with that conversion (measured: equal).
+DRAWABLE=chan PRE="(define chan (car (gimp-channel-new-from-component img CHANNEL-GREEN \"green\")))
+     (gimp-image-insert-channel img chan 0 0)" add_case channel astronaut.png 0 median radius=2
+DRAWABLE=mask PRE="(define mask (car (gimp-layer-create-mask layer ADD-MASK-COPY)))
+     (gimp-layer-add-mask layer mask)" add_case layer-mask astronaut.png 0 median radius=2
+ERR="median: a layer group has no pixels of its own" DRAWABLE=group \
+  PRE="(define group (car (gimp-layer-group-new img))) (gimp-image-insert-layer img group 0 0)
+       (gimp-image-reorder-item img layer group 0)" add_case layer-group astronaut.png 0 median radius=1
 
 echo "gimp-console-2.10 $(gimp-console-2.10 --version | grep -o '[0-9.]*$'), plug-in $build/gimp210/cudafx, reference $cli"
-GIMP2_DIRECTORY=$work/profile timeout 150 gimp-console-2.10 -i -b "(begin $program)" -b '(gimp-quit 0)' \
+GIMP2_DIRECTORY=$work/profile timeout 300 gimp-console-2.10 -i -b "(begin $program)" -b '(gimp-quit 0)' \
   >"$work/out/gimp.log" 2>&1 || echo "gimp-console-2.10 exited $? (log: $work/out/gimp.log)"
 
 for c in "${cases[@]}"; do
   IFS='|' read -r name tol sel err filter args <<<"$c"
   check "$name" "$tol" "$sel" "$err" "$filter" "$args"
 done
+
+# A plug-in killed (SIGKILL) in the middle of a long NL-means: the call fails,
+# the image is unchanged, and the same GIMP session then filters it fine.
+# Its own session: the first plug-in process after the input is exported is
+# the NL-means run, killed by its process id once it has run for a second.
+kill_dir=$work/kill plugin_path=$work/profile/plug-ins/cudafx/cudafx
+mkdir -p "$kill_dir"
+kill_program="$helpers
+(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$PWD/tests/data/astronaut.png\" \"astronaut\")))
+       (layer (car (gimp-image-get-active-layer img))))
+  (gimp-image-scale img 1024 1024)
+  (gimp-file-save RUN-NONINTERACTIVE img layer \"$kill_dir/in.png\" \"$kill_dir/in.png\")
+  (try \"killed\" (lambda () (plug-in-cudafx-nl-means RUN-NONINTERACTIVE img layer FALSE 10 5 20 1)))
+  (gimp-file-save RUN-NONINTERACTIVE img layer \"$kill_dir/after-kill.png\" \"$kill_dir/after-kill.png\")
+  (try \"next-call\" (lambda () (plug-in-cudafx-median RUN-NONINTERACTIVE img layer 2 50 0 1)))
+  (gimp-file-save RUN-NONINTERACTIVE img layer \"$kill_dir/next.png\" \"$kill_dir/next.png\"))"
+(
+  for _ in $(seq 600); do [ -s "$kill_dir/in.png" ] && break; sleep 0.5; done
+  for _ in $(seq 600); do
+    pid=$(pgrep -o -f "^$plugin_path") && break
+    sleep 0.1
+  done
+  sleep 1
+  [ -n "${pid:-}" ] && kill -KILL "$pid" && echo "$pid" >"$kill_dir/killed-pid"
+) &
+killer=$!
+GIMP2_DIRECTORY=$work/profile timeout 300 gimp-console-2.10 -i -b "(begin $kill_program)" -b '(gimp-quit 0)' \
+  >"$kill_dir/gimp.log" 2>&1 || echo "gimp-console-2.10 exited $? (log: $kill_dir/gimp.log)"
+wait "$killer"
+if [ ! -s "$kill_dir/killed-pid" ]; then
+  fail kill-9 "no plug-in process to kill"
+elif ! grep -q "CASE killed FAILED" "$kill_dir/gimp.log"; then
+  fail kill-9 "the killed call did not fail: $(grep -m1 'CASE killed' "$kill_dir/gimp.log")"
+elif ! diff=$("$py" tests/gimp/compare.py same "$kill_dir/in.png" "$kill_dir/after-kill.png" 0 2>&1); then
+  fail kill-9 "image changed by the killed call: $diff"
+else
+  pass "kill-9: plug-in killed during NL-means, the call failed, image unchanged"
+fi
+msg=$(CUDAFX_BACKEND=cpu "$cli" median --radius 2 "$kill_dir/in.png" "$kill_dir/next.ref.png" 2>&1) ||
+  fail after-kill "the CLI failed: $msg"
+if ! grep -q "CASE next-call SUCCEEDED" "$kill_dir/gimp.log"; then
+  fail after-kill "the next call failed: $(grep -m1 'CASE next-call' "$kill_dir/gimp.log")"
+elif diff=$("$py" tests/gimp/compare.py same "$kill_dir/next.ref.png" "$kill_dir/next.png" 0 2>&1); then
+  pass "after-kill: the same GIMP session then filters the image like the CLI"
+else
+  fail after-kill "$diff"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

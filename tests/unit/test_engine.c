@@ -39,3 +39,37 @@ TEST (engine_defaults_follow_the_table)
   CHECK (c.preset == CUDAFX_PRESET_GAUSSIAN && c.sigma == 2 && c.divisor == 0 &&
          c.border == CUDAFX_BORDER_CLAMP, "convolve defaults");
 }
+
+/* Found by tests/fuzz: an f32 view whose stride is not a multiple of 4 made
+ * the filters read misaligned floats; a table value no int holds was
+ * converted to int (undefined); an unknown backend ran on the CPU silently. */
+TEST (engine_rejects_bad_views_and_values)
+{
+  cudafx_image src = harness_image_new (5, 3, 1, 0, CUDAFX_F32, 8);
+  cudafx_image dst = harness_image_new (5, 3, 1, 0, CUDAFX_F32, 8);
+  cudafx_median_params p;
+  cudafx_median_params_init (&p);
+  cudafx_options o = harness_cpu_options ();
+
+  src.stride -= 2;
+  CHECK (cudafx_median (&src, &dst, &p, &o) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "stride"), "f32 stride of 22 bytes accepted (%s)",
+         cudafx_error_message ());
+  src.stride += 2;
+  CHECK (cudafx_median (&src, &dst, &p, &o) == CUDAFX_OK, "aligned view rejected");
+
+  o.backend = (cudafx_backend) 7;
+  CHECK (cudafx_median (&src, &dst, &p, &o) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "backend 7"), "backend 7 accepted (%s)",
+         cudafx_error_message ());
+
+  double values[4] = { 1e300, 50, 0, CUDAFX_BACKEND_CPU };
+  cudafx_filter_params fp;
+  cudafx_filter_params_from_values (CUDAFX_FILTER_MEDIAN, values, NULL, 0, &fp);
+  o = harness_cpu_options ();
+  CHECK (cudafx_run_filter (CUDAFX_FILTER_MEDIAN, &fp, &src, &dst, &o, NULL) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "radius"), "radius 1e300 accepted (%s)",
+         cudafx_error_message ());
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
