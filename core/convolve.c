@@ -485,7 +485,7 @@ typedef uint16_t vecu16 __attribute__ ((vector_size (64)));
 static inline vecu16
 mul_high16 (vecu16 a, uint16_t b)
 {
-  vecu16 r;
+  vecu16 r = { 0 };
   for (int i = 0; i < 32; i++) /* GCC makes this one vpmulhuw */
     r[i] = (uint16_t) (((uint32_t) a[i] * b) >> 16);
   return r;

@@ -137,6 +137,7 @@ static void
 read_pixel (const cudafx_image *img, const uint8_t *row, int x, int dims, float *v, uint8_t *code)
 {
   size_t i = (size_t) x * img->channels;
+  dims = dims == 1 ? 1 : 3; /* grey or colour: tells the compiler v and code hold 3 */
   for (int c = 0; c < dims; c++)
     {
       if (img->type == CUDAFX_U8)

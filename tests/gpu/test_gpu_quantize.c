@@ -59,7 +59,7 @@ compare (const cudafx_image *src, const cudafx_quantize_params *p, const char *w
   cudafx_image ref = harness_image_new (src->width, src->height, src->channels, src->has_alpha,
                                         src->type, 0);
   cudafx_image out = harness_image_new (src->width, src->height, src->channels, src->has_alpha,
-                                        src->type, 7);
+                                        src->type, 7 * cudafx_type_size (src->type));
   harness_image_poison (&ref);
   harness_image_poison (&out);
   cudafx_palette want, got;
