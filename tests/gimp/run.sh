@@ -6,6 +6,7 @@
 # exists, else the engine library through tools/pycudafx.py). A filter the
 # engine rejects must fail in GIMP with the engine's message and leave the
 # image untouched. Ends with "N passed, N failed".
+# One case runs through Python-Fu instead of Script-Fu.
 #   tests/gimp/run.sh [BUILD]       (CUDAFX_LIB overrides BUILD/libcudafx.so)
 set -u
 build=${1:-build}
@@ -46,6 +47,13 @@ load() {
         (define layer (vector-ref (car (gimp-image-get-layers img)) 0))"
 }
 save() { echo "(gimp-file-save RUN-NONINTERACTIVE img \"$inside/out/$1\")"; }
+
+# gimp_py NAME PYTHON: runs PYTHON through Python-Fu (python-fu-eval) with the
+# test profile; the log goes to out/NAME.log.
+gimp_py() {
+  timeout 120 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
+    gimp-console-3.0 -i --batch-interpreter=python-fu-eval -b "$2" --quit >"$work/out/$1.log" 2>&1
+}
 
 # Procedure arguments name=value as Script-Fu named arguments: numbers as
 # they are, kernel as a float vector, anything else as a string (a choice).
@@ -102,6 +110,39 @@ run_case() {
     (catch #f $c (display (string-append \"call \" \"SUCCEEDED\"))) $(save "$name.png") $c"
 }
 
+# run_py_case NAME FILE FILTER name=value...: run_case through Python-Fu:
+# the procedure's config filled by name (numbers as they are, true/false as
+# booleans, anything else a choice nick); a status other than success raises.
+run_py_case() {
+  local name=$1 file=$2 filter=$3 pair sets=""; shift 3
+  for pair in "$@"; do
+    case ${pair#*=} in
+      true|false) sets+="config.set_property('${pair%%=*}', ${pair#*=} == 'true')
+" ;;
+      -*[0-9]*|[0-9]*) sets+="config.set_property('${pair%%=*}', ${pair#*=})
+" ;;
+      *) sets+="config.set_property('${pair%%=*}', '${pair#*=}')
+" ;;
+    esac
+  done
+  gimp_py "$name" "from gi.repository import Gimp, Gio
+def save(name):
+    Gimp.file_save(Gimp.RunMode.NONINTERACTIVE, img, Gio.File.new_for_path('$inside/out/' + name), None)
+img = Gimp.file_load(Gimp.RunMode.NONINTERACTIVE, Gio.File.new_for_path('$inside/$file'))
+save('$name.in.png')
+procedure = Gimp.get_pdb().lookup_procedure('plug-in-cudafx-$filter')
+config = procedure.create_config()
+config.set_property('run-mode', Gimp.RunMode.NONINTERACTIVE)
+config.set_property('image', img)
+config.set_core_object_array('drawables', img.get_layers()[:1])
+$sets
+result = procedure.run(config)
+if result.index(0) != Gimp.PDBStatusType.SUCCESS:
+    raise RuntimeError(f'plug-in-cudafx-$filter returned {result.index(0)}')
+print('call ' + 'SUCCEEDED')
+save('$name.png')"
+}
+
 # expect_error NAME RC MESSAGE: the call failed with MESSAGE in GIMP's output,
 # and the image saved after the failure equals the input.
 expect_error() {
@@ -119,10 +160,10 @@ expect_error() {
 # the engine's output on the same input (within TOLERANCE; with $SEL="X Y W H"
 # a rectangle selection: inside it the whole-image result, outside it the
 # input); or, if the engine rejects the call, GIMP fails with the engine's
-# message and the image is unchanged.
+# message and the image is unchanged. $RUN runs GIMP (default run_case).
 filter_test() {
   local name=$1 file=$2 tol=$3 filter=$4; shift 4
-  run_case "$name" "$file" "$filter" "$@"
+  ${RUN:-run_case} "$name" "$file" "$filter" "$@"
   local rc=$? expect ref_rc diff
   [ -f "$work/out/$name.in.png" ] || { fail "$name" "GIMP exited $rc before saving the input: $(grep -m1 -i error "$work/out/$name.log")"; return; }
   expect=$(reference "$filter" "$work/out/$name.in.png" "$work/out/$name.ref.png" "$@")
@@ -163,6 +204,11 @@ PRE="(gimp-layer-add-alpha layer) (gimp-image-select-rectangle img CHANNEL-OP-RE
   filter_test alpha astronaut.png 0 median radius=2
 PRE="(gimp-image-convert-precision img PRECISION-U16-NON-LINEAR)" \
   filter_test 16-bit camera.png 1 median radius=2
+# 32-bit float (exported as 16-bit PNG; the reference filters that in float too).
+PRE="(gimp-image-convert-precision img PRECISION-FLOAT-NON-LINEAR)" \
+  filter_test float astronaut.png 1 convolve preset=gaussian sigma=1.5
+# A script in Python: the procedure found in the PDB and run from its config.
+RUN=run_py_case filter_test python-fu camera.png 0 median radius=2 percentile=25 shape=circle
 
 # Arguments: out of range (Script-Fu or the plug-in rejects it), and a kernel
 # that is not square (only the plug-in can tell).
