@@ -174,8 +174,14 @@ $(BUILD)/gimp210/cudafx: $(GIMP210_SRCS) $(wildcard plugin/*.h) core/cudafx.h $(
 	  $$(pkg-config --cflags gimp-2.0) $(GIMP210_SRCS) $(LIB) $$(pkg-config --libs gimp-2.0) \
 	  $(LIB_LIBS) -o $@
 
+# The plug-in's procedure table (engine arguments, then the hosts' own) as a
+# library for scripts that write GIMP 2.10 calls (tests/gimp210/procargs.py).
+$(BUILD)/libcudafx-procedures.so: plugin/procedures.c plugin/procedures.h core/cudafx.h $(CORE_OBJS) $(CUDA_OBJS)
+	$(CC) $(CFLAGS) -shared -Icore -Iplugin $$(pkg-config --cflags glib-2.0) plugin/procedures.c \
+	  $(CORE_OBJS) $(CUDA_OBJS) $$(pkg-config --libs glib-2.0) $(LIB_LIBS) -o $@
+
 .PHONY: plugin-210 check-gimp210 install
-plugin-210: $(BUILD)/gimp210/cudafx
+plugin-210: $(BUILD)/gimp210/cudafx $(BUILD)/libcudafx-procedures.so
 
 # Headless GIMP 2.10 tests of the plug-in; ends with "N passed, N failed".
 check-gimp210: plugin-210 all

@@ -49,7 +49,7 @@ mkdir -p out
 in=$PWD/tests/data/astronaut.png
 program=""
 for f in median nl-means quantize convolve; do
-  args=$(CUDAFX_LIB=build/libcudafx.so python3 tests/gimp210/procargs.py scheme "$f")
+  args=$(python3 tests/gimp210/procargs.py scheme "$f")
   program+="(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$in\" \"$in\")))
                    (layer (car (gimp-image-get-active-layer img))))
      (plug-in-cudafx-$f RUN-NONINTERACTIVE img layer $args)

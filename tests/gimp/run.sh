@@ -77,7 +77,8 @@ call() { # FILTER name=value...
 }
 
 # reference FILTER IN OUT name=value...: the engine's result, or its error
-# message on stdout with status 3.
+# message on stdout with status 3. With $PALETTE_OUT, the CLI also writes the
+# palette there.
 reference() {
   local filter=$1 in=$2 out=$3; shift 3
   if [ -n "$cli" ]; then
@@ -85,12 +86,14 @@ reference() {
     for pair in "$@"; do
       name=${pair%%=*} value=${pair#*=}
       case $name=$value in
+        create-palette=*|convert-indexed=*) ;; # the GIMP hosts' own arguments
         auto=true) opts+=(--auto) ;;
         auto=false) opts+=(--no-auto) ;;
         kernel=*) opts+=(--kernel "$("$py" -c "import sys,math; v=sys.argv[1].split(','); n=math.isqrt(len(v)); print(';'.join(','.join(v[i*n:(i+1)*n]) for i in range(n)))" "$value")") ;;
         *) opts+=("--$name" "$value") ;;
       esac
     done
+    [ -z "${PALETTE_OUT:-}" ] || opts+=(--palette-out "$PALETTE_OUT")
     local msg; msg=$(CUDAFX_BACKEND=cpu "$cli" "$filter" "${opts[@]}" "$in" "$out" 2>&1) || { echo "$msg"; return 3; }
   else
     CUDAFX_BACKEND=cpu "$py" "$here/compare.py" reference "$filter" "$in" "$out" "$@"
@@ -181,6 +184,52 @@ filter_test() {
   fi
 }
 
+# palette_test NAME FILE name=value...: quantize with create-palette or
+# convert-indexed: the pixels equal the CLI's, the palette it returns is
+# named "cudafx K colors" (K as found) and holds the colours of the CLI's
+# --palette-out file in order; with convert-indexed the image is indexed
+# with exactly those colours, else still RGB.
+palette_test() {
+  local name=$1 file=$2 c log expect; shift 2
+  local indexed=0 gpl=$work/out/$name.gpl
+  case " $* " in *" convert-indexed=true "*) indexed=1 ;; esac
+  [ -n "$cli" ] || { fail "$name" "needs the CLI ($build/cudafx) for --palette-out"; return; }
+  c=$(call quantize "$@")
+  # Markers are built at run time: GIMP echoes a failing command.
+  gimp "$name" "$(load "$file") $(save "$name.in.png")
+    (define palette (car $c))
+    (define (show tag value) (display (string-append \"\n\" tag \"=\")) (display value))
+    (show \"NAME\" (car (gimp-resource-get-name palette)))
+    (show \"COLORS\" (car (gimp-palette-get-colors palette)))
+    (show \"TYPE\" (car (gimp-image-get-base-type img)))
+    (if (= (car (gimp-image-get-base-type img)) INDEXED)
+      (show \"IMAGE-COLORS\" (car (gimp-palette-get-colors (car (gimp-image-get-palette img))))))
+    (display (string-append \"\ncall \" \"SUCCEEDED\n\")) $(save "$name.png")"
+  log=$work/out/$name.log
+  grep -q "^call SUCCEEDED" "$log" || { fail "$name" "GIMP failed: $(grep -m1 -i error "$log")"; return; }
+  expect=$(PALETTE_OUT=$gpl reference quantize "$work/out/$name.in.png" "$work/out/$name.ref.png" "$@") \
+    || { fail "$name" "reference failed: $expect"; return; }
+  # GIMP palette file: four header lines, then "R G B<TAB>name" per colour.
+  local want got k
+  want=$(awk 'NR > 4 { print $1, $2, $3 }' "$gpl")
+  k=$(grep -c . <<<"$want")
+  colors_of() { sed -n "s/^$1=#(\(.*\))\$/\1/p" "$log" | sed 's/) (/\n/g; s/[()]//g'; }
+  got=$(colors_of COLORS)
+  grep -qx "NAME=cudafx $k colors\( #[0-9]*\)\?" "$log" \
+    || { fail "$name" "palette not named 'cudafx $k colors': $(grep ^NAME= "$log")"; return; }
+  [ "$got" = "$want" ] || { fail "$name" "palette colours differ from the CLI's: $(echo $got | head -c 200)"; return; }
+  if [ $indexed = 1 ]; then
+    grep -qx "TYPE=2" "$log" || { fail "$name" "image not indexed: $(grep ^TYPE= "$log")"; return; }
+    [ "$(colors_of IMAGE-COLORS)" = "$want" ] || { fail "$name" "the image's colormap is not the palette"; return; }
+  else
+    grep -qx "TYPE=0" "$log" || { fail "$name" "image mode changed: $(grep ^TYPE= "$log")"; return; }
+  fi
+  local diff
+  diff=$("$py" "$here/compare.py" same "$work/out/$name.ref.png" "$work/out/$name.png" 0 2>&1) \
+    || { fail "$name" "$diff"; return; }
+  pass "$name: palette 'cudafx $k colors' equals the CLI's$([ $indexed = 1 ] && echo ", image indexed with it"), pixels equal"
+}
+
 error_test() { # NAME FILE MESSAGE FILTER name=value...
   local name=$1 file=$2 message=$3 filter=$4; shift 4
   run_case "$name" "$file" "$filter" "$@"
@@ -207,6 +256,9 @@ PRE="(gimp-image-convert-precision img PRECISION-U16-NON-LINEAR)" \
 # 32-bit float (exported as 16-bit PNG; the reference filters that in float too).
 PRE="(gimp-image-convert-precision img PRECISION-FLOAT-NON-LINEAR)" \
   filter_test float astronaut.png 1 convolve preset=gaussian sigma=1.5
+# Quantize's GIMP-only arguments: a palette resource, and indexed mode with it.
+palette_test palette astronaut.png colors=16 seed=3 max-iterations=20 create-palette=true
+palette_test to-indexed astronaut.png colors=8 color-space=rgb seed=1 max-iterations=20 convert-indexed=true
 # A script in Python: the procedure found in the PDB and run from its config.
 RUN=run_py_case filter_test python-fu camera.png 0 median radius=2 percentile=25 shape=circle
 
