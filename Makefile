@@ -159,6 +159,18 @@ $(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h
 
 plugin: $(BUILD)/gimp3/cudafx
 
+# The same plug-in built natively where the system has GIMP 3's development
+# files (libgimp-3.0-dev); install.sh uses it.
+$(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h $(LIB)
+	@pkg-config --exists gimpui-3.0 || { echo "plugin-3-native needs GIMP 3's development files (libgimp-3.0-dev)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin -Iui \
+	  $$(pkg-config --cflags gimpui-3.0) $(GIMP3_SRCS) $(LIB) $$(pkg-config --libs gimpui-3.0) \
+	  $(LIB_LIBS) -o $@
+
+.PHONY: plugin-3-native
+plugin-3-native: $(BUILD)/gimp3-native/cudafx
+
 # Headless GIMP 3 tests of the plug-in (in the chroot); ends with "N passed, N failed".
 check-gimp: plugin
 	tests/gimp/run.sh $(BUILD)
