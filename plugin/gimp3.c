@@ -1,7 +1,9 @@
 /* cudafx — the GIMP 3 front end: one plug-in executable registering the four
- * procedures from the engine's argument table, reading each run's arguments
- * back from the procedure config (ui/args.c), showing the dialog (ui/dialog.c)
- * in interactive runs, and handing pixels to region.c.
+ * procedures from the engine's argument table and the hosts' own arguments
+ * (plugin/procedures.c), reading each run's arguments back from the procedure
+ * config (ui/args.c), showing the dialog (ui/dialog.c) in interactive runs,
+ * and handing pixels to region.c. Quantize can also create a palette resource
+ * (which it returns) and convert the image to indexed mode with it.
  * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */
 #include <glib/gi18n.h>
 #include <libgimp/gimp.h>
@@ -145,6 +147,26 @@ can_convert_indexed (GimpImage *image, GError **error)
   return flat;
 }
 
+/* The whole image to 8-bit indexed mode with the palette, without dithering;
+ * indexed is 8-bit, so the precision goes first, as Image ▸ Mode ▸ Indexed does. */
+static gboolean
+convert_indexed (GimpImage *image, GimpPalette *palette, GError **error)
+{
+  gchar   *name = gimp_resource_get_name (GIMP_RESOURCE (palette));
+  gboolean ok;
+
+  ok = (gimp_image_get_precision (image) == GIMP_PRECISION_U8_NON_LINEAR ||
+        gimp_image_convert_precision (image, GIMP_PRECISION_U8_NON_LINEAR)) &&
+       gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
+                                   0, FALSE, FALSE, name);
+  g_free (name);
+  if (!ok)
+    g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
+                 _("quantize: GIMP could not convert the image to indexed mode: %s"),
+                 gimp_pdb_get_last_error (gimp_get_pdb ()));
+  return ok;
+}
+
 /* Filters the drawable's selection and, when asked, makes the palette of the
  * colours found (*palette, else NULL). On any error nothing is merged and no
  * palette is left, so the image is untouched. */
@@ -221,26 +243,12 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   if (!cudafx_config_read_args (config, &args, &error))
     return failure (procedure, error);
 
-  /* The filter and the conversion to indexed undo as one step. Indexed is
-   * 8-bit: the precision goes first, as Image ▸ Mode ▸ Indexed does. */
   if (cudafx_proc_converts_indexed (&args) && !can_convert_indexed (image, &error))
     return failure (procedure, error);
+  /* The filter and the conversion to indexed undo as one step. */
   gimp_image_undo_group_start (image);
-  ok = filter_drawable (drawables[0], &args, &palette, &error);
-  if (ok && cudafx_proc_converts_indexed (&args))
-    {
-      gchar *name = gimp_resource_get_name (GIMP_RESOURCE (palette));
-
-      ok = (gimp_image_get_precision (image) == GIMP_PRECISION_U8_NON_LINEAR ||
-            gimp_image_convert_precision (image, GIMP_PRECISION_U8_NON_LINEAR)) &&
-           gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE,
-                                       GIMP_CONVERT_PALETTE_CUSTOM, 0, FALSE, FALSE, name);
-      g_free (name);
-      if (!ok)
-        g_set_error (&error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
-                     _("quantize: GIMP could not convert the image to indexed mode: %s"),
-                     gimp_pdb_get_last_error (gimp_get_pdb ()));
-    }
+  ok = filter_drawable (drawables[0], &args, &palette, &error) &&
+       (!cudafx_proc_converts_indexed (&args) || convert_indexed (image, palette, &error));
   gimp_image_undo_group_end (image);
   if (!ok)
     return failure (procedure, error);

@@ -5,8 +5,8 @@
 # the engine's output for the same parameters (the CLI BUILD/cudafx when it
 # exists, else the engine library through tools/pycudafx.py). A filter the
 # engine rejects must fail in GIMP with the engine's message and leave the
-# image untouched. Ends with "N passed, N failed".
-# One case runs through Python-Fu instead of Script-Fu.
+# image untouched. One case calls the plug-in from Python-Fu instead; two
+# check quantize's palette and indexed-mode arguments. Ends with "N passed, N failed".
 #   tests/gimp/run.sh [BUILD]       (CUDAFX_LIB overrides BUILD/libcudafx.so)
 set -u
 build=${1:-build}
