@@ -247,6 +247,18 @@ $(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h
 
 plugin: $(BUILD)/gimp3/cudafx
 
+# The same plug-in built natively where the system has GIMP 3's development
+# files (libgimp-3.0-dev); install.sh uses it.
+$(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h $(LIB)
+	@pkg-config --exists gimpui-3.0 || { echo "plugin-3-native needs GIMP 3's development files (libgimp-3.0-dev)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin -Iui \
+	  $$(pkg-config --cflags gimpui-3.0) $(GIMP3_SRCS) $(LIB) $$(pkg-config --libs gimpui-3.0) \
+	  $(LIB_LIBS) -o $@
+
+.PHONY: plugin-3-native
+plugin-3-native: $(BUILD)/gimp3-native/cudafx
+
 # Headless GIMP 3 tests of the plug-in (in the chroot); ends with "N passed, N failed".
 check-gimp: plugin
 	tests/gimp/run.sh $(BUILD)
@@ -262,8 +274,14 @@ $(BUILD)/gimp210/cudafx: $(GIMP210_SRCS) $(wildcard plugin/*.h) core/cudafx.h $(
 	  $$(pkg-config --cflags gimp-2.0) $(GIMP210_SRCS) $(LIB) $$(pkg-config --libs gimp-2.0) \
 	  $(LIB_LIBS) -o $@
 
+# The plug-in's procedure table (engine arguments, then the hosts' own) as a
+# library for scripts that write GIMP 2.10 calls (tests/gimp210/procargs.py).
+$(BUILD)/libcudafx-procedures.so: plugin/procedures.c plugin/procedures.h core/cudafx.h $(CORE_OBJS) $(CUDA_OBJS)
+	$(CC) $(CFLAGS) -shared -Icore -Iplugin $$(pkg-config --cflags glib-2.0) plugin/procedures.c \
+	  $(CORE_OBJS) $(CUDA_OBJS) $$(pkg-config --libs glib-2.0) $(LIB_LIBS) -o $@
+
 .PHONY: plugin-210 check-gimp210 install
-plugin-210: $(BUILD)/gimp210/cudafx
+plugin-210: $(BUILD)/gimp210/cudafx $(BUILD)/libcudafx-procedures.so
 
 # Headless GIMP 2.10 tests of the plug-in; ends with "N passed, N failed".
 check-gimp210: plugin-210 all

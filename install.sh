@@ -2,9 +2,10 @@
 # cudafx — one command for a user: installs what is missing (apt on
 # Debian/Ubuntu: build tools, GEGL, GIMP and its plug-in development files),
 # builds, installs the plug-in into the user's folder of every GIMP found
-# (3.x: ~/.config/GIMP/3.x/plug-ins/cudafx/, 2.10: ~/.config/GIMP/2.10/plug-ins/cudafx/),
+# (3.x: ~/.config/GIMP/3.x/plug-ins/cudafx/ for every 3.x folder and the
+# installed GIMP 3's version, 2.10: ~/.config/GIMP/2.10/plug-ins/cudafx/),
 # then runs the four procedures through headless GIMP on tests/data/astronaut.png
-# and writes out/gimp-<filter>.png.
+# and writes out/gimp3-<filter>.png (GIMP 3) and out/gimp-<filter>.png (GIMP 2.10).
 set -eu
 cd "$(dirname "$0")"
 config=${XDG_CONFIG_HOME:-$HOME/.config}/GIMP
@@ -27,38 +28,84 @@ elif ! command -v gimp-console-2.10 >/dev/null && ! command -v gimp-console-3.0 
 fi
 
 make -j"$(nproc)" all
+mkdir -p out
+in=$PWD/tests/data/astronaut.png
+filters="median nl-means quantize convolve"
 installed=""
-if pkg-config --exists gimp-3.0 && command -v gimp-console-3.0 >/dev/null; then
-  echo "install: GIMP 3 native plug-in build is not wired yet (make plugin builds it in a Debian 13 chroot)"
-else
-  echo "install: no GIMP 3 found (no gimp-console-3.0 with libgimp-3.0-dev); continuing"
+
+# smoke NAME PREFIX COMMAND...: COMMAND (a headless GIMP) wrote out/PREFIX-<filter>.png
+# for every filter, else the install failed (log in out/PREFIX-smoke.log).
+smoke() {
+  local name=$1 prefix=$2 f; shift 2
+  rm -f out/"$prefix"-*.png
+  timeout 300 "$@" >"out/$prefix-smoke.log" 2>&1 || true
+  for f in $filters; do
+    [ -s "out/$prefix-$f.png" ] || { echo "install: $name smoke run failed for $f (see out/$prefix-smoke.log)" >&2; exit 1; }
+    echo "install: $f through $name: $PWD/out/$prefix-$f.png"
+  done
+}
+
+# GIMP 3: the gimp(-console)-3.x binary and any ~/.config/GIMP/3.x folders.
+gimp3=$(command -v gimp-console-3.0 gimp-console-3 gimp-3.0 gimp-3 2>/dev/null | head -n 1 || true)
+versions=""
+if [ -n "$gimp3" ]; then
+  versions=$("$gimp3" --version 2>/dev/null | grep -o '3\.[0-9]\+' | head -n 1 || true)
 fi
+for d in "$config"/3.*/; do
+  [ -d "$d" ] || continue
+  v=$(basename "$d")
+  case " $versions " in *" $v "*) ;; *) versions="$versions $v" ;; esac
+done
+versions=$(echo $versions)
+if [ -z "$versions" ]; then
+  echo "install: no GIMP 3 found (no gimp-3.0 or gimp-console-3.0 binary, no $config/3.x folder); continuing with GIMP 2.10"
+elif ! pkg-config --exists gimpui-3.0; then
+  echo "install: GIMP 3 found ($versions) but not its plug-in development files (gimpui-3.0.pc: libgimp-3.0-dev); skipping the GIMP 3 plug-in" >&2
+else
+  make plugin-3-native
+  for v in $versions; do
+    mkdir -p "$config/$v/plug-ins/cudafx"
+    install -m 755 build/gimp3-native/cudafx "$config/$v/plug-ins/cudafx/cudafx"
+    echo "install: GIMP $v plug-in installed in $config/$v/plug-ins/cudafx/"
+  done
+  installed="$installed $versions"
+  console=$(command -v gimp-console-3.0 gimp-console-3 2>/dev/null | head -n 1 || true)
+  if [ -n "$console" ]; then
+    # Script-Fu 3 named arguments: every argument left out takes its default.
+    program=""
+    for f in $filters; do
+      program+="(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$in\")))
+                       (layer (vector-ref (car (gimp-image-get-layers img)) 0)))
+         (plug-in-cudafx-$f #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer))
+         (gimp-file-save RUN-NONINTERACTIVE img \"$PWD/out/gimp3-$f.png\")
+         (gimp-image-delete img))"
+    done
+    smoke "GIMP $("$console" --version | grep -o '3\.[0-9.]*' | head -n 1)" gimp3 \
+      "$console" -i --batch-interpreter=plug-in-script-fu-eval -b "(begin $program)" --quit
+  else
+    echo "install: no gimp-console-3.x to smoke-run GIMP 3 headless; open GIMP 3 and look in Filters"
+  fi
+fi
+
 if pkg-config --exists gimp-2.0 && command -v gimp-console-2.10 >/dev/null; then
   make plugin-210
   mkdir -p "$config/2.10/plug-ins/cudafx"
   install -m 755 build/gimp210/cudafx "$config/2.10/plug-ins/cudafx/cudafx"
   echo "install: GIMP 2.10 plug-in installed in $config/2.10/plug-ins/cudafx/"
-  installed=2.10
+  installed="$installed 2.10"
+  # Script-Fu 2.10 takes every argument in order: procargs.py writes them.
+  program=""
+  for f in $filters; do
+    args=$(python3 tests/gimp210/procargs.py scheme "$f")
+    program+="(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$in\" \"$in\")))
+                     (layer (car (gimp-image-get-active-layer img))))
+       (plug-in-cudafx-$f RUN-NONINTERACTIVE img layer $args)
+       (gimp-file-save RUN-NONINTERACTIVE img layer \"$PWD/out/gimp-$f.png\" \"$PWD/out/gimp-$f.png\")
+       (gimp-image-delete img))"
+  done
+  smoke "GIMP 2.10" gimp gimp-console-2.10 -i -b "(begin $program)" -b '(gimp-quit 0)'
 else
   echo "install: no GIMP 2.10 found (gimp-console-2.10 and libgimp2.0-dev)"
 fi
 [ -n "$installed" ] || { echo "install: no GIMP to install into" >&2; exit 1; }
-
-# Smoke run: the four procedures with their defaults through headless GIMP.
-mkdir -p out
-in=$PWD/tests/data/astronaut.png
-program=""
-for f in median nl-means quantize convolve; do
-  args=$(CUDAFX_LIB=build/libcudafx.so python3 tests/gimp210/procargs.py scheme "$f")
-  program+="(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$in\" \"$in\")))
-                   (layer (car (gimp-image-get-active-layer img))))
-     (plug-in-cudafx-$f RUN-NONINTERACTIVE img layer $args)
-     (gimp-file-save RUN-NONINTERACTIVE img layer \"$PWD/out/gimp-$f.png\" \"$PWD/out/gimp-$f.png\")
-     (gimp-image-delete img))"
-done
-rm -f out/gimp-*.png
-timeout 300 gimp-console-2.10 -i -b "(begin $program)" -b '(gimp-quit 0)' >out/gimp-smoke.log 2>&1 || true
-for f in median nl-means quantize convolve; do
-  [ -s "out/gimp-$f.png" ] || { echo "install: smoke run failed for $f (see out/gimp-smoke.log)" >&2; exit 1; }
-  echo "install: $f through GIMP $installed: $PWD/out/gimp-$f.png"
-done
+echo "install: done (GIMP$installed)"

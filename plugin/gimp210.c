@@ -4,6 +4,8 @@
  * a run's values back by table position, and handing pixels to region.c.
  * Follows the shape of GIMP 2.10's own filters (plug-ins/common/despeckle.c).
  *
+ * Quantize returns the name of the palette it created (empty if none).
+ *
  * The PDB of 2.10 has no choice or boolean types: choices are INT32 indices
  * into the table's choices (listed in the argument's description), booleans
  * INT32 0/1, and the kernel an INT32 count followed by a FLOATARRAY. GIMP
@@ -84,11 +86,11 @@ describe (const cudafx_arg *arg)
   return g_string_free (text, FALSE);
 }
 
-/* The PDB parameters of desc, in table order after the host's three; the
- * array argument takes two (count, values). Returns how many. Descriptions
- * are allocated; free them with free_params. */
+/* The PDB parameters of filter, in the procedure's order (plugin/procedures.h)
+ * after the host's three; the array argument takes two (count, values).
+ * Returns how many. Descriptions are allocated; free them with free_params. */
 static int
-fill_params (const cudafx_filter_desc *desc, GimpParamDef *params)
+fill_params (int filter, GimpParamDef *params)
 {
   static const GimpParamDef host[N_HOST_PARAMS] = {
     { GIMP_PDB_INT32,    "run-mode", "The run mode { RUN-INTERACTIVE (0), RUN-NONINTERACTIVE (1) }" },
@@ -99,9 +101,9 @@ fill_params (const cudafx_filter_desc *desc, GimpParamDef *params)
 
   for (; n < N_HOST_PARAMS; n++)
     params[n] = (GimpParamDef) { host[n].type, host[n].name, g_strdup (host[n].description) };
-  for (int i = 0; i < desc->n_args; i++)
+  for (int i = 0; i < cudafx_proc_n_args (filter); i++)
     {
-      const cudafx_arg *arg = &desc->args[i];
+      const cudafx_arg *arg = cudafx_proc_arg (filter, i);
 
       if (arg->type == CUDAFX_ARG_DOUBLE_ARRAY)
         {
@@ -120,14 +122,14 @@ fill_params (const cudafx_filter_desc *desc, GimpParamDef *params)
   return n;
 }
 
-/* How many PDB parameters fill_params gives desc. */
+/* How many PDB parameters fill_params gives filter. */
 static int
-param_count (const cudafx_filter_desc *desc)
+param_count (int filter)
 {
-  int n = N_HOST_PARAMS + desc->n_args;
+  int n = N_HOST_PARAMS + cudafx_proc_n_args (filter);
 
-  for (int i = 0; i < desc->n_args; i++)
-    n += desc->args[i].type == CUDAFX_ARG_DOUBLE_ARRAY;
+  for (int i = 0; i < cudafx_proc_n_args (filter); i++)
+    n += cudafx_proc_arg (filter, i)->type == CUDAFX_ARG_DOUBLE_ARRAY;
   return n;
 }
 
@@ -149,13 +151,19 @@ query (void)
 
   for (int f = 0; f < CUDAFX_N_FILTERS; f++)
     {
+      static const GimpParamDef palette_return[] = {
+        { GIMP_PDB_STRING, "palette",
+          "Name of the palette created (create-palette or convert-indexed), else empty" },
+      };
       const cudafx_filter_desc *desc = &cudafx_filters[f];
       GimpParamDef params[N_HOST_PARAMS + CUDAFX_PROC_MAX_ARGS + 1];
-      int n = fill_params (desc, params);
+      int n = fill_params (f, params);
+      int n_returns = f == CUDAFX_FILTER_QUANTIZE ? G_N_ELEMENTS (palette_return) : 0;
 
       gimp_install_procedure (desc->procedure, desc->blurb, desc->help,
                               CUDAFX_AUTHOR, CUDAFX_AUTHOR, "2026", desc->menu_label,
-                              "RGB*, GRAY*", GIMP_PLUGIN, n, 0, params, NULL);
+                              "RGB*, GRAY*", GIMP_PLUGIN, n, n_returns, params,
+                              n_returns ? palette_return : NULL);
       gimp_plugin_menu_register (desc->procedure, desc->menu_path);
       free_params (params, n);
     }
@@ -167,7 +175,7 @@ static gboolean
 read_params (const GimpParam *params, gint n_params, cudafx_proc_args *args, GError **error)
 {
   const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
-  int expected = param_count (desc), n = N_HOST_PARAMS;
+  int expected = param_count (args->filter), n = N_HOST_PARAMS;
 
   if (n_params != expected)
     {
@@ -175,8 +183,8 @@ read_params (const GimpParam *params, gint n_params, cudafx_proc_args *args, GEr
                    "%s takes %d arguments, not %d", desc->procedure, expected, n_params);
       return FALSE;
     }
-  for (int i = 0; i < desc->n_args; i++)
-    switch (desc->args[i].type)
+  for (int i = 0; i < cudafx_proc_n_args (args->filter); i++)
+    switch (cudafx_proc_arg (args->filter, i)->type)
       {
       case CUDAFX_ARG_DOUBLE:
         args->values[i] = params[n++].data.d_float;
@@ -232,15 +240,86 @@ show_progress (double fraction, void *user_data)
   return 0;
 }
 
-/* Filters the drawable's selection; on any error nothing is merged, so the
- * image is untouched. */
+/* A new palette of the colours a quantize run found; its name (GIMP makes it
+ * unique, free with g_free), or NULL with an error if GIMP refuses. */
+static gchar *
+create_palette (const cudafx_palette *colors, GError **error)
+{
+  gchar   *wanted = cudafx_proc_palette_name (colors);
+  gchar   *name = gimp_palette_new (wanted);
+  gboolean ok = name != NULL;
+
+  g_free (wanted);
+  if (ok)
+    gimp_palette_set_columns (name, MIN (colors->colors, 16));
+  for (int i = 0; ok && i < colors->colors; i++)
+    {
+      GimpRGB color;
+      double  rgb[3];
+      char    entry_name[8];
+      gint    entry;
+
+      cudafx_proc_palette_entry (colors, i, rgb, entry_name);
+      gimp_rgba_set (&color, rgb[0], rgb[1], rgb[2], 1.0);
+      ok = gimp_palette_add_entry (name, entry_name, &color, &entry);
+    }
+  if (!ok)
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
+                   _("quantize: GIMP could not create the palette: %s"), gimp_get_pdb_error ());
+      if (name)
+        gimp_palette_delete (name);
+      g_clear_pointer (&name, g_free);
+    }
+  return name;
+}
+
+/* Whether GIMP can convert image to indexed mode after filtering: checked
+ * first, so that a refusal leaves the image untouched. */
 static gboolean
-filter_drawable (gint32 drawable, const cudafx_proc_args *args, GError **error)
+can_convert_indexed (gint32 image, GError **error)
+{
+  gint     n_layers;
+  gint    *layers = gimp_image_get_layers (image, &n_layers);
+  gboolean flat = TRUE;
+
+  for (int i = 0; i < n_layers; i++)
+    flat = flat && !gimp_item_is_group (layers[i]);
+  g_free (layers);
+  if (!flat)
+    g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                         _("quantize: convert-indexed needs an image without layer groups "
+                           "(indexed mode cannot hold them)"));
+  return flat;
+}
+
+/* The whole image to 8-bit indexed mode with the palette, without dithering;
+ * indexed is 8-bit, so the precision goes first, as Image ▸ Mode ▸ Indexed does. */
+static gboolean
+convert_indexed (gint32 image, const gchar *palette, GError **error)
+{
+  if ((gimp_image_get_precision (image) == GIMP_PRECISION_U8_GAMMA ||
+       gimp_image_convert_precision (image, GIMP_PRECISION_U8_GAMMA)) &&
+      gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
+                                  0, FALSE, FALSE, palette))
+    return TRUE;
+  g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
+               _("quantize: GIMP could not convert the image to indexed mode: %s"),
+               gimp_get_pdb_error ());
+  return FALSE;
+}
+
+/* Filters the drawable's selection and, when asked, makes the palette of the
+ * colours found (*palette, else NULL). On any error nothing is merged and no
+ * palette is left, so the image is untouched. */
+static gboolean
+filter_drawable (gint32 drawable, const cudafx_proc_args *args, gchar **palette, GError **error)
 {
   const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
-  GeglRectangle area;
-  GeglBuffer   *source, *shadow;
-  gboolean      ok;
+  GeglRectangle     area;
+  GeglBuffer       *source, *shadow;
+  cudafx_run_result result;
+  gboolean          ok;
 
   if (!gimp_item_is_drawable (drawable))
     {
@@ -273,17 +352,22 @@ filter_drawable (gint32 drawable, const cudafx_proc_args *args, GError **error)
   gimp_progress_init (_(desc->blurb));
   source = gimp_drawable_get_buffer (drawable);
   shadow = gimp_drawable_get_shadow_buffer (drawable);
-  ok = cudafx_region_process (source, shadow, &area, args, show_progress, NULL, NULL, error);
+  ok = cudafx_region_process (source, shadow, &area, args, show_progress, NULL, &result, error);
   g_object_unref (source);
   if (ok)
     gegl_buffer_flush (shadow);
   g_object_unref (shadow);
+  if (ok && cudafx_proc_creates_palette (args))
+    ok = (*palette = create_palette (&result.palette, error)) != NULL;
   /* merge_shadow applies the selection mask and makes one undo step. */
   if (ok && !gimp_drawable_merge_shadow (drawable, TRUE))
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, /* an execution error */
                    _("%s: GIMP did not take the result into the drawable"), desc->name);
       ok = FALSE;
+      if (*palette)
+        gimp_palette_delete (*palette);
+      g_clear_pointer (palette, g_free);
     }
   if (ok)
     gimp_drawable_update (drawable, area.x, area.y, area.width, area.height);
@@ -299,7 +383,9 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
   static GimpParam values[2];
   const cudafx_filter_desc *desc = cudafx_filter_find (name);
   GimpRunMode      run_mode;
+  gint32           image;
   cudafx_proc_args args;
+  gchar           *palette = NULL;
   GError          *error = NULL;
   gchar           *locale = locale_folder ();
 
@@ -324,19 +410,37 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
       return;
     }
   run_mode = params[0].data.d_int32;
+  image = params[1].data.d_image;
   cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
   if (run_mode == GIMP_RUN_NONINTERACTIVE)
     read_params (params, n_params, &args, &error);
   else
     load_last_values (&args, name);
 
-  if (!error && filter_drawable (params[2].data.d_drawable, &args, &error))
+  if (!error && (!cudafx_proc_converts_indexed (&args) || can_convert_indexed (image, &error)))
     {
-      save_last_values (&args, name);
-      if (run_mode != GIMP_RUN_NONINTERACTIVE)
-        gimp_displays_flush ();
-      return;
+      gboolean ok;
+
+      /* The filter and the conversion to indexed undo as one step. */
+      gimp_image_undo_group_start (image);
+      ok = filter_drawable (params[2].data.d_drawable, &args, &palette, &error) &&
+           (!cudafx_proc_converts_indexed (&args) || convert_indexed (image, palette, &error));
+      gimp_image_undo_group_end (image);
+      if (ok)
+        {
+          save_last_values (&args, name);
+          if (run_mode != GIMP_RUN_NONINTERACTIVE)
+            gimp_displays_flush ();
+          if (args.filter == CUDAFX_FILTER_QUANTIZE)
+            {
+              values[1].type = GIMP_PDB_STRING;
+              values[1].data.d_string = palette ? palette : g_strdup ("");
+              *n_return_vals = 2;
+            }
+          return;
+        }
     }
+  g_free (palette);
 
   /* GIMP shows the message of an interactive run and passes it to the caller of a scripted one. */
   values[0].data.d_status = error->domain == CUDAFX_PROC_ERROR

@@ -1,7 +1,9 @@
 /* cudafx — the GIMP 3 front end: one plug-in executable registering the four
- * procedures from the engine's argument table, reading each run's arguments
- * back from the procedure config (ui/args.c), showing the dialog (ui/dialog.c)
- * in interactive runs, and handing pixels to region.c.
+ * procedures from the engine's argument table and the hosts' own arguments
+ * (plugin/procedures.c), reading each run's arguments back from the procedure
+ * config (ui/args.c), showing the dialog (ui/dialog.c) in interactive runs,
+ * and handing pixels to region.c. Quantize can also create a palette resource
+ * (which it returns) and convert the image to indexed mode with it.
  * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */
 #include <glib/gi18n.h>
 #include <libgimp/gimp.h>
@@ -88,15 +90,95 @@ failure (GimpProcedure *procedure, GError *error)
   return gimp_procedure_new_return_values (procedure, status, error);
 }
 
-/* Filters the drawable's selection; on any error nothing is merged, so the
- * image is untouched. */
+/* A new palette resource of the colours a quantize run found, in the
+ * drawable's colour space; NULL with an error if GIMP refuses. */
+static GimpPalette *
+create_palette (GimpDrawable *drawable, const cudafx_palette *colors, GError **error)
+{
+  const Babl  *format = babl_format_with_space ("R'G'B' double",
+                                                gimp_drawable_get_format (drawable));
+  gchar       *name = cudafx_proc_palette_name (colors);
+  GimpPalette *palette = gimp_palette_new (name);
+  gboolean     ok = palette != NULL;
+
+  g_free (name);
+  if (ok)
+    gimp_palette_set_columns (palette, MIN (colors->colors, 16));
+  for (int i = 0; ok && i < colors->colors; i++)
+    {
+      GeglColor *color = gegl_color_new (NULL);
+      double     rgb[3];
+      char       entry_name[8];
+      gint       entry;
+
+      cudafx_proc_palette_entry (colors, i, rgb, entry_name);
+      gegl_color_set_pixel (color, format, rgb);
+      ok = gimp_palette_add_entry (palette, entry_name, color, &entry);
+      g_object_unref (color);
+    }
+  if (!ok)
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
+                   _("quantize: GIMP could not create the palette: %s"),
+                   gimp_pdb_get_last_error (gimp_get_pdb ()));
+      /* Resources belong to libgimp: delete, never unref. */
+      if (palette)
+        gimp_resource_delete (GIMP_RESOURCE (palette));
+      palette = NULL;
+    }
+  return palette;
+}
+
+/* Whether GIMP can convert image to indexed mode after filtering: checked
+ * first, so that a refusal leaves the image untouched. */
 static gboolean
-filter_drawable (GimpDrawable *drawable, const cudafx_proc_args *args, GError **error)
+can_convert_indexed (GimpImage *image, GError **error)
+{
+  GimpLayer **layers = gimp_image_get_layers (image);
+  gboolean    flat = TRUE;
+
+  for (int i = 0; layers && layers[i]; i++)
+    flat = flat && !gimp_item_is_group (GIMP_ITEM (layers[i]));
+  g_free (layers);
+  if (!flat)
+    g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                         _("quantize: convert-indexed needs an image without layer groups "
+                           "(indexed mode cannot hold them)"));
+  return flat;
+}
+
+/* The whole image to 8-bit indexed mode with the palette, without dithering;
+ * indexed is 8-bit, so the precision goes first, as Image ▸ Mode ▸ Indexed does. */
+static gboolean
+convert_indexed (GimpImage *image, GimpPalette *palette, GError **error)
+{
+  gchar   *name = gimp_resource_get_name (GIMP_RESOURCE (palette));
+  gboolean ok;
+
+  ok = (gimp_image_get_precision (image) == GIMP_PRECISION_U8_NON_LINEAR ||
+        gimp_image_convert_precision (image, GIMP_PRECISION_U8_NON_LINEAR)) &&
+       gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
+                                   0, FALSE, FALSE, name);
+  g_free (name);
+  if (!ok)
+    g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
+                 _("quantize: GIMP could not convert the image to indexed mode: %s"),
+                 gimp_pdb_get_last_error (gimp_get_pdb ()));
+  return ok;
+}
+
+/* Filters the drawable's selection and, when asked, makes the palette of the
+ * colours found (*palette, else NULL). On any error nothing is merged and no
+ * palette is left, so the image is untouched. */
+static gboolean
+filter_drawable (GimpDrawable *drawable, const cudafx_proc_args *args, GimpPalette **palette,
+                 GError **error)
 {
   const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
-  GeglRectangle area;
-  GeglBuffer   *source, *shadow;
-  gboolean      ok;
+  GeglRectangle     area;
+  GeglBuffer       *source, *shadow;
+  cudafx_run_result result;
+  gboolean          ok;
 
   if (gimp_item_is_group (GIMP_ITEM (drawable)))
     {
@@ -123,17 +205,22 @@ filter_drawable (GimpDrawable *drawable, const cudafx_proc_args *args, GError **
   gimp_progress_init (_(desc->blurb));
   source = gimp_drawable_get_buffer (drawable);
   shadow = gimp_drawable_get_shadow_buffer (drawable);
-  ok = cudafx_region_process (source, shadow, &area, args, show_progress, NULL, NULL, error);
+  ok = cudafx_region_process (source, shadow, &area, args, show_progress, NULL, &result, error);
   g_object_unref (source);
   if (ok)
     gegl_buffer_flush (shadow);
   g_object_unref (shadow);
+  if (ok && cudafx_proc_creates_palette (args))
+    ok = (*palette = create_palette (drawable, &result.palette, error)) != NULL;
   /* merge_shadow applies the selection mask and makes one undo step. */
   if (ok && !gimp_drawable_merge_shadow (drawable, TRUE))
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, /* an execution error */
                    _("%s: GIMP did not take the result into the drawable"), desc->name);
       ok = FALSE;
+      if (*palette)
+        gimp_resource_delete (GIMP_RESOURCE (*palette));
+      *palette = NULL;
     }
   if (ok)
     gimp_drawable_update (drawable, area.x, area.y, area.width, area.height);
@@ -147,7 +234,10 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
 {
   const cudafx_filter_desc *desc = run_data;
   cudafx_proc_args args;
+  GimpPalette     *palette = NULL;
+  GimpValueArray  *values;
   GError          *error = NULL;
+  gboolean         ok;
 
   gegl_init (NULL, NULL);
   if (!drawables || !drawables[0] || drawables[1])
@@ -163,13 +253,25 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
     return gimp_procedure_new_return_values (procedure, GIMP_PDB_CANCEL, NULL);
 
   cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
-  if (!cudafx_config_read_args (config, &args, &error) ||
-      !filter_drawable (drawables[0], &args, &error))
+  if (!cudafx_config_read_args (config, &args, &error))
+    return failure (procedure, error);
+
+  if (cudafx_proc_converts_indexed (&args) && !can_convert_indexed (image, &error))
+    return failure (procedure, error);
+  /* The filter and the conversion to indexed undo as one step. */
+  gimp_image_undo_group_start (image);
+  ok = filter_drawable (drawables[0], &args, &palette, &error) &&
+       (!cudafx_proc_converts_indexed (&args) || convert_indexed (image, palette, &error));
+  gimp_image_undo_group_end (image);
+  if (!ok)
     return failure (procedure, error);
 
   if (run_mode != GIMP_RUN_NONINTERACTIVE)
     gimp_displays_flush ();
-  return gimp_procedure_new_return_values (procedure, GIMP_PDB_SUCCESS, NULL);
+  values = gimp_procedure_new_return_values (procedure, GIMP_PDB_SUCCESS, NULL);
+  if (desc - cudafx_filters == CUDAFX_FILTER_QUANTIZE)
+    GIMP_VALUES_SET_PALETTE (values, 1, palette);
+  return values;
 }
 
 static GimpProcedure *
@@ -188,8 +290,13 @@ cudafx_create_procedure (GimpPlugIn *plug_in, const gchar *name)
   gimp_procedure_add_menu_path (procedure, desc->menu_path);
   gimp_procedure_set_documentation (procedure, _(desc->blurb), _(desc->help), name);
   gimp_procedure_set_attribution (procedure, CUDAFX_AUTHOR, CUDAFX_AUTHOR, "2026");
-  for (int i = 0; i < desc->n_args; i++)
-    add_argument (procedure, &desc->args[i]);
+  for (int i = 0; i < cudafx_proc_n_args (desc - cudafx_filters); i++)
+    add_argument (procedure, cudafx_proc_arg (desc - cudafx_filters, i));
+  if (desc - cudafx_filters == CUDAFX_FILTER_QUANTIZE)
+    gimp_procedure_add_palette_return_value (procedure, "palette", _("Palette"),
+                                             _("The palette created (create-palette or "
+                                               "convert-indexed), else none"),
+                                             G_PARAM_READWRITE);
   return procedure;
 }
 

@@ -8,6 +8,29 @@
 
 G_DEFINE_QUARK (cudafx-proc-error-quark, cudafx_proc_error)
 
+#define N_(s) s
+
+/* The host arguments, after each filter's table arguments; msgids as in core/params.c. */
+static const cudafx_arg quantize_host_args[] = {
+  { "create-palette", N_("Create _palette"),
+    N_("Also create a GIMP palette of the colors found, named \"cudafx N colors\" "
+       "(GIMP makes the name unique); quantize returns it"),
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0 },
+  { "convert-indexed", N_("Convert to _indexed"),
+    N_("Then convert the whole image to 8-bit indexed mode with that palette (creating it), "
+       "without dithering, as Image ▸ Mode ▸ Indexed does: every layer is converted, pixels "
+       "outside a selection become their nearest palette color, and partial transparency "
+       "becomes opaque or transparent"),
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0 },
+};
+
+static const struct {
+  const cudafx_arg *args;
+  int               n_args;
+} host_args[CUDAFX_N_FILTERS] = {
+  [CUDAFX_FILTER_QUANTIZE] = { quantize_host_args, G_N_ELEMENTS (quantize_host_args) },
+};
+
 static const cudafx_filter_desc *
 desc_of (const cudafx_proc_args *args)
 {
@@ -15,12 +38,27 @@ desc_of (const cudafx_proc_args *args)
 }
 
 int
-cudafx_proc_arg_index (int filter, const char *name)
+cudafx_proc_n_args (int filter)
+{
+  return cudafx_filters[filter].n_args + host_args[filter].n_args;
+}
+
+const cudafx_arg *
+cudafx_proc_arg (int filter, int index)
 {
   const cudafx_filter_desc *desc = &cudafx_filters[filter];
-  const cudafx_arg *arg = cudafx_arg_find (desc, name);
 
-  return arg ? (int) (arg - desc->args) : -1;
+  g_return_val_if_fail (index >= 0 && index < cudafx_proc_n_args (filter), NULL);
+  return index < desc->n_args ? &desc->args[index] : &host_args[filter].args[index - desc->n_args];
+}
+
+int
+cudafx_proc_arg_index (int filter, const char *name)
+{
+  for (int i = 0; i < cudafx_proc_n_args (filter); i++)
+    if (!strcmp (cudafx_proc_arg (filter, i)->name, name))
+      return i;
+  return -1;
 }
 
 /* A value by name; names come from this file and the table, so a miss is a bug. */
@@ -47,13 +85,13 @@ clamped (const cudafx_proc_args *args, const char *name)
 void
 cudafx_proc_args_init (cudafx_proc_args *args, int filter)
 {
-  const cudafx_filter_desc *desc = &cudafx_filters[filter];
+  int n = cudafx_proc_n_args (filter);
 
-  g_return_if_fail (desc->n_args <= CUDAFX_PROC_MAX_ARGS);
+  g_return_if_fail (n <= CUDAFX_PROC_MAX_ARGS);
   memset (args, 0, sizeof *args);
   args->filter = filter;
-  for (int i = 0; i < desc->n_args; i++)
-    args->values[i] = desc->args[i].def;
+  for (int i = 0; i < n; i++)
+    args->values[i] = cudafx_proc_arg (filter, i)->def;
 }
 
 gboolean
@@ -160,4 +198,38 @@ cudafx_proc_run (const cudafx_proc_args *args, const cudafx_image *src, cudafx_i
     return FALSE;
   status = cudafx_run_filter (args->filter, &p, src, dst, options, result);
   return status == CUDAFX_OK ? TRUE : engine_error (status, error);
+}
+
+gboolean
+cudafx_proc_converts_indexed (const cudafx_proc_args *args)
+{
+  return args->filter == CUDAFX_FILTER_QUANTIZE && value (args, "convert-indexed") != 0;
+}
+
+gboolean
+cudafx_proc_creates_palette (const cudafx_proc_args *args)
+{
+  return args->filter == CUDAFX_FILTER_QUANTIZE
+         && (value (args, "create-palette") != 0 || cudafx_proc_converts_indexed (args));
+}
+
+gchar *
+cudafx_proc_palette_name (const cudafx_palette *palette)
+{
+  return g_strdup_printf ("cudafx %d colors", palette->colors);
+}
+
+void
+cudafx_proc_palette_entry (const cudafx_palette *palette, int index, double rgb[3], char name[8])
+{
+  int bytes[3];
+
+  for (int k = 0; k < 3; k++)
+    {
+      double v = CLAMP (palette->entries[index][palette->channels == 1 ? 0 : k], 0.0, 255.0);
+
+      rgb[k] = v / 255.0;
+      bytes[k] = (int) lround (v);
+    }
+  g_snprintf (name, 8, "#%02x%02x%02x", bytes[0], bytes[1], bytes[2]);
 }

@@ -16,6 +16,8 @@
  * can tell a bad argument (a calling error) from a failed run. */
 #define CUDAFX_PROC_ERROR (cudafx_proc_error_quark ())
 GQuark cudafx_proc_error_quark (void);
+/* Beyond the statuses: GIMP itself refused a step of the run (palette, mode). */
+#define CUDAFX_PROC_ERR_GIMP 100
 
 #define CUDAFX_PROC_MAX_ARGS 16
 
@@ -27,10 +29,17 @@ typedef struct {
   int    kernel_length;                /* 0: the engine's default kernel */
 } cudafx_proc_args;
 
-/* The table's defaults for filter. */
+/* A procedure's arguments are the engine's table (cudafx_filters[filter].args)
+ * followed by the host's own: what only a GIMP run can do, such as creating a
+ * palette resource. Both GIMP front ends register all of them, in this order,
+ * and a dialog can show them like the others. */
+int               cudafx_proc_n_args (int filter);
+const cudafx_arg *cudafx_proc_arg (int filter, int index);
+
+/* The defaults of every argument of filter. */
 void cudafx_proc_args_init (cudafx_proc_args *args, int filter);
 
-/* Position of an argument in the table, or -1. */
+/* Position of an argument among the procedure's, or -1. */
 int cudafx_proc_arg_index (int filter, const char *name);
 
 /* Stores the kernel; more values than the largest kernel holds is an error naming "kernel". */
@@ -48,5 +57,18 @@ gboolean cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **err
 gboolean cudafx_proc_run (const cudafx_proc_args *args, const cudafx_image *src,
                           cudafx_image *dst, const cudafx_options *options,
                           cudafx_run_result *result, GError **error);
+
+/* Quantize's host arguments: create a palette resource of the colours found;
+ * convert the image to indexed mode with it (which implies creating it). */
+gboolean cudafx_proc_creates_palette (const cudafx_proc_args *args);
+gboolean cudafx_proc_converts_indexed (const cudafx_proc_args *args);
+
+/* The name to ask GIMP for, "cudafx 16 colors" (GIMP makes it unique). Free with g_free. */
+gchar *cudafx_proc_palette_name (const cudafx_palette *palette);
+
+/* Entry index of palette as R'G'B' on the 0..1 scale (grey repeated), and
+ * its name, "#rrggbb" as in the CLI's palette files. */
+void cudafx_proc_palette_entry (const cudafx_palette *palette, int index, double rgb[3],
+                                char name[8]);
 
 #endif /* CUDAFX_PROCEDURES_H */

@@ -1,15 +1,14 @@
 /* cudafx — a GIMP 3 procedure config read back into argument values, walking
- * the argument table (core/params.c) by name. */
+ * the procedure's arguments (core/params.c, then the host's in
+ * plugin/procedures.c) by name. */
 #include "args.h"
 
 gboolean
 cudafx_config_read_args (GimpProcedureConfig *config, cudafx_proc_args *args, GError **error)
 {
-  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
-
-  for (int i = 0; i < desc->n_args; i++)
+  for (int i = 0; i < cudafx_proc_n_args (args->filter); i++)
     {
-      const cudafx_arg *arg = &desc->args[i];
+      const cudafx_arg *arg = cudafx_proc_arg (args->filter, i);
 
       switch (arg->type)
         {

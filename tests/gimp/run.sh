@@ -5,7 +5,8 @@
 # the engine's output for the same parameters (the CLI BUILD/cudafx when it
 # exists, else the engine library through tools/pycudafx.py). A filter the
 # engine rejects must fail in GIMP with the engine's message and leave the
-# image untouched. Ends with "N passed, N failed".
+# image untouched. One case calls the plug-in from Python-Fu instead; two
+# check quantize's palette and indexed-mode arguments. Ends with "N passed, N failed".
 #   tests/gimp/run.sh [BUILD]       (CUDAFX_LIB overrides BUILD/libcudafx.so)
 set -u
 build=${1:-build}
@@ -47,6 +48,13 @@ load() {
 }
 save() { echo "(gimp-file-save RUN-NONINTERACTIVE img \"$inside/out/$1\")"; }
 
+# gimp_py NAME PYTHON: runs PYTHON through Python-Fu (python-fu-eval) with the
+# test profile; the log goes to out/NAME.log.
+gimp_py() {
+  timeout 120 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
+    gimp-console-3.0 -i --batch-interpreter=python-fu-eval -b "$2" --quit >"$work/out/$1.log" 2>&1
+}
+
 # Procedure arguments name=value as Script-Fu named arguments: numbers as
 # they are, kernel as a float vector, anything else as a string (a choice).
 sf_args() {
@@ -69,7 +77,8 @@ call() { # FILTER name=value...
 }
 
 # reference FILTER IN OUT name=value...: the engine's result, or its error
-# message on stdout with status 3.
+# message on stdout with status 3. With $PALETTE_OUT, the CLI also writes the
+# palette there.
 reference() {
   local filter=$1 in=$2 out=$3; shift 3
   if [ -n "$cli" ]; then
@@ -77,12 +86,14 @@ reference() {
     for pair in "$@"; do
       name=${pair%%=*} value=${pair#*=}
       case $name=$value in
+        create-palette=*|convert-indexed=*) ;; # the GIMP hosts' own arguments
         auto=true) opts+=(--auto) ;;
         auto=false) opts+=(--no-auto) ;;
         kernel=*) opts+=(--kernel "$("$py" -c "import sys,math; v=sys.argv[1].split(','); n=math.isqrt(len(v)); print(';'.join(','.join(v[i*n:(i+1)*n]) for i in range(n)))" "$value")") ;;
         *) opts+=("--$name" "$value") ;;
       esac
     done
+    [ -z "${PALETTE_OUT:-}" ] || opts+=(--palette-out "$PALETTE_OUT")
     local msg; msg=$(CUDAFX_BACKEND=cpu "$cli" "$filter" "${opts[@]}" "$in" "$out" 2>&1) || { echo "$msg"; return 3; }
   else
     CUDAFX_BACKEND=cpu "$py" "$here/compare.py" reference "$filter" "$in" "$out" "$@"
@@ -102,6 +113,39 @@ run_case() {
     (catch #f $c (display (string-append \"call \" \"SUCCEEDED\"))) $(save "$name.png") $c"
 }
 
+# run_py_case NAME FILE FILTER name=value...: run_case through Python-Fu:
+# the procedure's config filled by name (numbers as they are, true/false as
+# booleans, anything else a choice nick); a status other than success raises.
+run_py_case() {
+  local name=$1 file=$2 filter=$3 pair sets=""; shift 3
+  for pair in "$@"; do
+    case ${pair#*=} in
+      true|false) sets+="config.set_property('${pair%%=*}', ${pair#*=} == 'true')
+" ;;
+      -*[0-9]*|[0-9]*) sets+="config.set_property('${pair%%=*}', ${pair#*=})
+" ;;
+      *) sets+="config.set_property('${pair%%=*}', '${pair#*=}')
+" ;;
+    esac
+  done
+  gimp_py "$name" "from gi.repository import Gimp, Gio
+def save(name):
+    Gimp.file_save(Gimp.RunMode.NONINTERACTIVE, img, Gio.File.new_for_path('$inside/out/' + name), None)
+img = Gimp.file_load(Gimp.RunMode.NONINTERACTIVE, Gio.File.new_for_path('$inside/$file'))
+save('$name.in.png')
+procedure = Gimp.get_pdb().lookup_procedure('plug-in-cudafx-$filter')
+config = procedure.create_config()
+config.set_property('run-mode', Gimp.RunMode.NONINTERACTIVE)
+config.set_property('image', img)
+config.set_core_object_array('drawables', img.get_layers()[:1])
+$sets
+result = procedure.run(config)
+if result.index(0) != Gimp.PDBStatusType.SUCCESS:
+    raise RuntimeError(f'plug-in-cudafx-$filter returned {result.index(0)}')
+print('call ' + 'SUCCEEDED')
+save('$name.png')"
+}
+
 # expect_error NAME RC MESSAGE: the call failed with MESSAGE in GIMP's output,
 # and the image saved after the failure equals the input.
 expect_error() {
@@ -119,10 +163,10 @@ expect_error() {
 # the engine's output on the same input (within TOLERANCE; with $SEL="X Y W H"
 # a rectangle selection: inside it the whole-image result, outside it the
 # input); or, if the engine rejects the call, GIMP fails with the engine's
-# message and the image is unchanged.
+# message and the image is unchanged. $RUN runs GIMP (default run_case).
 filter_test() {
   local name=$1 file=$2 tol=$3 filter=$4; shift 4
-  run_case "$name" "$file" "$filter" "$@"
+  ${RUN:-run_case} "$name" "$file" "$filter" "$@"
   local rc=$? expect ref_rc diff
   [ -f "$work/out/$name.in.png" ] || { fail "$name" "GIMP exited $rc before saving the input: $(grep -m1 -i error "$work/out/$name.log")"; return; }
   expect=$(reference "$filter" "$work/out/$name.in.png" "$work/out/$name.ref.png" "$@")
@@ -138,6 +182,52 @@ filter_test() {
     diff=$("$py" "$here/compare.py" same "$work/out/$name.ref.png" "$work/out/$name.png" "$tol" 2>&1) \
       && pass "$name: GIMP equals the engine (±$tol)" || fail "$name" "$diff"
   fi
+}
+
+# palette_test NAME FILE name=value...: quantize with create-palette or
+# convert-indexed: the pixels equal the CLI's, the palette it returns is
+# named "cudafx K colors" (K as found) and holds the colours of the CLI's
+# --palette-out file in order; with convert-indexed the image is indexed
+# with exactly those colours, else still RGB.
+palette_test() {
+  local name=$1 file=$2 c log expect; shift 2
+  local indexed=0 gpl=$work/out/$name.gpl
+  case " $* " in *" convert-indexed=true "*) indexed=1 ;; esac
+  [ -n "$cli" ] || { fail "$name" "needs the CLI ($build/cudafx) for --palette-out"; return; }
+  c=$(call quantize "$@")
+  # Markers are built at run time: GIMP echoes a failing command.
+  gimp "$name" "$(load "$file") $(save "$name.in.png")
+    (define palette (car $c))
+    (define (show tag value) (display (string-append \"\n\" tag \"=\")) (display value))
+    (show \"NAME\" (car (gimp-resource-get-name palette)))
+    (show \"COLORS\" (car (gimp-palette-get-colors palette)))
+    (show \"TYPE\" (car (gimp-image-get-base-type img)))
+    (if (= (car (gimp-image-get-base-type img)) INDEXED)
+      (show \"IMAGE-COLORS\" (car (gimp-palette-get-colors (car (gimp-image-get-palette img))))))
+    (display (string-append \"\ncall \" \"SUCCEEDED\n\")) $(save "$name.png")"
+  log=$work/out/$name.log
+  grep -q "^call SUCCEEDED" "$log" || { fail "$name" "GIMP failed: $(grep -m1 -i error "$log")"; return; }
+  expect=$(PALETTE_OUT=$gpl reference quantize "$work/out/$name.in.png" "$work/out/$name.ref.png" "$@") \
+    || { fail "$name" "reference failed: $expect"; return; }
+  # GIMP palette file: four header lines, then "R G B<TAB>name" per colour.
+  local want got k
+  want=$(awk 'NR > 4 { print $1, $2, $3 }' "$gpl")
+  k=$(grep -c . <<<"$want")
+  colors_of() { sed -n "s/^$1=#(\(.*\))\$/\1/p" "$log" | sed 's/) (/\n/g; s/[()]//g'; }
+  got=$(colors_of COLORS)
+  grep -qx "NAME=cudafx $k colors\( #[0-9]*\)\?" "$log" \
+    || { fail "$name" "palette not named 'cudafx $k colors': $(grep ^NAME= "$log")"; return; }
+  [ "$got" = "$want" ] || { fail "$name" "palette colours differ from the CLI's: $(echo $got | head -c 200)"; return; }
+  if [ $indexed = 1 ]; then
+    grep -qx "TYPE=2" "$log" || { fail "$name" "image not indexed: $(grep ^TYPE= "$log")"; return; }
+    [ "$(colors_of IMAGE-COLORS)" = "$want" ] || { fail "$name" "the image's colormap is not the palette"; return; }
+  else
+    grep -qx "TYPE=0" "$log" || { fail "$name" "image mode changed: $(grep ^TYPE= "$log")"; return; }
+  fi
+  local diff
+  diff=$("$py" "$here/compare.py" same "$work/out/$name.ref.png" "$work/out/$name.png" 0 2>&1) \
+    || { fail "$name" "$diff"; return; }
+  pass "$name: palette 'cudafx $k colors' equals the CLI's$([ $indexed = 1 ] && echo ", image indexed with it"), pixels equal"
 }
 
 error_test() { # NAME FILE MESSAGE FILTER name=value...
@@ -163,6 +253,14 @@ PRE="(gimp-layer-add-alpha layer) (gimp-image-select-rectangle img CHANNEL-OP-RE
   filter_test alpha astronaut.png 0 median radius=2
 PRE="(gimp-image-convert-precision img PRECISION-U16-NON-LINEAR)" \
   filter_test 16-bit camera.png 1 median radius=2
+# 32-bit float (exported as 16-bit PNG; the reference filters that in float too).
+PRE="(gimp-image-convert-precision img PRECISION-FLOAT-NON-LINEAR)" \
+  filter_test float astronaut.png 1 convolve preset=gaussian sigma=1.5
+# Quantize's GIMP-only arguments: a palette resource, and indexed mode with it.
+palette_test palette astronaut.png colors=16 seed=3 max-iterations=20 create-palette=true
+palette_test to-indexed astronaut.png colors=8 color-space=rgb seed=1 max-iterations=20 convert-indexed=true
+# A script in Python: the procedure found in the PDB and run from its config.
+RUN=run_py_case filter_test python-fu camera.png 0 median radius=2 percentile=25 shape=circle
 
 # Arguments: out of range (Script-Fu or the plug-in rejects it), and a kernel
 # that is not square (only the plug-in can tell).

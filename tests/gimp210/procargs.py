@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Procedure arguments given by name, as GIMP 2.10 Script-Fu or CLI arguments,
-read from the engine's own argument table ($CUDAFX_LIB, default
-build/libcudafx.so) so the order and defaults are the plug-in's.
+read from the plug-in's own procedure table ($CUDAFX_PROC_LIB, default
+build/libcudafx-procedures.so: the engine's arguments, then the GIMP hosts'
+own from plugin/procedures.c) so the order and defaults are the plug-in's.
 
   procargs.py scheme FILTER [name=value ...]
       The arguments after run-mode, image and drawable, positional, in table
@@ -9,7 +10,8 @@ build/libcudafx.so) so the order and defaults are the plug-in's.
       their index, booleans TRUE/FALSE, the kernel (comma-separated values)
       its count and a vector.
   procargs.py cli FILTER [name=value ...]
-      The same values as options of `cudafx FILTER`, one per line.
+      The same values as options of `cudafx FILTER`, one per line; the GIMP
+      hosts' own arguments (create-palette...) have no option and are left out.
 """
 import ctypes as C
 import math
@@ -37,12 +39,17 @@ class Choice(C.Structure):
 
 
 def table_args(filter_name):
-    lib = C.CDLL(os.environ.get("CUDAFX_LIB", "build/libcudafx.so"))
+    """The procedure's arguments, each with whether the engine (the CLI) has it."""
+    lib = C.CDLL(os.environ.get("CUDAFX_PROC_LIB", "build/libcudafx-procedures.so"))
+    lib.cudafx_proc_arg.restype = C.POINTER(ArgDesc)
     lib.cudafx_filter_find.restype = C.POINTER(FilterDesc)
     desc = lib.cudafx_filter_find(filter_name.encode())
     if not desc:
         sys.exit(f"no filter {filter_name}")
-    return [desc.contents.args[i] for i in range(desc.contents.n_args)]
+    first = C.addressof(FilterDesc.in_dll(lib, "cudafx_filters"))
+    f = (C.addressof(desc.contents) - first) // C.sizeof(FilterDesc)
+    return [(lib.cudafx_proc_arg(f, i).contents, i < desc.contents.n_args)
+            for i in range(lib.cudafx_proc_n_args(f))]
 
 
 def nicks(arg):
@@ -52,7 +59,7 @@ def nicks(arg):
 
 def scheme(args, given):
     out = []
-    for arg in args:
+    for arg, _ in args:
         name = arg.name.decode()
         value = given.pop(name, None)
         if arg.type == ARRAY:
@@ -74,10 +81,10 @@ def scheme(args, given):
 
 def cli(args, given):
     out = []
-    for arg in args:
+    for arg, engine in args:
         name = arg.name.decode()
         value = given.pop(name, None)
-        if value is None:
+        if value is None or not engine:
             continue
         if arg.type == BOOLEAN:
             out.append(f"--{name}" if value == "true" else f"--no-{name}")

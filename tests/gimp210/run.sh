@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 here=tests/gimp210
 py=/usr/bin/python3
 cli=$build/cudafx
-export CUDAFX_LIB=$build/libcudafx.so
+export CUDAFX_LIB=$build/libcudafx.so CUDAFX_PROC_LIB=$build/libcudafx-procedures.so
 passed=0 failed=0
 
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
@@ -55,7 +55,22 @@ helpers='(define (try name thunk)
            (gimp-buffer-delete buffer)))
         ((= (car (gimp-item-is-group drawable)) TRUE) ; its first layer
          (save-drawable img (vector-ref (cadr (gimp-item-get-children drawable)) 0) path))
-        (else (gimp-file-save RUN-NONINTERACTIVE img drawable path path))))'
+        (else (gimp-file-save RUN-NONINTERACTIVE img drawable path path))))
+(define (color-text r g b)
+  (string-append (number->string r) " " (number->string g) " " (number->string b) ";"))
+(define (palette-text palette)
+  (let loop ((i 0) (text ""))
+    (if (< i (car (gimp-palette-get-info palette)))
+      (loop (+ i 1) (string-append text (apply color-text (car (gimp-palette-entry-get-color palette i)))))
+      text)))
+(define (colormap-text img)
+  (let ((bytes (cadr (gimp-image-get-colormap img))))
+    (let loop ((i 0) (text ""))
+      (if (< i (vector-length bytes))
+        (loop (+ i 3) (string-append text (color-text (vector-ref bytes i) (vector-ref bytes (+ i 1))
+                                                      (vector-ref bytes (+ i 2)))))
+        text))))
+(define (report name tag text) (gimp-message (string-append "CASE " name " " tag "=" text)))'
 program=$helpers
 cases=()
 
@@ -73,10 +88,53 @@ add_case() {
        (layer (car (gimp-image-get-active-layer img))))
   ${PRE:-}
   (save-drawable img ${DRAWABLE:-layer} \"$out.in.png\")
-  (try \"$name\" (lambda () (plug-in-cudafx-$filter RUN-NONINTERACTIVE img ${DRAWABLE:-layer} $args)))
+  (try \"$name\" (lambda () (let ((palette (car (plug-in-cudafx-$filter RUN-NONINTERACTIVE img ${DRAWABLE:-layer} $args))))
+    ${POST:-})))
   (save-drawable img ${DRAWABLE:-layer} \"$out.png\")
   (gimp-image-delete img))"
   cases+=("$name|$tol|${SEL:-}|${ERR:-}|$filter|$*")
+}
+
+# add_palette_case NAME FILE name=value...: quantize with create-palette or
+# convert-indexed; GIMP reports the palette it returned, its colours, the
+# image's mode and (indexed) colormap for check_palette.
+add_palette_case() {
+  local name=$1
+  POST="(report \"$name\" \"NAME\" palette)
+        (report \"$name\" \"COLORS\" (palette-text palette))
+        (report \"$name\" \"TYPE\" (number->string (car (gimp-image-base-type img))))
+        (if (= (car (gimp-image-base-type img)) INDEXED)
+          (report \"$name\" \"IMAGE-COLORS\" (colormap-text img)))" \
+    add_case "$1" "$2" 0 quantize "${@:3}"
+  palette_cases+=("$1")
+}
+palette_cases=()
+
+# check_palette NAME ARGS: the palette quantize returned is named "cudafx K
+# colors" (K as found) and holds the colours of the CLI's --palette-out file
+# in order; with convert-indexed the image is indexed with exactly those
+# colours, else still RGB. (Pixels: check.)
+check_palette() {
+  local name=$1 log=$work/out/gimp.log out=$work/out/$1 opts msg want k
+  mapfile -t opts < <("$py" "$here/procargs.py" cli quantize $2)
+  msg=$(CUDAFX_BACKEND=cpu "$cli" quantize "${opts[@]}" --palette-out "$out.gpl" "$out.in.png" "$out.gpl.png" 2>&1) \
+    || { fail "$name palette" "the CLI failed: $msg"; return; }
+  # GIMP palette file: four header lines, then "R G B<TAB>name" per colour.
+  want=$(awk 'NR > 4 { printf "%d %d %d;", $1, $2, $3 }' "$out.gpl")
+  k=$(grep -o ";" <<<"$want" | wc -l)
+  reported() { sed -n "s/.*CASE $name $1=//p" "$log" | head -n 1; }
+  [[ $(reported NAME) =~ ^cudafx\ $k\ colors( \#[0-9]+)?$ ]] \
+    || { fail "$name palette" "not named 'cudafx $k colors': '$(reported NAME)'"; return; }
+  [ "$(reported COLORS)" = "$want" ] \
+    || { fail "$name palette" "colours differ from the CLI's: $(reported COLORS | head -c 200)"; return; }
+  if [[ " $2 " = *" convert-indexed=true "* ]]; then
+    [ "$(reported TYPE)" = 2 ] || { fail "$name palette" "image not indexed: TYPE=$(reported TYPE)"; return; }
+    [ "$(reported IMAGE-COLORS)" = "$want" ] || { fail "$name palette" "the image's colormap is not the palette"; return; }
+    pass "$name palette: 'cudafx $k colors' equals the CLI's, image indexed with it"
+  else
+    [ "$(reported TYPE)" = 0 ] || { fail "$name palette" "image mode changed: TYPE=$(reported TYPE)"; return; }
+    pass "$name palette: 'cudafx $k colors' equals the CLI's, image still RGB"
+  fi
 }
 
 # check NAME TOLERANCE SEL ERR FILTER ARGS: with ERR, GIMP failed with that
@@ -126,6 +184,9 @@ PRE="(gimp-layer-add-alpha layer) (gimp-image-select-rectangle img CHANNEL-OP-RE
   add_case alpha astronaut.png 0 median radius=2
 PRE="(gimp-image-convert-precision img PRECISION-U16-GAMMA)" add_case 16-bit camera.png 1 median radius=2
 PRE="(gimp-image-convert-precision img PRECISION-FLOAT-GAMMA)" add_case float camera.png 1 convolve preset=blur-3x3
+# Quantize's GIMP-only arguments: a palette, and indexed mode with it.
+add_palette_case palette astronaut.png colors=16 seed=3 max-iterations=20 create-palette=true
+add_palette_case to-indexed astronaut.png colors=8 color-space=rgb seed=1 max-iterations=20 convert-indexed=true
 # Arguments out of range (GIMP 2.10 does not check them: the plug-in must) and
 # a kernel that is not square; an indexed image. Each: an error, image unchanged.
 ERR="median: radius 101 is out of range 1..100" add_case range camera.png 0 median radius=101
@@ -148,12 +209,13 @@ ERR="median: a layer group has no pixels of its own" DRAWABLE=group \
        (gimp-image-reorder-item img layer group 0)" add_case layer-group astronaut.png 0 median radius=1
 
 echo "gimp-console-2.10 $(gimp-console-2.10 --version | grep -o '[0-9.]*$'), plug-in $build/gimp210/cudafx, reference $cli"
-GIMP2_DIRECTORY=$work/profile timeout 300 gimp-console-2.10 -i -b "(begin $program)" -b '(gimp-quit 0)' \
+GIMP2_DIRECTORY=$work/profile timeout 600 gimp-console-2.10 -i -b "(begin $program)" -b '(gimp-quit 0)' \
   >"$work/out/gimp.log" 2>&1 || echo "gimp-console-2.10 exited $? (log: $work/out/gimp.log)"
 
 for c in "${cases[@]}"; do
   IFS='|' read -r name tol sel err filter args <<<"$c"
   check "$name" "$tol" "$sel" "$err" "$filter" "$args"
+  [[ " ${palette_cases[*]} " != *" $name "* ]] || check_palette "$name" "$args"
 done
 
 # A plug-in killed (SIGKILL) in the middle of a long NL-means: the call fails,
