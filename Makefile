@@ -156,6 +156,11 @@ plugin: $(BUILD)/gimp3/cudafx
 check-gimp: plugin
 	tests/gimp/run.sh $(BUILD)
 
+# The four GIMP 3 dialogs under Xvfb in the chroot, saved as docs/dialog-<filter>.png.
+.PHONY: screenshots
+screenshots: plugin
+	ui/screenshots.sh $(BUILD)
+
 clean:
 	rm -rf build build-asan build-gpu
 
