@@ -185,6 +185,11 @@ check-gimp210: plugin-210 all
 install:
 	./install.sh
 
+# The four GIMP 3 dialogs under Xvfb in the chroot, saved as docs/dialog-<filter>.png.
+.PHONY: screenshots
+screenshots: plugin
+	ui/screenshots.sh $(BUILD)
+
 clean:
 	rm -rf build build-asan build-gpu
 
