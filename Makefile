@@ -291,6 +291,22 @@ check-gimp210: plugin-210 all
 install:
 	./install.sh
 
+# The dialogs for the README, under Xvfb: GIMP 3's four from the chroot
+# (docs/screenshots/gimp3-<filter>.png), then GIMP 2.10's when its script exists
+# (tests/gimp210/screenshots.sh BUILD OUTDIR, same naming with gimp210-).
+.PHONY: screenshots check-dialogs
+screenshots: plugin
+	ui/screenshots.sh $(BUILD) docs/screenshots
+	if [ -x tests/gimp210/screenshots.sh ]; then tests/gimp210/screenshots.sh $(BUILD) docs/screenshots; fi
+
+# The GIMP 3 dialogs opened under Xvfb with nobody at the keyboard: each
+# preview must show the CLI's result for the dialog's settings (about 2-3
+# minutes here; not in CI). Ends with "N passed, N failed".
+check-dialogs: plugin all
+	rm -rf $(BUILD)/dialog-shots
+	ui/screenshots.sh --both $(BUILD) $(BUILD)/dialog-shots
+	$(PYTHON3) ui/check-dialogs.py $(BUILD)/dialog-shots $(BUILD)/cudafx
+
 clean:
 	rm -rf build build-asan build-gpu build-fuzz
 

@@ -167,6 +167,8 @@ typedef struct {
   double h;              /* 0.1..100, filtering strength on the 0..255 scale */
   int    patch_radius;   /* 1..5 */
   int    search_radius;  /* 1..20 */
+  double sigma;          /* automatic: > 0 is the noise sigma to use instead of estimating
+                            it from src (a dialog previews part of the area a run estimates on) */
 } cudafx_nlmeans_params;
 
 /* What an nl-means run used (automatic mode fills in what it chose). */

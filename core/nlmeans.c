@@ -578,6 +578,7 @@ cudafx_nlmeans_params_init (cudafx_nlmeans_params *p)
   p->h = cudafx_arg_default (CUDAFX_FILTER_NLMEANS, "h");
   p->patch_radius = (int) cudafx_arg_default (CUDAFX_FILTER_NLMEANS, "patch-radius");
   p->search_radius = (int) cudafx_arg_default (CUDAFX_FILTER_NLMEANS, "search-radius");
+  p->sigma = 0.0;
 }
 
 cudafx_status
@@ -610,10 +611,18 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
       (s = cudafx_check_arg (CUDAFX_FILTER_NLMEANS, "patch-radius", p->patch_radius)) ||
       (s = cudafx_check_arg (CUDAFX_FILTER_NLMEANS, "search-radius", p->search_radius)))
     return s;
+  if (!(p->sigma >= 0.0 && p->sigma <= 255.0))
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: sigma must be 0..255 (0: estimate it), not %g",
+                        p->sigma);
 
   const int colours = colour_channels (src);
   double subtract = 0.0;
-  if (p->automatic)
+  if (p->automatic && p->sigma > 0.0)
+    {
+      used.sigma = subtract = p->sigma;
+      choose_params (p->sigma, colours, &used);
+    }
+  else if (p->automatic)
     {
       if ((s = cudafx_nlmeans_estimate (src, o, &used)))
         return s;

@@ -23,12 +23,12 @@ static const cudafx_choice shape_choices[] = {
 };
 
 static const cudafx_arg median_args[] = {
-  { "radius", N_("_Radius"), N_("Window radius: the window is (2r+1)×(2r+1) pixels"),
+  { "radius", N_("R_adius"), N_("Window radius: the window is (2r+1)×(2r+1) pixels"),
     CUDAFX_ARG_INT, 1, 100, 3, NULL, 0 },
-  { "percentile", N_("_Percentile"),
+  { "percentile", N_("Perce_ntile"),
     N_("Rank of the value kept: 50 is the median, 0 the minimum, 100 the maximum"),
     CUDAFX_ARG_DOUBLE, 0, 100, 50, NULL, 0 },
-  { "shape", N_("_Shape"), N_("Shape of the window"),
+  { "shape", N_("Shap_e"), N_("Shape of the window"),
     CUDAFX_ARG_CHOICE, 0, 1, CUDAFX_SHAPE_SQUARE, shape_choices, 2 },
   BACKEND_ARG,
 };
@@ -37,9 +37,9 @@ static const cudafx_arg nlmeans_args[] = {
   { "auto", N_("_Automatic"),
     N_("Estimate the noise level of the image and choose strength, patch and search radius from it"),
     CUDAFX_ARG_BOOLEAN, 0, 1, 1, NULL, 0 },
-  { "h", N_("_Strength"), N_("Filtering strength h on the 0–255 scale; larger removes more noise and detail"),
+  { "h", N_("S_trength"), N_("Filtering strength h on the 0–255 scale; larger removes more noise and detail"),
     CUDAFX_ARG_DOUBLE, 0.1, 100, 10, NULL, 0 },
-  { "patch-radius", N_("_Patch radius"), N_("Radius of the patches compared to weigh neighbours"),
+  { "patch-radius", N_("Patch ra_dius"), N_("Radius of the patches compared to weigh neighbours"),
     CUDAFX_ARG_INT, 1, 5, 1, NULL, 0 },
   { "search-radius", N_("S_earch radius"), N_("Radius of the area searched for similar patches"),
     CUDAFX_ARG_INT, 1, 20, 10, NULL, 0 },
@@ -57,16 +57,16 @@ static const cudafx_choice dither_choices[] = {
 };
 
 static const cudafx_arg quantize_args[] = {
-  { "colors", N_("_Colors"), N_("Number of colors in the palette"),
+  { "colors", N_("_Number of colors"), N_("Number of colors in the palette"),
     CUDAFX_ARG_INT, 2, 256, 16, NULL, 0 },
-  { "color-space", N_("Color s_pace"),
+  { "color-space", N_("Color spac_e"),
     N_("Space in which colors are clustered: Oklab follows perceived difference, RGB minimises RGB error"),
     CUDAFX_ARG_CHOICE, 0, 1, CUDAFX_SPACE_OKLAB, color_space_choices, 2 },
-  { "dither", N_("_Dithering"), N_("Diffuse the quantization error to neighbouring pixels"),
+  { "dither", N_("Di_thering"), N_("Diffuse the quantization error to neighbouring pixels"),
     CUDAFX_ARG_CHOICE, 0, 1, CUDAFX_DITHER_NONE, dither_choices, 2 },
   { "max-iterations", N_("_Maximum iterations"), N_("Upper bound on k-means iterations"),
     CUDAFX_ARG_INT, 1, 300, 30, NULL, 0 },
-  { "seed", N_("S_eed"), N_("Random seed of the k-means++ initialisation: same seed, same palette"),
+  { "seed", N_("See_d"), N_("Random seed of the k-means++ initialisation: same seed, same palette"),
     CUDAFX_ARG_INT, 0, 2147483647.0, 0, NULL, 0 },
   BACKEND_ARG,
 };
@@ -92,7 +92,7 @@ static const cudafx_choice border_choices[] = {
 };
 
 static const cudafx_arg convolve_args[] = {
-  { "preset", N_("_Preset"), N_("Predefined kernel, or custom to use the kernel matrix"),
+  { "preset", N_("Prese_t"), N_("Predefined kernel, or custom to use the kernel matrix"),
     CUDAFX_ARG_CHOICE, 0, 9, CUDAFX_PRESET_GAUSSIAN, preset_choices, 10 },
   { "kernel", N_("_Kernel"),
     N_("Custom kernel: n×n values row by row, n odd from 1 to 31 (default: 3×3 identity)"),
@@ -101,9 +101,9 @@ static const cudafx_arg convolve_args[] = {
     CUDAFX_ARG_DOUBLE, 0.1, 50, 2, NULL, 0 },
   { "divisor", N_("_Divisor"), N_("The sum is divided by this; 0 normalises by the kernel's sum"),
     CUDAFX_ARG_DOUBLE, -1e6, 1e6, 0, NULL, 0 },
-  { "offset", N_("_Offset"), N_("Added to the result, on the 0–255 scale"),
+  { "offset", N_("O_ffset"), N_("Added to the result, on the 0–255 scale"),
     CUDAFX_ARG_DOUBLE, -255, 255, 0, NULL, 0 },
-  { "border", N_("_Border"), N_("How pixels beyond the image edge are made up"),
+  { "border", N_("Bord_er"), N_("How pixels beyond the image edge are made up"),
     CUDAFX_ARG_CHOICE, 0, 3, CUDAFX_BORDER_CLAMP, border_choices, 4 },
   BACKEND_ARG,
 };

@@ -27,6 +27,9 @@ typedef struct {
   /* The one array argument (convolution kernel), row-major n*n values. */
   double kernel[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
   int    kernel_length;                /* 0: the engine's default kernel */
+  /* Automatic nl-means: > 0 is the noise sigma of the whole run's area, so
+   * that a dialog's preview of part of it filters as the run will. */
+  double nlmeans_sigma;
 } cudafx_proc_args;
 
 /* A procedure's arguments are the engine's table (cudafx_filters[filter].args)

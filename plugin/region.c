@@ -28,18 +28,6 @@ cudafx_region_format (GeglBuffer *source, GError **error)
   return babl_format_with_space (name, babl_format_get_space (format));
 }
 
-/* area grown by halo on each side, cut to the buffer's extent. */
-static GeglRectangle
-with_halo (GeglBuffer *source, const GeglRectangle *area, int halo)
-{
-  GeglRectangle grown = { area->x - halo, area->y - halo,
-                          area->width + 2 * halo, area->height + 2 * halo };
-  GeglRectangle read;
-
-  gegl_rectangle_intersect (&read, &grown, gegl_buffer_get_extent (source));
-  return read;
-}
-
 gboolean
 cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image *image,
                     GError **error)
@@ -72,6 +60,21 @@ cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image 
 }
 
 gboolean
+cudafx_region_input (GeglBuffer *source, const GeglRectangle *area,
+                     const cudafx_proc_args *args, GeglRectangle *read, GError **error)
+{
+  GeglRectangle grown;
+  int           halo;
+
+  if (!cudafx_proc_halo (args, &halo, error))
+    return FALSE;
+  grown = (GeglRectangle) { area->x - halo, area->y - halo,
+                            area->width + 2 * halo, area->height + 2 * halo };
+  gegl_rectangle_intersect (read, &grown, gegl_buffer_get_extent (source));
+  return TRUE;
+}
+
+gboolean
 cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectangle *area,
                        const cudafx_proc_args *args, cudafx_progress_fn progress,
                        void *user_data, cudafx_run_result *result, GError **error)
@@ -80,7 +83,7 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
   GeglRectangle  read;
   cudafx_image   src = { 0 }, dst = { 0 };
   cudafx_options options;
-  int            halo, bpp;
+  int            bpp;
   gboolean       ok = FALSE;
 
   if (area->width <= 0 || area->height <= 0)
@@ -90,9 +93,8 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
       return FALSE;
     }
   format = cudafx_region_format (source, error);
-  if (!format || !cudafx_proc_halo (args, &halo, error))
+  if (!format || !cudafx_region_input (source, area, args, &read, error))
     return FALSE;
-  read = with_halo (source, area, halo);
   bpp = babl_format_get_bytes_per_pixel (format);
   if (!cudafx_region_read (source, &read, &src, error))
     return FALSE;

@@ -22,6 +22,12 @@ const Babl *cudafx_region_format (GeglBuffer *source, GError **error);
 gboolean cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image *image,
                              GError **error);
 
+/* The rectangle a run of args on area reads: area and the filter's halo, cut
+ * to the buffer (what automatic nl-means estimates its noise on). */
+gboolean cudafx_region_input (GeglBuffer *source, const GeglRectangle *area,
+                              const cudafx_proc_args *args, GeglRectangle *read,
+                              GError **error);
+
 /* Filters area (in buffer coordinates) of source into shadow. progress may be
  * NULL; result may be NULL. */
 gboolean cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow,

@@ -1,9 +1,11 @@
 /* cudafx — the GIMP 3 dialogs: one GimpProcedureDialog per filter, its
  * widgets generated from the argument table (core/params.c) through the
- * procedure config, a drawable preview rendered by the same engine path as
- * the final run (region.c: the preview's area plus the filter's halo), and a
- * line naming the backend. Non-local means adds the estimated noise σ beside
- * its automatic toggle; convolution adds an editable kernel grid.
+ * procedure config, beside a drawable preview rendered by the same engine
+ * path as the final run (region.c: the preview's area plus the filter's
+ * halo; quantize's palette from the whole selection, as a run makes it), and
+ * lines naming the backend available and the one that rendered the preview.
+ * Non-local means shows the noise σ its automatic mode will find; convolution
+ * adds an editable kernel grid and a normalise switch for the divisor.
  * Follows GIMP 3's own filters with previews (plug-ins/common/despeckle.c). */
 #include "dialog.h"
 
@@ -14,22 +16,30 @@
 #include <libgimp/gimpui.h>
 
 #include "args.h"
+#include "procedures.h"
 #include "region.h"
 
 /* The kernel grid edits kernels up to this size (odd sizes from 3). */
 #define GRID_MAX 7
+/* Side of the preview area, in screen pixels, when the drawable is larger. */
+#define PREVIEW_SIDE 320
 
 typedef struct {
   int                  filter;
   GimpProcedureConfig *config;
   GimpDrawable        *drawable;
-  GtkWidget           *status;                    /* why the preview failed, or empty */
+  GtkWidget           *preview;
+  GtkWidget           *status;           /* what rendered the preview, or why it failed */
+  GeglBuffer          *whole;            /* quantize: the whole selection filtered, or NULL */
+  double               nlmeans_sigma;    /* the noise σ a run estimates; 0 when unknown */
   /* Convolution's kernel editor. */
   GtkWidget           *size_combo;
-  GtkWidget           *spins[GRID_MAX][GRID_MAX];
+  GtkWidget           *grid;
+  GtkWidget           *cells[GRID_MAX][GRID_MAX];
   GtkWidget           *kernel_note;
-  int                  kernel_size;               /* n of the n×n spins shown */
-  gboolean             syncing;                   /* grid and config being matched up */
+  GtkWidget           *normalise;
+  int                  kernel_size;      /* n of the n×n cells shown */
+  gboolean             syncing;          /* widgets and config being matched up */
 } dialog_state;
 
 /* 8-bit data in the drawable's layout: what gimp_preview_draw_buffer takes. */
@@ -43,50 +53,126 @@ preview_format (GimpDrawable *drawable)
   return babl_format (alpha ? "R'G'B'A u8" : "R'G'B' u8");
 }
 
-/* Filters the preview's area into a scratch buffer (sparse: only the tiles
- * written take memory) exactly as a run filters the selection. */
+/* "CPU, 2 threads" or "CUDA: NVIDIA H100 80GB HBM3", from a run's report. */
+static gchar *
+report_text (const cudafx_report *report)
+{
+  if (report->backend_used == CUDAFX_BACKEND_CUDA)
+    return g_strdup_printf (_("CUDA: %s"), report->device);
+  return g_strdup_printf (ngettext ("CPU, %d thread", "CPU, %d threads", report->threads_used),
+                          report->threads_used);
+}
+
+/* Filters what the preview shows into result, exactly as a run filters it:
+ * the preview's area with its halo, or for quantize the whole selection once
+ * per change of settings (the palette depends on all of it). */
+static gboolean
+filter_for_preview (dialog_state *state, GeglBuffer *source, const GeglRectangle *area,
+                    GeglBuffer **result, cudafx_run_result *run, GError **error)
+{
+  cudafx_proc_args args;
+  GeglRectangle    selection;
+
+  cudafx_proc_args_init (&args, state->filter);
+  if (!cudafx_config_read_args (state->config, &args, error))
+    return FALSE;
+  args.nlmeans_sigma = state->nlmeans_sigma;
+  if (state->filter != CUDAFX_FILTER_QUANTIZE)
+    {
+      *result = gegl_buffer_new (gegl_buffer_get_extent (source), gegl_buffer_get_format (source));
+      return cudafx_region_process (source, *result, area, &args, NULL, NULL, run, error);
+    }
+
+  if (!state->whole)
+    {
+      if (!gimp_drawable_mask_intersect (state->drawable, &selection.x, &selection.y,
+                                         &selection.width, &selection.height))
+        {
+          g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                               _("the selection does not touch the layer"));
+          return FALSE;
+        }
+      state->whole = gegl_buffer_new (gegl_buffer_get_extent (source),
+                                      gegl_buffer_get_format (source));
+      if (!cudafx_region_process (source, state->whole, &selection, &args, NULL, NULL, run,
+                                  error))
+        {
+          g_clear_object (&state->whole);
+          return FALSE;
+        }
+    }
+  *result = g_object_ref (state->whole);
+  return TRUE;
+}
+
 static void
 render_preview (GimpPreview *preview, dialog_state *state)
 {
-  cudafx_proc_args args;
-  GeglRectangle    area;
-  GeglBuffer      *source, *result;
-  const Babl      *format = preview_format (state->drawable);
-  int              bpp = babl_format_get_bytes_per_pixel (format);
-  guchar          *pixels;
-  GError          *error = NULL;
+  cudafx_run_result run = { 0 };
+  GeglRectangle     area;
+  GeglBuffer       *source, *result = NULL;
+  const Babl       *format = preview_format (state->drawable);
+  int               bpp = babl_format_get_bytes_per_pixel (format);
+  gboolean          cached = state->whole != NULL;
+  gint64            start = g_get_monotonic_time ();
+  GError           *error = NULL;
+  gchar            *text;
 
   gimp_preview_get_position (preview, &area.x, &area.y);
   gimp_preview_get_size (preview, &area.width, &area.height);
-  cudafx_proc_args_init (&args, state->filter);
   source = gimp_drawable_get_buffer (state->drawable);
-  result = gegl_buffer_new (gegl_buffer_get_extent (source), gegl_buffer_get_format (source));
-  if (cudafx_config_read_args (state->config, &args, &error) &&
-      cudafx_region_process (source, result, &area, &args, NULL, NULL, NULL, &error))
+  if (filter_for_preview (state, source, &area, &result, &run, &error))
     {
-      pixels = g_malloc ((gsize) area.width * area.height * bpp);
+      guchar *pixels = g_malloc ((gsize) area.width * area.height * bpp);
+      gchar  *backend = report_text (&run.report);
+
       gegl_buffer_get (result, &area, 1.0, format, pixels, area.width * bpp, GEGL_ABYSS_NONE);
       gimp_preview_draw_buffer (preview, pixels, area.width * bpp);
       g_free (pixels);
-      gtk_label_set_text (GTK_LABEL (state->status), "");
+      if (cached)
+        text = NULL;  /* the line still says what made the cached result */
+      else
+        text = g_strdup_printf (_("Preview: %s, %.0f ms"), backend,
+                                (g_get_monotonic_time () - start) / 1000.0);
+      g_free (backend);
     }
   else
     {
-      gchar *text = g_strdup_printf (_("Preview failed: %s"), error->message);
-
-      gtk_label_set_text (GTK_LABEL (state->status), text);
-      g_free (text);
+      text = g_strdup_printf (_("Preview failed: %s"), error->message);
       g_error_free (error);
     }
-  g_object_unref (result);
+  if (text)
+    gtk_label_set_text (GTK_LABEL (state->status), text);
+  g_free (text);
+  g_clear_object (&result);
   g_object_unref (source);
 }
 
-/* The noise σ of the selection and what automatic mode makes of it. */
-static gchar *
-noise_estimate_text (GimpDrawable *drawable)
+/* GimpPreview sizes its area from a style property whenever the style is
+ * updated: ask for a larger area after it. */
+static void
+size_preview (GtkWidget *preview, dialog_state *state)
 {
-  GeglRectangle       area;
+  gtk_widget_set_size_request (gimp_preview_get_area (GIMP_PREVIEW (preview)),
+                               MIN (PREVIEW_SIDE, gimp_drawable_get_width (state->drawable)),
+                               MIN (PREVIEW_SIDE, gimp_drawable_get_height (state->drawable)));
+}
+
+static void
+settings_changed (GObject *config, GParamSpec *pspec, dialog_state *state)
+{
+  g_clear_object (&state->whole);
+  gimp_preview_invalidate (GIMP_PREVIEW (state->preview));
+}
+
+/* The noise σ automatic mode will find, estimated on what a run reads: the
+ * selection with automatic mode's halo. Also kept for the preview, which
+ * filters only a part of that area. */
+static gchar *
+noise_estimate_text (dialog_state *state)
+{
+  cudafx_proc_args    args;
+  GeglRectangle       area, read;
   GeglBuffer         *buffer;
   cudafx_image        image = { 0 };
   cudafx_options      options;
@@ -94,18 +180,25 @@ noise_estimate_text (GimpDrawable *drawable)
   GError             *error = NULL;
   gchar              *text;
 
-  if (!gimp_drawable_mask_intersect (drawable, &area.x, &area.y, &area.width, &area.height))
-    return g_strdup (_("Noise σ: the selection is empty"));
-  buffer = gimp_drawable_get_buffer (drawable);
-  if (!cudafx_region_read (buffer, &area, &image, &error))
+  if (!gimp_drawable_mask_intersect (state->drawable, &area.x, &area.y, &area.width,
+                                     &area.height))
+    return g_strdup (_("Noise σ: the selection does not touch the layer"));
+  cudafx_proc_args_init (&args, CUDAFX_FILTER_NLMEANS);
+  args.values[cudafx_proc_arg_index (CUDAFX_FILTER_NLMEANS, "auto")] = 1;
+  buffer = gimp_drawable_get_buffer (state->drawable);
+  if (!cudafx_region_input (buffer, &area, &args, &read, &error) ||
+      !cudafx_region_read (buffer, &read, &image, &error))
     text = g_strdup_printf (_("Noise σ could not be estimated: %s"), error->message);
   else
     {
       cudafx_options_init (&options);
       if (cudafx_nlmeans_estimate (&image, &options, &info) == CUDAFX_OK)
-        text = g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode uses strength %.1f, "
-                                  "patch radius %d, search radius %d"),
-                                info.sigma, info.h, info.patch_radius, info.search_radius);
+        {
+          state->nlmeans_sigma = info.sigma;
+          text = g_strdup_printf (_("Estimated noise σ %.1f: automatic mode uses strength %.1f, "
+                                    "patch radius %d, search radius %d."),
+                                  info.sigma, info.h, info.patch_radius, info.search_radius);
+        }
       else
         text = g_strdup_printf (_("Noise σ could not be estimated: %s"), cudafx_error_message ());
     }
@@ -115,17 +208,19 @@ noise_estimate_text (GimpDrawable *drawable)
   return text;
 }
 
-/* ---- convolution's kernel grid ---------------------------------------------- */
-
-static void
-show_grid_size (dialog_state *state, int n)
+/* A label of the dialog that wraps rather than widening it. */
+static GtkWidget *
+add_note (GimpProcedureDialog *dialog, const gchar *id, const gchar *text)
 {
-  state->kernel_size = n;
-  for (int i = 0; i < GRID_MAX; i++)
-    for (int j = 0; j < GRID_MAX; j++)
-      gtk_widget_set_visible (state->spins[i][j], i < n && j < n);
-  gtk_combo_box_set_active (GTK_COMBO_BOX (state->size_combo), (n - 3) / 2);
+  GtkWidget *label = gimp_procedure_dialog_get_label (dialog, id, text, FALSE, FALSE);
+
+  gtk_label_set_line_wrap (GTK_LABEL (label), TRUE);
+  gtk_label_set_max_width_chars (GTK_LABEL (label), 48);
+  gtk_label_set_xalign (GTK_LABEL (label), 0.0);
+  return label;
 }
+
+/* ---- convolution's kernel grid ---------------------------------------------- */
 
 /* The kernel the config's values filter with (the preset's, or the custom one). */
 static gboolean
@@ -145,6 +240,16 @@ config_kernel (dialog_state *state, double *taps, int *size)
   return cudafx_convolve_kernel (&p.convolve, taps, size) == CUDAFX_OK;
 }
 
+static void
+show_grid_size (dialog_state *state, int n)
+{
+  state->kernel_size = n;
+  for (int i = 0; i < GRID_MAX; i++)
+    for (int j = 0; j < GRID_MAX; j++)
+      gtk_widget_set_visible (state->cells[i][j], i < n && j < n);
+  gtk_combo_box_set_active (GTK_COMBO_BOX (state->size_combo), (n - 3) / 2);
+}
+
 /* Shows the config's kernel in the grid, or says why it cannot. */
 static void
 kernel_to_grid (dialog_state *state)
@@ -155,75 +260,101 @@ kernel_to_grid (dialog_state *state)
 
   state->syncing = TRUE;
   if (!config_kernel (state, taps, &n))
-    note = g_strdup (_("The kernel is not valid: see the preview's message"));
+    note = g_strdup (_("The kernel is not valid: see the preview's message."));
   else if (n < 3 || n > GRID_MAX)
-    note = g_strdup_printf (_("This kernel is %d×%d; the grid edits kernels from 3×3 to %d×%d. "
-                              "Editing the grid makes a custom kernel."), n, n,
-                            GRID_MAX, GRID_MAX);
+    note = g_strdup_printf (_("This kernel is %d×%d; the grid shows kernels from 3×3 to %d×%d. "
+                              "Choosing a size makes a custom kernel of its centre."),
+                            n, n, GRID_MAX, GRID_MAX);
   else
     {
       show_grid_size (state, n);
       for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
-          gtk_spin_button_set_value (GTK_SPIN_BUTTON (state->spins[i][j]), taps[i * n + j]);
+          {
+            gchar text[G_ASCII_DTOSTR_BUF_SIZE];
+
+            g_ascii_formatd (text, sizeof text, "%.4g", taps[i * n + j]);
+            gtk_entry_set_text (GTK_ENTRY (state->cells[i][j]), text);
+            gtk_style_context_remove_class (gtk_widget_get_style_context (state->cells[i][j]),
+                                            "error");
+          }
     }
+  if (note)
+    gtk_combo_box_set_active (GTK_COMBO_BOX (state->size_combo), -1);
+  gtk_widget_set_visible (state->grid, note == NULL);
   gtk_label_set_text (GTK_LABEL (state->kernel_note), note ? note : "");
   gtk_widget_set_visible (state->kernel_note, note != NULL);
   g_free (note);
   state->syncing = FALSE;
 }
 
-/* The grid becomes the config's custom kernel. */
+/* taps (n×n) become the config's custom kernel. */
 static void
-grid_to_config (dialog_state *state)
+set_custom_kernel (dialog_state *state, const double *taps, int n)
 {
   const cudafx_arg *preset = cudafx_arg_find (&cudafx_filters[state->filter], "preset");
-  double            taps[GRID_MAX * GRID_MAX];
-  int               n = state->kernel_size;
   GValue            value = G_VALUE_INIT;
 
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < n; j++)
-      taps[i * n + j] = gtk_spin_button_get_value (GTK_SPIN_BUTTON (state->spins[i][j]));
   g_value_init (&value, GIMP_TYPE_DOUBLE_ARRAY);
   gimp_value_set_double_array (&value, taps, (gsize) n * n);
-  state->syncing = TRUE;
+  g_object_freeze_notify (G_OBJECT (state->config));
   g_object_set_property (G_OBJECT (state->config), "kernel", &value);
   g_object_set (state->config, "preset", preset->choices[CUDAFX_PRESET_CUSTOM].nick, NULL);
-  gtk_widget_set_visible (state->kernel_note, FALSE);
-  state->syncing = FALSE;
+  g_object_thaw_notify (G_OBJECT (state->config));
   g_value_unset (&value);
 }
 
+/* An edited cell: when every cell holds a number, the grid is the kernel. */
 static void
-grid_edited (GtkSpinButton *spin, dialog_state *state)
+cell_edited (GtkEditable *cell, dialog_state *state)
 {
-  if (!state->syncing)
-    grid_to_config (state);
+  double taps[GRID_MAX * GRID_MAX];
+  int    n = state->kernel_size;
+  gboolean all = TRUE;
+
+  if (state->syncing)
+    return;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      {
+        GtkWidget   *entry = state->cells[i][j];
+        const gchar *text = gtk_entry_get_text (GTK_ENTRY (entry));
+        gchar       *end;
+
+        taps[i * n + j] = g_ascii_strtod (text, &end);
+        if (end == text || *end || !isfinite (taps[i * n + j]))
+          {
+            gtk_style_context_add_class (gtk_widget_get_style_context (entry), "error");
+            all = FALSE;
+          }
+        else
+          gtk_style_context_remove_class (gtk_widget_get_style_context (entry), "error");
+      }
+  if (!all)
+    return;
+  state->syncing = TRUE;
+  set_custom_kernel (state, taps, n);
+  state->syncing = FALSE;
 }
 
-/* A new size keeps the kernel centred: taps are cut or padded with zeros. */
+/* A chosen size makes a custom kernel of the current one's centre, padded
+ * with zeros when it grows. */
 static void
-grid_resized (GtkComboBox *combo, dialog_state *state)
+size_chosen (GtkComboBox *combo, dialog_state *state)
 {
-  int    old_n = state->kernel_size, n = 3 + 2 * gtk_combo_box_get_active (combo);
-  int    shift = (n - old_n) / 2;
-  double taps[GRID_MAX][GRID_MAX] = { { 0 } };
+  double old[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+  double taps[GRID_MAX * GRID_MAX] = { 0 };
+  int    old_n, n = 3 + 2 * gtk_combo_box_get_active (combo), shift;
 
-  if (state->syncing || n == old_n)
+  if (state->syncing || gtk_combo_box_get_active (combo) < 0 ||
+      !config_kernel (state, old, &old_n) || n == old_n)
     return;
-  for (int i = 0; i < old_n; i++)
-    for (int j = 0; j < old_n; j++)
-      if (i + shift >= 0 && i + shift < n && j + shift >= 0 && j + shift < n)
-        taps[i + shift][j + shift] =
-          gtk_spin_button_get_value (GTK_SPIN_BUTTON (state->spins[i][j]));
-  state->syncing = TRUE;
-  show_grid_size (state, n);
-  for (int i = 0; i < GRID_MAX; i++)
-    for (int j = 0; j < GRID_MAX; j++)
-      gtk_spin_button_set_value (GTK_SPIN_BUTTON (state->spins[i][j]), taps[i][j]);
-  state->syncing = FALSE;
-  grid_to_config (state);
+  shift = (old_n - n) / 2;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (i + shift >= 0 && i + shift < old_n && j + shift >= 0 && j + shift < old_n)
+        taps[i * n + j] = old[(i + shift) * old_n + j + shift];
+  set_custom_kernel (state, taps, n);
 }
 
 static void
@@ -233,59 +364,112 @@ kernel_settings_changed (GObject *config, GParamSpec *pspec, dialog_state *state
     kernel_to_grid (state);
 }
 
-/* Size chooser, grid of taps and a note, in the box the dialog knows as "kernel-box". */
+/* Size chooser, grid of cells and a note, in a frame the dialog knows as "kernel-frame". */
 static void
 add_kernel_editor (GimpProcedureDialog *dialog, dialog_state *state)
 {
-  GtkWidget *box, *grid;
-  gchar     *label;
+  GtkWidget *box, *row, *label;
 
-  gimp_procedure_dialog_get_label (dialog, "kernel-title", _("Kernel (editing makes it custom)"),
-                                   FALSE, FALSE);
-  box = gimp_procedure_dialog_fill_box (dialog, "kernel-box", "kernel-title", NULL);
+  gimp_procedure_dialog_get_label (dialog, "kernel-title", _("Kernel"), FALSE, FALSE);
+  /* The box is made around the note (a dialog box needs one known widget). */
+  state->kernel_note = add_note (dialog, "kernel-note", "");
+  gtk_widget_set_no_show_all (state->kernel_note, TRUE);
+  box = gimp_procedure_dialog_fill_box (dialog, "kernel-box", "kernel-note", NULL);
 
+  row = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  label = gtk_label_new_with_mnemonic (_("Si_ze"));
   state->size_combo = gtk_combo_box_text_new ();
+  gtk_label_set_mnemonic_widget (GTK_LABEL (label), state->size_combo);
   for (int n = 3; n <= GRID_MAX; n += 2)
     {
-      label = g_strdup_printf (_("%d×%d"), n, n);
-      gtk_combo_box_text_append_text (GTK_COMBO_BOX_TEXT (state->size_combo), label);
-      g_free (label);
-    }
-  gtk_box_pack_start (GTK_BOX (box), state->size_combo, FALSE, FALSE, 0);
+      gchar *text = g_strdup_printf (_("%d×%d"), n, n);
 
-  grid = gtk_grid_new ();
-  gtk_grid_set_row_spacing (GTK_GRID (grid), 2);
-  gtk_grid_set_column_spacing (GTK_GRID (grid), 2);
+      gtk_combo_box_text_append_text (GTK_COMBO_BOX_TEXT (state->size_combo), text);
+      g_free (text);
+    }
+  gtk_box_pack_start (GTK_BOX (row), label, FALSE, FALSE, 0);
+  gtk_box_pack_start (GTK_BOX (row), state->size_combo, FALSE, FALSE, 0);
+  gtk_box_pack_start (GTK_BOX (box), row, FALSE, FALSE, 0);
+  gtk_box_reorder_child (GTK_BOX (box), row, 0);
+  gtk_widget_show_all (row);
+
+  state->grid = gtk_grid_new ();
+  gtk_grid_set_row_spacing (GTK_GRID (state->grid), 2);
+  gtk_grid_set_column_spacing (GTK_GRID (state->grid), 2);
   for (int i = 0; i < GRID_MAX; i++)
     for (int j = 0; j < GRID_MAX; j++)
       {
-        GtkWidget *spin = gtk_spin_button_new_with_range (-1000, 1000, 1);
+        GtkWidget *cell = gtk_entry_new ();
 
-        gtk_spin_button_set_digits (GTK_SPIN_BUTTON (spin), 3);
-        gtk_entry_set_width_chars (GTK_ENTRY (spin), 6);
+        gtk_entry_set_width_chars (GTK_ENTRY (cell), 5);
+        gtk_entry_set_alignment (GTK_ENTRY (cell), 1.0);
+        gtk_widget_set_tooltip_text (cell, _("A tap of the kernel: any number"));
         /* Only the n×n shown are the kernel: show_all must not reveal the rest. */
-        gtk_widget_set_no_show_all (spin, TRUE);
-        gtk_grid_attach (GTK_GRID (grid), spin, j, i, 1, 1);
-        g_signal_connect (spin, "value-changed", G_CALLBACK (grid_edited), state);
-        state->spins[i][j] = spin;
+        gtk_widget_set_no_show_all (cell, TRUE);
+        gtk_grid_attach (GTK_GRID (state->grid), cell, j, i, 1, 1);
+        g_signal_connect (cell, "changed", G_CALLBACK (cell_edited), state);
+        state->cells[i][j] = cell;
       }
-  gtk_box_pack_start (GTK_BOX (box), grid, FALSE, FALSE, 0);
-  gtk_widget_show (grid);
+  gtk_widget_set_no_show_all (state->grid, TRUE);
+  gtk_box_pack_start (GTK_BOX (box), state->grid, FALSE, FALSE, 0);
+  gtk_box_reorder_child (GTK_BOX (box), state->grid, 1);
 
-  state->kernel_note = gtk_label_new ("");
-  gtk_label_set_line_wrap (GTK_LABEL (state->kernel_note), TRUE);
-  gtk_label_set_xalign (GTK_LABEL (state->kernel_note), 0.0);
-  gtk_label_set_max_width_chars (GTK_LABEL (state->kernel_note), 50);
-  gtk_widget_set_no_show_all (state->kernel_note, TRUE);
-  gtk_box_pack_start (GTK_BOX (box), state->kernel_note, FALSE, FALSE, 0);
-  gtk_widget_show (state->size_combo);
-
-  show_grid_size (state, 3);
+  gimp_procedure_dialog_fill_frame (dialog, "kernel-frame", "kernel-title", FALSE, "kernel-box");
   kernel_to_grid (state);
-  g_signal_connect (state->size_combo, "changed", G_CALLBACK (grid_resized), state);
+  g_signal_connect (state->size_combo, "changed", G_CALLBACK (size_chosen), state);
   g_signal_connect (state->config, "notify::preset", G_CALLBACK (kernel_settings_changed), state);
   g_signal_connect (state->config, "notify::sigma", G_CALLBACK (kernel_settings_changed), state);
   g_signal_connect (state->config, "notify::kernel", G_CALLBACK (kernel_settings_changed), state);
+}
+
+/* ---- convolution's divisor: 0 means "normalise" ------------------------------ */
+
+static void
+divisor_changed (GObject *config, GParamSpec *pspec, dialog_state *state)
+{
+  gdouble divisor;
+
+  g_object_get (config, "divisor", &divisor, NULL);
+  state->syncing = TRUE;
+  gtk_toggle_button_set_active (GTK_TOGGLE_BUTTON (state->normalise), divisor == 0.0);
+  state->syncing = FALSE;
+}
+
+/* Normalising sets the divisor to 0; leaving it starts from the kernel's sum,
+ * which filters the same, or 1 for kernels summing to zero (edge detectors). */
+static void
+normalise_toggled (GtkToggleButton *toggle, dialog_state *state)
+{
+  double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE], sum = 0.0;
+  int    n;
+
+  if (state->syncing)
+    return;
+  if (!gtk_toggle_button_get_active (toggle) && config_kernel (state, taps, &n))
+    for (int i = 0; i < n * n; i++)
+      sum += taps[i];
+  g_object_set (state->config, "divisor",
+                gtk_toggle_button_get_active (toggle) ? 0.0 : fabs (sum) > 1e-9 ? sum : 1.0,
+                NULL);
+}
+
+/* The normalise switch above the divisor, which it disables while on. */
+static void
+add_divisor (GimpProcedureDialog *dialog, dialog_state *state)
+{
+  GtkWidget *divisor = gimp_procedure_dialog_get_widget (dialog, "divisor",
+                                                         GIMP_TYPE_LABEL_SPIN);
+  GtkWidget *box = gimp_procedure_dialog_fill_box (dialog, "divisor-box", "divisor", NULL);
+
+  state->normalise = gtk_check_button_new_with_mnemonic (_("_Normalise: divide by the kernel's sum"));
+  gtk_box_pack_start (GTK_BOX (box), state->normalise, FALSE, FALSE, 0);
+  gtk_box_reorder_child (GTK_BOX (box), state->normalise, 0);
+  gtk_widget_show (state->normalise);
+  g_object_bind_property (state->normalise, "active", divisor, "sensitive",
+                          G_BINDING_SYNC_CREATE | G_BINDING_INVERT_BOOLEAN);
+  divisor_changed (G_OBJECT (state->config), NULL, state);
+  g_signal_connect (state->normalise, "toggled", G_CALLBACK (normalise_toggled), state);
+  g_signal_connect (state->config, "notify::divisor", G_CALLBACK (divisor_changed), state);
 }
 
 /* ---- the dialog --------------------------------------------------------------- */
@@ -303,12 +487,26 @@ dialog_title (const cudafx_filter_desc *desc)
   return title;
 }
 
+/* Quantize's palette arguments (create a palette, convert to indexed), when
+ * the table has them, are grouped in a frame of their own. */
+static gboolean
+is_palette_argument (int filter, const cudafx_arg *arg)
+{
+  return filter == CUDAFX_FILTER_QUANTIZE &&
+         (!strcmp (arg->name, "create-palette") || !strcmp (arg->name, "convert-indexed"));
+}
+
 /* The widget of one table argument: scale entries for numbers with a range
  * a slider can cover, spin buttons beyond; GIMP's defaults (check, combo)
  * for the rest. Returns the id the dialog knows the widget by. */
 static const gchar *
 argument_widget (GimpProcedureDialog *dialog, const cudafx_arg *arg, dialog_state *state)
 {
+  if (state->filter == CUDAFX_FILTER_CONVOLVE && !strcmp (arg->name, "divisor"))
+    {
+      add_divisor (dialog, state);
+      return "divisor-box";
+    }
   switch (arg->type)
     {
     case CUDAFX_ARG_INT:
@@ -320,12 +518,39 @@ argument_widget (GimpProcedureDialog *dialog, const cudafx_arg *arg, dialog_stat
       return arg->name;
     case CUDAFX_ARG_DOUBLE_ARRAY:
       add_kernel_editor (dialog, state);
-      return "kernel-box";
+      return "kernel-frame";
     case CUDAFX_ARG_BOOLEAN:
     case CUDAFX_ARG_CHOICE:
       break;
     }
   return arg->name;
+}
+
+/* Widgets that only matter for some values of another argument. */
+static void
+set_dependencies (GimpProcedureDialog *dialog, dialog_state *state)
+{
+  if (state->filter == CUDAFX_FILTER_NLMEANS)
+    {
+      static const char *const manual[] = { "h", "patch-radius", "search-radius" };
+
+      for (gsize i = 0; i < G_N_ELEMENTS (manual); i++)
+        gimp_procedure_dialog_set_sensitive (dialog, manual[i], TRUE, G_OBJECT (state->config),
+                                             "auto", TRUE);
+    }
+  if (state->filter == CUDAFX_FILTER_CONVOLVE)
+    {
+      const cudafx_arg *preset = cudafx_arg_find (&cudafx_filters[state->filter], "preset");
+      GimpValueArray   *gaussian = gimp_value_array_new (1);
+      GValue            value = G_VALUE_INIT;
+
+      g_value_init (&value, G_TYPE_STRING);
+      g_value_set_static_string (&value, preset->choices[CUDAFX_PRESET_GAUSSIAN].nick);
+      gimp_value_array_append (gaussian, &value);
+      g_value_unset (&value);
+      gimp_procedure_dialog_set_sensitive_if_in (dialog, "sigma", G_OBJECT (state->config),
+                                                 "preset", gaussian, TRUE);
+    }
 }
 
 gboolean
@@ -335,8 +560,9 @@ cudafx_dialog_run (GimpProcedure *procedure, GimpProcedureConfig *config,
   const cudafx_filter_desc *desc = &cudafx_filters[filter];
   dialog_state              state = { .filter = filter, .config = config, .drawable = drawable };
   GimpProcedureDialog      *dialog;
-  GtkWidget                *preview;
-  GList                    *ids = NULL;
+  GtkWidget                *box;
+  GList                    *options = NULL, *palette = NULL;
+  const gchar              *kernel_id = NULL;
   gchar                    *title, *text;
   char                      backend[256];
   gboolean                  ok;
@@ -346,45 +572,68 @@ cudafx_dialog_run (GimpProcedure *procedure, GimpProcedureConfig *config,
   dialog = GIMP_PROCEDURE_DIALOG (gimp_procedure_dialog_new (procedure, config, title));
   g_free (title);
 
-  preview = gimp_procedure_dialog_get_drawable_preview (dialog, "preview", drawable);
-  ids = g_list_append (ids, "preview");
-  state.status = gimp_procedure_dialog_get_label (dialog, "preview-status", "", FALSE, FALSE);
-  ids = g_list_append (ids, "preview-status");
+  /* Left: the preview and what rendered it. */
+  state.preview = gimp_procedure_dialog_get_drawable_preview (dialog, "preview", drawable);
+  size_preview (state.preview, &state);
+  g_signal_connect_after (state.preview, "style-updated", G_CALLBACK (size_preview), &state);
+  state.status = add_note (dialog, "preview-status", "");
+  gimp_procedure_dialog_fill_box (dialog, "preview-box", "preview", "preview-status", NULL);
 
-  for (int i = 0; i < desc->n_args; i++)
+  /* Right: the table's arguments, then the backend available. The kernel
+   * grid follows sigma, which shapes the Gaussian preset's kernel. */
+  for (int i = 0, n_args = cudafx_proc_n_args (filter); i < n_args; i++)
     {
-      ids = g_list_append (ids, (gpointer) argument_widget (dialog, &desc->args[i], &state));
-      if (filter == CUDAFX_FILTER_NLMEANS && !strcmp (desc->args[i].name, "auto"))
+      const cudafx_arg *arg = cudafx_proc_arg (filter, i);
+      const gchar      *id = argument_widget (dialog, arg, &state);
+
+      if (arg->type == CUDAFX_ARG_DOUBLE_ARRAY)
+        kernel_id = id;
+      else if (is_palette_argument (filter, arg))
+        palette = g_list_append (palette, (gpointer) id);
+      else
+        options = g_list_append (options, (gpointer) id);
+      if (kernel_id && (!strcmp (arg->name, "sigma") || i == n_args - 1))
         {
-          text = noise_estimate_text (drawable);
-          gimp_procedure_dialog_get_label (dialog, "noise-estimate", text, FALSE, FALSE);
+          options = g_list_append (options, (gpointer) kernel_id);
+          kernel_id = NULL;
+        }
+      if (filter == CUDAFX_FILTER_NLMEANS && !strcmp (arg->name, "auto"))
+        {
+          text = noise_estimate_text (&state);
+          add_note (dialog, "noise-estimate", text);
           g_free (text);
-          ids = g_list_append (ids, "noise-estimate");
+          options = g_list_append (options, "noise-estimate");
         }
     }
-  if (filter == CUDAFX_FILTER_NLMEANS)
+  if (palette)
     {
-      static const char *const manual[] = { "h", "patch-radius", "search-radius" };
-
-      for (gsize i = 0; i < G_N_ELEMENTS (manual); i++)
-        gimp_procedure_dialog_set_sensitive (dialog, manual[i], TRUE, G_OBJECT (config), "auto",
-                                             TRUE);
+      gimp_procedure_dialog_get_label (dialog, "palette-title", _("Palette"), FALSE, FALSE);
+      gimp_procedure_dialog_fill_box_list (dialog, "palette-box", palette);
+      gimp_procedure_dialog_fill_frame (dialog, "palette-frame", "palette-title", FALSE,
+                                        "palette-box");
+      options = g_list_append (options, "palette-frame");
     }
-
   cudafx_backend_describe (backend, sizeof backend);
   text = g_strdup_printf (_("Backend available: %s"), backend);
-  gimp_procedure_dialog_get_label (dialog, "backend-label", text, FALSE, FALSE);
+  add_note (dialog, "backend-label", text);
   g_free (text);
-  ids = g_list_append (ids, "backend-label");
-  gimp_procedure_dialog_fill_list (dialog, ids);
-  g_list_free (ids);
+  options = g_list_append (options, "backend-label");
+  gimp_procedure_dialog_fill_box_list (dialog, "options-box", options);
+  set_dependencies (dialog, &state);
 
-  g_signal_connect (preview, "invalidated", G_CALLBACK (render_preview), &state);
-  g_signal_connect_object (config, "notify", G_CALLBACK (gimp_preview_invalidate), preview,
-                           G_CONNECT_SWAPPED);
+  box = gimp_procedure_dialog_fill_box (dialog, "main-box", "preview-box", "options-box", NULL);
+  gtk_orientable_set_orientation (GTK_ORIENTABLE (box), GTK_ORIENTATION_HORIZONTAL);
+  gtk_box_set_spacing (GTK_BOX (box), 12);
+  gimp_procedure_dialog_fill (dialog, "main-box", NULL);
+  g_list_free (options);
+  g_list_free (palette);
+
+  g_signal_connect (state.preview, "invalidated", G_CALLBACK (render_preview), &state);
+  g_signal_connect (config, "notify", G_CALLBACK (settings_changed), &state);
 
   ok = gimp_procedure_dialog_run (dialog);
   g_signal_handlers_disconnect_by_data (config, &state);
   gtk_widget_destroy (GTK_WIDGET (dialog));
+  g_clear_object (&state.whole);
   return ok;
 }

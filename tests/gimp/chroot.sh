@@ -3,7 +3,10 @@
 # development files, kept outside the clone between runs, and runs commands in
 # it. The mirror comes from the host's apt configuration at run time.
 #
-#   tests/gimp/chroot.sh ensure          create or reuse; prints the directory
+#   tests/gimp/chroot.sh ensure [PKG...] create or reuse; prints the directory.
+#                                        PKGs (e.g. Xvfb for the screenshots) are
+#                                        installed on top when missing, so callers
+#                                        with extra needs do not rebuild the chroot.
 #   tests/gimp/chroot.sh run CMD [ARG]   run CMD inside (clean environment, /proc mounted)
 #
 # CUDAFX_GIMP3_CHROOT overrides the directory (default /var/cache/cudafx-gimp3-chroot).
@@ -62,6 +65,27 @@ create() {
   mv "$tmp" "$root"
 }
 
+# Installs the packages of "$@" that the chroot lacks.
+add_packages() {
+  local missing=() p
+  for p in "$@"; do
+    in_chroot "$root" dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' \
+      || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  [ "$(id -u)" -eq 0 ] || die "must run as root to install ${missing[*]} into $root"
+  echo "chroot.sh: installing ${missing[*]} into $root" >&2
+  local mounted=0 ok=1
+  mountpoint -q "$root/proc" || { mount -t proc proc "$root/proc"; mounted=1; }
+  { in_chroot "$root" apt-get update -qq &&
+    in_chroot "$root" apt-get install -y -qq --no-install-recommends "${missing[@]}" &&
+    in_chroot "$root" apt-get clean; } >"$root.extra.log" 2>&1 || ok=0
+  [ $mounted -eq 0 ] || umount "$root/proc"
+  [ $ok -eq 1 ] || { tail -n 20 "$root.extra.log" >&2
+                     die "installing ${missing[*]} failed (log: $root.extra.log)"; }
+  rm -f "$root.extra.log"
+}
+
 ensure() {
   mkdir -p "$(dirname "$root")"
   # One creator at a time; others wait and then reuse.
@@ -70,6 +94,7 @@ ensure() {
   if [ "$(cat "$root/.cudafx-stamp" 2>/dev/null)" != "$stamp" ]; then
     create
   fi
+  add_packages "$@"
   flock -u 9
 }
 
@@ -80,7 +105,7 @@ run() {
 }
 
 case "${1:-}" in
-  ensure) ensure; echo "$root" ;;
+  ensure) shift; ensure "$@"; echo "$root" ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 ensure | run COMMAND [ARG...]" >&2; exit 2 ;;
+  *) echo "usage: $0 ensure [PACKAGE...] | run COMMAND [ARG...]" >&2; exit 2 ;;
 esac

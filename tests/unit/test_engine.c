@@ -23,6 +23,31 @@ TEST (engine_table_has_every_filter)
   CHECK (cudafx_filter_find ("nope") == NULL, "unknown filter found");
 }
 
+/* Dialogs show every label with its mnemonic: one letter per label, none
+ * repeated within a filter, and none of the letters GIMP's procedure dialog
+ * takes for itself (_Help, _Cancel, _OK, _Reset, _Load Saved Settings,
+ * _Save Settings, and the preview's _Preview toggle). */
+TEST (engine_labels_have_distinct_mnemonics)
+{
+  for (int f = 0; f < CUDAFX_N_FILTERS; f++)
+    {
+      char taken[64] = "hcorlsp";
+      for (int a = 0; a < cudafx_filters[f].n_args; a++)
+        {
+          const char *label = cudafx_filters[f].args[a].label;
+          const char *mark = strchr (label, '_');
+          CHECK (mark && mark[1] && !strchr (mark + 1, '_'), "%s: label \"%s\" needs one mnemonic",
+                 cudafx_filters[f].name, label);
+          if (!mark || !mark[1])
+            continue;
+          char key = (char) (mark[1] | 0x20);
+          CHECK (!strchr (taken, key), "%s: mnemonic '%c' of \"%s\" is already taken",
+                 cudafx_filters[f].name, key, label);
+          taken[strlen (taken)] = key;
+        }
+    }
+}
+
 TEST (engine_defaults_follow_the_table)
 {
   cudafx_median_params m;

@@ -360,6 +360,38 @@ TEST (nlmeans_auto_tiles_match_oracle)
     }
 }
 
+/* A given sigma replaces the estimate and nothing else: with the image's own
+ * estimate the result is the estimating run's, bit for bit; with another
+ * sigma the parameters follow that sigma. */
+TEST (nlmeans_auto_with_given_sigma)
+{
+  harness_rng rng = { 77 };
+  cudafx_image src = harness_image_new (40, 30, 3, 0, CUDAFX_U8, 0);
+  cudafx_image estimated = harness_image_new (40, 30, 3, 0, CUDAFX_U8, 0);
+  cudafx_image given = harness_image_new (40, 30, 3, 0, CUDAFX_U8, 0);
+  cudafx_options o = harness_options ();
+  cudafx_nlmeans_params p = manual (10, 1, 1);
+  cudafx_nlmeans_info first = { 0 }, second = { 0 };
+
+  fill_noisy_flat (&src, 20, &rng);
+  p.automatic = 1;
+  CHECK (cudafx_nlmeans (&src, &estimated, &p, &o, &first) == CUDAFX_OK, "%s", cudafx_error_message ());
+  p.sigma = first.sigma;
+  CHECK (cudafx_nlmeans (&src, &given, &p, &o, &second) == CUDAFX_OK, "%s", cudafx_error_message ());
+  CHECK (memcmp (estimated.data, given.data, estimated.stride * estimated.height) == 0,
+         "given sigma %g: result differs from the estimating run", p.sigma);
+  CHECK (second.sigma == first.sigma && second.h == first.h &&
+         second.patch_radius == first.patch_radius && second.search_radius == first.search_radius,
+         "info differs: sigma %g/%g h %g/%g", second.sigma, first.sigma, second.h, first.h);
+  p.sigma = 40;
+  CHECK (cudafx_nlmeans (&src, &given, &p, &o, &second) == CUDAFX_OK, "%s", cudafx_error_message ());
+  CHECK (second.sigma == 40 && second.patch_radius == 2 && second.search_radius == 10,
+         "sigma 40: P %d S %d", second.patch_radius, second.search_radius);
+  harness_image_free (&src);
+  harness_image_free (&estimated);
+  harness_image_free (&given);
+}
+
 static int
 cancel_at_half (double fraction, void *user_data)
 {

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Checks screenshots of the GIMP 3 dialogs (ui/screenshots.sh --both): in
+each dialog the preview area must show the filter's result, not the photo.
+
+For every filter, the pixels that change when the Preview toggle goes off
+mark the preview area; with the toggle off that area must be a crop of the
+photo (found by template matching: this gives its position), and with the
+toggle on it must match the CLI's output for the same settings at that
+position, while differing from the photo.
+
+    ui/check-dialogs.py SHOTS_DIR CLI      ends with "N passed, N failed"
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import cv2
+import numpy as np
+
+# What each dialog shows, as CLI options: the defaults of a fresh profile,
+# except what ui/screenshots.sh types (convolution: Sharpen 5x5).
+SETTINGS = {
+    "median": [],
+    "nl-means": [],
+    "quantize": [],
+    "convolve": ["--preset", "sharpen-5x5"],
+}
+# Largest mean |preview - CLI| accepted, on the 0-255 scale: the preview is
+# the engine's output drawn through GIMP's display path.
+TOLERANCE = 1.0
+
+
+def preview_area(on, off):
+    """Bounding box (x, y, w, h) of the largest region that the toggle changes."""
+    changed = (np.abs(on.astype(int) - off.astype(int)).max(axis=2) > 0).astype(np.uint8)
+    changed = cv2.morphologyEx(changed, cv2.MORPH_CLOSE, np.ones((9, 9), np.uint8))
+    n, _, stats, _ = cv2.connectedComponentsWithStats(changed)
+    if n < 2:
+        return None
+    best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    x, y, w, h = stats[best, :4]
+    # Stay clear of the area's border, where closing may have reached.
+    return x + 4, y + 4, w - 8, h - 8
+
+
+def check(name, shots, cli, failures):
+    on = cv2.imread(os.path.join(shots, f"gimp3-{name}.png"))
+    off = cv2.imread(os.path.join(shots, f"gimp3-{name}-off.png"))
+    photo_path = os.path.join(shots, f"gimp3-{name}-input.png")
+    photo = cv2.imread(photo_path)
+    if on is None or off is None or photo is None or on.shape != off.shape:
+        failures.append(f"{name}: screenshots missing or of different sizes")
+        return
+    area = preview_area(on, off)
+    if area is None or area[2] < 100 or area[3] < 100:
+        failures.append(f"{name}: the Preview toggle changes no area of 100x100 pixels ({area})")
+        return
+    x, y, w, h = area
+    shown_off, shown_on = off[y:y + h, x:x + w], on[y:y + h, x:x + w]
+    match = cv2.matchTemplate(photo, shown_off, cv2.TM_SQDIFF_NORMED)
+    score, _, (px, py), _ = cv2.minMaxLoc(match)
+    if score > 1e-3:
+        failures.append(f"{name}: with the preview off, the area is not a crop of the photo "
+                        f"(match {score:.4f})")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.png")
+        subprocess.run([cli, name, *SETTINGS[name], photo_path, out], check=True,
+                       stdout=subprocess.DEVNULL)
+        expected = cv2.imread(out)[py:py + h, px:px + w]
+    to_cli = np.abs(shown_on.astype(float) - expected).mean()
+    to_photo = np.abs(shown_on.astype(float) - photo[py:py + h, px:px + w]).mean()
+    print(f"-- {name}: preview area {w}x{h} at ({x},{y}) shows the photo at ({px},{py}); "
+          f"mean |preview - CLI| {to_cli:.3f}, |preview - photo| {to_photo:.3f}, "
+          f"std {shown_on.std():.1f}")
+    if shown_on.std() < 5:
+        failures.append(f"{name}: the preview is blank (std {shown_on.std():.1f})")
+    if to_cli > TOLERANCE:
+        failures.append(f"{name}: the preview differs from the CLI's result by {to_cli:.3f} "
+                        f"on average (tolerance {TOLERANCE})")
+    if to_photo < 4 * max(to_cli, 0.25):
+        failures.append(f"{name}: the preview is about as close to the photo ({to_photo:.3f}) "
+                        f"as to the result ({to_cli:.3f})")
+
+
+def main():
+    shots, cli = sys.argv[1], sys.argv[2]
+    passed = failed = 0
+    for name in SETTINGS:
+        failures = []
+        check(name, shots, cli, failures)
+        for f in failures:
+            print(f"FAIL {f}")
+        passed += not failures
+        failed += bool(failures)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

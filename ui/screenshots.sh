@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Screenshots of the four GIMP 3 dialogs: runs the GUI gimp-3.0 of the Debian
+# 13 chroot (tests/gimp/chroot.sh) under Xvfb with the plug-in in a throw-away
+# profile. One GIMP session opens each filter's dialog in turn (Script-Fu,
+# RUN-INTERACTIVE) on a photo from tests/data, waits until the preview has
+# stopped changing, saves the dialog's window and cancels it.
+#
+#   ui/screenshots.sh BUILD OUTDIR          OUTDIR/gimp3-<filter>.png
+#   ui/screenshots.sh --both BUILD OUTDIR   also OUTDIR/gimp3-<filter>-off.png, the
+#                                           same dialog with its Preview toggle off,
+#                                           and the photo as gimp3-<filter>-input.png
+#                                           (ui/check-dialogs.py compares them)
+#
+# Packages Xvfb, xdotool, x11-utils and ImageMagick are added to the chroot by
+# chroot.sh when missing.
+set -euo pipefail
+both=0
+[ "${1:-}" = --both ] && { both=1; shift; }
+build=${1:?usage: ui/screenshots.sh [--both] BUILD OUTDIR}
+outdir=${2:?usage: ui/screenshots.sh [--both] BUILD OUTDIR}
+cd "$(dirname "$0")/.."
+chroot_sh=tests/gimp/chroot.sh
+[ -x "$build/gimp3/cudafx" ] || { echo "no plug-in at $build/gimp3/cudafx (make plugin)" >&2; exit 1; }
+root=$("$chroot_sh" ensure xvfb xauth x11-utils xdotool imagemagick)
+
+work=$(mktemp -d "$root/tmp/cudafx-shots.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+inside=${work#"$root"}
+mkdir -p "$work/profile/plug-ins/cudafx" "$work/shots"
+cp "$build/gimp3/cudafx" "$work/profile/plug-ins/cudafx/cudafx"
+cp tests/data/astronaut.png tests/data/coffee.png "$work/"
+
+# filter : dialog title : photo the dialog opens on (noisy ones made inside
+# the chroot) : keys typed before the shot (xdotool names; ui/check-dialogs.py
+# knows what they set). Convolution: Alt+T (Preset), five up from Gaussian is
+# Sharpen 5x5, a kernel the grid shows.
+dialogs=(
+  "median:Median (GPU):astronaut-impulse.png:"
+  "nl-means:Non-Local Means (GPU):astronaut-gaussian.png:"
+  "quantize:Color Quantize (GPU):coffee.png:"
+  "convolve:Convolution (GPU):astronaut.png:alt+t Up Up Up Up Up"
+)
+
+cat > "$work/shoot.sh" <<'EOF'
+#!/bin/bash
+# shoot.sh DIR BOTH FILTER:TITLE:PHOTO...   (runs inside the chroot)
+set -u
+dir=$1 both=$2; shift 2
+cd "$dir"
+# Noisy copies of the photo show what median and nl-means remove (fixed seeds).
+magick astronaut.png -seed 1 -attenuate 0.3 +noise Impulse astronaut-impulse.png
+magick astronaut.png -seed 1 -attenuate 1.2 +noise Gaussian astronaut-gaussian.png
+
+export GIMP3_DIRECTORY=$dir/profile HOME=$dir
+# -displayfd picks a free display: the chroot shares abstract sockets with the host.
+Xvfb -displayfd 5 -screen 0 1400x1000x24 -nolisten tcp 5>"$dir/display" >"$dir/xvfb.log" 2>&1 &
+xvfb=$!
+for _ in $(seq 50); do [ -s "$dir/display" ] && break; sleep 0.2; done
+export DISPLAY=:$(cat "$dir/display")
+
+# One batch: each dialog on its own image; a cancelled dialog is an error to
+# Script-Fu, caught so that the next one opens.
+batch="(begin"
+for d in "$@"; do
+  IFS=: read -r filter title photo keys <<<"$d"
+  batch="$batch
+  (let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$dir/$photo\"))))
+    (gimp-display-new img)
+    (catch #f (plug-in-cudafx-$filter #:run-mode RUN-INTERACTIVE #:image img
+                                      #:drawables (car (gimp-image-get-layers img)))))"
+done
+batch="$batch)"
+gimp-3.0 --no-splash --batch-interpreter=plug-in-script-fu-eval -b "$batch" --quit \
+  >"$dir/gimp.log" 2>&1 &
+gimp=$!
+
+find_window() { # title -> X window id of a top-level window with exactly that name
+  xwininfo -root -children 2>/dev/null | awk -v t="\"$1\":" 'index($0, t) { print $1; exit }'
+}
+
+# Captures the window until two captures a second apart are equal (the preview
+# renders after an idle timeout), at least 3 s, at most 90 s.
+capture_settled() { # window out
+  local last= now i
+  for i in $(seq 90); do
+    sleep 1
+    xdotool windowraise "$1" 2>/dev/null
+    import -window "$1" "$2.tmp.png" 2>/dev/null || continue
+    now=$(magick "$2.tmp.png" rgb:- | md5sum)
+    [ "$i" -ge 3 ] && [ "$now" = "$last" ] && { mv "$2.tmp.png" "$2"; return 0; }
+    last=$now
+  done
+  return 1
+}
+
+status=0
+for d in "$@"; do
+  IFS=: read -r filter title photo keys <<<"$d"
+  window=
+  for _ in $(seq 240); do
+    window=$(find_window "$title")
+    [ -n "$window" ] && break
+    kill -0 $gimp 2>/dev/null || break
+    sleep 1
+  done
+  if [ -z "$window" ]; then
+    echo "no window titled '$title' appeared; GIMP said:" >&2
+    tail -n 20 "$dir/gimp.log" >&2
+    status=1; break
+  fi
+  xdotool windowfocus --sync "$window"
+  [ -z "$keys" ] || xdotool key --clearmodifiers --delay 150 $keys
+  if ! capture_settled "$window" "shots/gimp3-$filter.png"; then
+    echo "$title: the dialog never stopped changing" >&2; status=1
+  elif [ "$both" = 0 ]; then
+    # For the README: 256 colours keep a dialog well under 200 KB.
+    magick "shots/gimp3-$filter.png" -strip -dither FloydSteinberg -colors 256 \
+      "PNG8:shots/gimp3-$filter.png"
+  fi
+  if [ "$both" = 1 ]; then
+    cp "$photo" "shots/gimp3-$filter-input.png"
+    # Alt+P: the preview's own toggle (no argument label uses P).
+    xdotool key --clearmodifiers alt+p
+    capture_settled "$window" "shots/gimp3-$filter-off.png" || status=1
+    # GIMP remembers the toggle for every procedure of the plug-in: back on.
+    xdotool key --clearmodifiers alt+p
+  fi
+  xdotool key --clearmodifiers Escape
+  for _ in $(seq 30); do [ -z "$(find_window "$title")" ] && break; sleep 1; done
+done
+if [ $status -eq 0 ]; then
+  timeout 60 tail --pid=$gimp -f /dev/null
+fi
+kill $gimp $xvfb 2>/dev/null
+wait $gimp $xvfb 2>/dev/null
+grep -i -E "mnemonic|critical|warning" "$dir/gimp.log" | grep -v -E "gimp_flush|test-sphere" >&2
+exit $status
+EOF
+chmod +x "$work/shoot.sh"
+
+timeout 600 "$chroot_sh" run "$inside/shoot.sh" "$inside" "$both" "${dialogs[@]}"
+mkdir -p "$outdir"
+for f in "$work"/shots/*.png; do
+  cp "$f" "$outdir/"
+  echo "$outdir/$(basename "$f")"
+done
