@@ -8,12 +8,14 @@
  * into the table's choices (listed in the argument's description), booleans
  * INT32 0/1, and the kernel an INT32 count followed by a FLOATARRAY. GIMP
  * does not range-check INT32/FLOAT arguments of plug-ins; the engine does.
- * Interactive runs use the last values (no dialogs yet). */
+ * Interactive runs open the dialog (dialog210.c) on the last values; runs
+ * with last values use them as they are. */
 #include <string.h>
 
 #include <libgimp/gimp.h>
 #include <glib/gi18n.h>
 
+#include "dialog210.h"
 #include "procedures.h"
 #include "region.h"
 
@@ -232,16 +234,11 @@ show_progress (double fraction, void *user_data)
   return 0;
 }
 
-/* Filters the drawable's selection; on any error nothing is merged, so the
- * image is untouched. */
+/* Whether desc can filter drawable, and the selection's bounds in it. */
 static gboolean
-filter_drawable (gint32 drawable, const cudafx_proc_args *args, GError **error)
+check_drawable (gint32 drawable, const cudafx_filter_desc *desc, GeglRectangle *area,
+                GError **error)
 {
-  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
-  GeglRectangle area;
-  GeglBuffer   *source, *shadow;
-  gboolean      ok;
-
   if (!gimp_item_is_drawable (drawable))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
@@ -255,13 +252,28 @@ filter_drawable (gint32 drawable, const cudafx_proc_args *args, GError **error)
                      "grayscale first (Image ▸ Mode)"), desc->name);
       return FALSE;
     }
-  if (!gimp_drawable_mask_intersect (drawable, &area.x, &area.y, &area.width, &area.height))
+  if (!gimp_drawable_mask_intersect (drawable, &area->x, &area->y, &area->width, &area->height))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
                    _("%s: the selection does not touch the layer: nothing to filter"),
                    desc->name);
       return FALSE;
     }
+  return TRUE;
+}
+
+/* Filters the drawable's selection; on any error nothing is merged, so the
+ * image is untouched. */
+static gboolean
+filter_drawable (gint32 drawable, const cudafx_proc_args *args, GError **error)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
+  GeglRectangle area;
+  GeglBuffer   *source, *shadow;
+  gboolean      ok;
+
+  if (!check_drawable (drawable, desc, &area, error))
+    return FALSE;
 
   gimp_progress_init (_(desc->blurb));
   source = gimp_drawable_get_buffer (drawable);
@@ -289,6 +301,8 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
   static GimpParam values[2];
   const cudafx_filter_desc *desc = cudafx_filter_find (name);
   GimpRunMode      run_mode;
+  gint32           drawable;
+  GeglRectangle    area;
   cudafx_proc_args args;
   GError          *error = NULL;
   gchar           *locale = locale_folder ();
@@ -314,13 +328,21 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
       return;
     }
   run_mode = params[0].data.d_int32;
+  drawable = params[2].data.d_drawable;
   cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
   if (run_mode == GIMP_RUN_NONINTERACTIVE)
     read_params (params, n_params, &args, &error);
   else
     load_last_values (&args, name);
+  /* A dialog only for a drawable the filter can take: its preview shows the result. */
+  if (!error && run_mode == GIMP_RUN_INTERACTIVE && check_drawable (drawable, desc, &area, &error)
+      && !cudafx_dialog210_run (drawable, &args))
+    {
+      values[0].data.d_status = GIMP_PDB_CANCEL;
+      return;
+    }
 
-  if (!error && filter_drawable (params[2].data.d_drawable, &args, &error))
+  if (!error && filter_drawable (drawable, &args, &error))
     {
       save_last_values (&args, name);
       if (run_mode != GIMP_RUN_NONINTERACTIVE)

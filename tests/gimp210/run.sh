@@ -49,17 +49,26 @@ cases=()
 # add_case NAME FILE TOLERANCE FILTER name=value...: loads tests/data/FILE,
 # evaluates $PRE (with img and layer bound), exports the input as NAME.in.png,
 # calls the procedure, exports NAME.png. With $SEL="X Y W H", a rectangle
-# selection (set by PRE) whose inside must equal the whole-image result.
+# selection (set by PRE) whose inside must equal the whole-image result. With
+# $LAST, the values are given to a non-interactive run on a copy of the image,
+# and the call itself is RUN-WITH-LAST-VALS with the defaults (which it must ignore).
 add_case() {
-  local name=$1 file=$2 tol=$3 filter=$4 args; shift 4
+  local name=$1 file=$2 tol=$3 filter=$4 args mode=RUN-NONINTERACTIVE; shift 4
   args=$("$py" "$here/procargs.py" scheme "$filter" "$@") || give_up "bad case $name"
-  local in=$PWD/tests/data/$file out=$work/out/$name
+  local in=$PWD/tests/data/$file out=$work/out/$name pre=${PRE:-}
+  if [ -n "${LAST:-}" ]; then
+    pre+="
+  (let ((copy (car (gimp-image-duplicate img))))
+    (plug-in-cudafx-$filter RUN-NONINTERACTIVE copy (car (gimp-image-get-active-layer copy)) $args)
+    (gimp-image-delete copy))"
+    mode=RUN-WITH-LAST-VALS args=$("$py" "$here/procargs.py" scheme "$filter")
+  fi
   program+="
 (let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$in\" \"$in\")))
        (layer (car (gimp-image-get-active-layer img))))
-  ${PRE:-}
+  $pre
   (gimp-file-save RUN-NONINTERACTIVE img layer \"$out.in.png\" \"$out.in.png\")
-  (try \"$name\" (lambda () (plug-in-cudafx-$filter RUN-NONINTERACTIVE img layer $args)))
+  (try \"$name\" (lambda () (plug-in-cudafx-$filter $mode img layer $args)))
   (gimp-file-save RUN-NONINTERACTIVE img layer \"$out.png\" \"$out.png\")
   (gimp-image-delete img))"
   cases+=("$name|$tol|${SEL:-}|${ERR:-}|$filter|$*")
@@ -100,6 +109,8 @@ add_case median-rgb astronaut.png 0 median radius=1 shape=circle
 add_case nl-means astronaut.png 1 nl-means auto=false h=12 patch-radius=1 search-radius=3
 add_case quantize astronaut.png 0 quantize colors=8 color-space=oklab dither=none max-iterations=10 seed=1
 add_case convolve camera.png 0 convolve preset=custom kernel=0,0.25,0,0.25,0,0.25,0,0.25,0 divisor=1 border=clamp
+# Repeat (last values): the values of the previous run, not the call's.
+LAST=1 add_case last-values astronaut.png 0 convolve preset=sharpen-5x5 border=mirror offset=10
 # A selection: only it changes, and its edge sees the real pixels around it.
 SEL="100 120 61 47" PRE="(gimp-image-select-rectangle img CHANNEL-OP-REPLACE 100 120 61 47)" \
   add_case selection astronaut.png 0 median radius=3
