@@ -58,7 +58,7 @@ static const cudafx_choice dither_choices[] = {
 };
 
 static const cudafx_arg quantize_args[] = {
-  { "colors", N_("_Colors"), N_("Number of colors in the palette"),
+  { "colors", N_("Colo_rs"), N_("Number of colors in the palette"),
     CUDAFX_ARG_INT, 2, 256, 16, NULL, 0 },
   { "color-space", N_("Color s_pace"),
     N_("Space in which colors are clustered: Oklab follows perceived difference, RGB minimises RGB error"),
@@ -102,9 +102,9 @@ static const cudafx_arg convolve_args[] = {
     CUDAFX_ARG_DOUBLE, 0.1, 50, 2, NULL, 0 },
   { "divisor", N_("_Divisor"), N_("The sum is divided by this; 0 normalises by the kernel's sum"),
     CUDAFX_ARG_DOUBLE, -1e6, 1e6, 0, NULL, 0 },
-  { "offset", N_("_Offset"), N_("Added to the result, on the 0–255 scale"),
+  { "offset", N_("O_ffset"), N_("Added to the result, on the 0–255 scale"),
     CUDAFX_ARG_DOUBLE, -255, 255, 0, NULL, 0 },
-  { "border", N_("_Border"), N_("How pixels beyond the image edge are made up"),
+  { "border", N_("Bo_rder"), N_("How pixels beyond the image edge are made up"),
     CUDAFX_ARG_CHOICE, 0, 3, CUDAFX_BORDER_CLAMP, border_choices, 4 },
   BACKEND_ARG,
 };

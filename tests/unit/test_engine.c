@@ -23,6 +23,31 @@ TEST (engine_table_has_every_filter)
   CHECK (cudafx_filter_find ("nope") == NULL, "unknown filter found");
 }
 
+/* In a dialog, Alt+letter activates the label's control: two labels with one
+ * letter only move the focus between them, and a label taking the letter of
+ * the dialog's buttons (_Help, _Cancel, _OK) stops Alt+O from pressing OK. */
+TEST (engine_table_mnemonics_are_unique_per_dialog)
+{
+  for (int f = 0; f < CUDAFX_N_FILTERS; f++)
+    {
+      char used[256] = { 0 };
+      used['h'] = used['c'] = used['o'] = 1;
+      for (int a = 0; a < cudafx_filters[f].n_args; a++)
+        {
+          const char *label = cudafx_filters[f].args[a].label;
+          const char *mark = strchr (label, '_');
+          CHECK (mark && mark[1], "%s %s: label \"%s\" has no mnemonic",
+                 cudafx_filters[f].name, cudafx_filters[f].args[a].name, label);
+          if (!mark || !mark[1])
+            continue;
+          unsigned char key = (unsigned char) (mark[1] | 0x20);
+          CHECK (!used[key], "%s %s: mnemonic '%c' of \"%s\" is taken", cudafx_filters[f].name,
+                 cudafx_filters[f].args[a].name, key, label);
+          used[key] = 1;
+        }
+    }
+}
+
 TEST (engine_defaults_follow_the_table)
 {
   cudafx_median_params m;
