@@ -10,12 +10,14 @@
  * into the table's choices (listed in the argument's description), booleans
  * INT32 0/1, and the kernel an INT32 count followed by a FLOATARRAY. GIMP
  * does not range-check INT32/FLOAT arguments of plug-ins; the engine does.
- * Interactive runs use the last values (no dialogs yet). */
+ * Interactive runs open the dialog (dialog210.c) on the last values; runs
+ * with last values use them as they are. */
 #include <string.h>
 
 #include <libgimp/gimp.h>
 #include <glib/gi18n.h>
 
+#include "dialog210.h"
 #include "procedures.h"
 #include "region.h"
 
@@ -309,18 +311,11 @@ convert_indexed (gint32 image, const gchar *palette, GError **error)
   return FALSE;
 }
 
-/* Filters the drawable's selection and, when asked, makes the palette of the
- * colours found (*palette, else NULL). On any error nothing is merged and no
- * palette is left, so the image is untouched. */
+/* Whether desc can filter drawable, and the selection's bounds in it. */
 static gboolean
-filter_drawable (gint32 drawable, const cudafx_proc_args *args, gchar **palette, GError **error)
+check_drawable (gint32 drawable, const cudafx_filter_desc *desc, GeglRectangle *area,
+                GError **error)
 {
-  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
-  GeglRectangle     area;
-  GeglBuffer       *source, *shadow;
-  cudafx_run_result result;
-  gboolean          ok;
-
   if (!gimp_item_is_drawable (drawable))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
@@ -341,13 +336,30 @@ filter_drawable (gint32 drawable, const cudafx_proc_args *args, gchar **palette,
                      "grayscale first (Image ▸ Mode)"), desc->name);
       return FALSE;
     }
-  if (!gimp_drawable_mask_intersect (drawable, &area.x, &area.y, &area.width, &area.height))
+  if (!gimp_drawable_mask_intersect (drawable, &area->x, &area->y, &area->width, &area->height))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
                    _("%s: the selection does not touch the layer: nothing to filter"),
                    desc->name);
       return FALSE;
     }
+  return TRUE;
+}
+
+/* Filters the drawable's selection and, when asked, makes the palette of the
+ * colours found (*palette, else NULL). On any error nothing is merged and no
+ * palette is left, so the image is untouched. */
+static gboolean
+filter_drawable (gint32 drawable, const cudafx_proc_args *args, gchar **palette, GError **error)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
+  GeglRectangle     area;
+  GeglBuffer       *source, *shadow;
+  cudafx_run_result result;
+  gboolean          ok;
+
+  if (!check_drawable (drawable, desc, &area, error))
+    return FALSE;
 
   gimp_progress_init (_(desc->blurb));
   source = gimp_drawable_get_buffer (drawable);
@@ -383,7 +395,8 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
   static GimpParam values[2];
   const cudafx_filter_desc *desc = cudafx_filter_find (name);
   GimpRunMode      run_mode;
-  gint32           image;
+  gint32           image, drawable;
+  GeglRectangle    area;
   cudafx_proc_args args;
   gchar           *palette = NULL;
   GError          *error = NULL;
@@ -411,11 +424,19 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
     }
   run_mode = params[0].data.d_int32;
   image = params[1].data.d_image;
+  drawable = params[2].data.d_drawable;
   cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
   if (run_mode == GIMP_RUN_NONINTERACTIVE)
     read_params (params, n_params, &args, &error);
   else
     load_last_values (&args, name);
+  /* A dialog only for a drawable the filter can take: its preview shows the result. */
+  if (!error && run_mode == GIMP_RUN_INTERACTIVE && check_drawable (drawable, desc, &area, &error)
+      && !cudafx_dialog210_run (drawable, &args))
+    {
+      values[0].data.d_status = GIMP_PDB_CANCEL;
+      return;
+    }
 
   if (!error && (!cudafx_proc_converts_indexed (&args) || can_convert_indexed (image, &error)))
     {
@@ -423,7 +444,7 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
 
       /* The filter and the conversion to indexed undo as one step. */
       gimp_image_undo_group_start (image);
-      ok = filter_drawable (params[2].data.d_drawable, &args, &palette, &error) &&
+      ok = filter_drawable (drawable, &args, &palette, &error) &&
            (!cudafx_proc_converts_indexed (&args) || convert_indexed (image, palette, &error));
       gimp_image_undo_group_end (image);
       if (ok)

@@ -171,21 +171,29 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
 
     case CUDAFX_FILTER_CONVOLVE:
       {
-        cudafx_filter_params p;
         double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
         int size;
-        cudafx_status status;
 
-        if (!filter_params (args, &p, error))
+        if (!cudafx_proc_kernel (args, taps, &size, error))
           return FALSE;
-        status = cudafx_convolve_kernel (&p.convolve, taps, &size);
-        if (status != CUDAFX_OK)
-          return engine_error (status, error);
         *halo = size / 2;
         return TRUE;
       }
     }
   g_return_val_if_reached (FALSE);
+}
+
+gboolean
+cudafx_proc_kernel (const cudafx_proc_args *args, double *taps, int *size, GError **error)
+{
+  cudafx_filter_params p;
+  cudafx_status status;
+
+  g_return_val_if_fail (args->filter == CUDAFX_FILTER_CONVOLVE, FALSE);
+  if (!filter_params (args, &p, error))
+    return FALSE;
+  status = cudafx_convolve_kernel (&p.convolve, taps, size);
+  return status == CUDAFX_OK ? TRUE : engine_error (status, error);
 }
 
 gboolean

@@ -54,6 +54,12 @@ gboolean cudafx_proc_set_kernel (cudafx_proc_args *args, const double *values, g
  * neighbours. Quantize works on the selection alone (0). */
 gboolean cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error);
 
+/* The kernel a convolution's values filter with (the preset's, or the custom
+ * one): size*size taps (room for CUDAFX_MAX_KERNEL_SIZE² values) and size.
+ * What the halo is sized by and what the dialogs' kernel grids show. */
+gboolean cudafx_proc_kernel (const cudafx_proc_args *args, double *taps, int *size,
+                             GError **error);
+
 /* Runs the filter on src into dst with the progress callback of options (its
  * backend comes from the backend argument). The engine validates every value;
  * its message becomes the error. result may be NULL. */

@@ -5,11 +5,14 @@
 
 #include <string.h>
 
-const Babl *
-cudafx_region_format (GeglBuffer *source, GError **error)
+/* source's channels (grey or RGB, alpha or not) as perceptual values of
+ * type ("u8" or "float") in source's own colour space, or NULL with an error
+ * for palette formats. */
+static const Babl *
+layout_format (GeglBuffer *source, const char *type, GError **error)
 {
   const Babl *format = gegl_buffer_get_format (source);
-  gboolean    alpha, grey, u8;
+  gboolean    alpha, grey;
   char        name[32];
 
   if (babl_format_is_palette (format))
@@ -21,11 +24,17 @@ cudafx_region_format (GeglBuffer *source, GError **error)
     }
   alpha = babl_format_has_alpha (format);
   grey = babl_format_get_n_components (format) - (alpha ? 1 : 0) == 1;
-  u8 = babl_format_get_type (format, 0) == babl_type ("u8");
-  g_snprintf (name, sizeof name, "%s%s %s", grey ? "Y'" : "R'G'B'", alpha ? "A" : "",
-              u8 ? "u8" : "float");
+  g_snprintf (name, sizeof name, "%s%s %s", grey ? "Y'" : "R'G'B'", alpha ? "A" : "", type);
   /* In the drawable's own colour space: filter the values as they are. */
   return babl_format_with_space (name, babl_format_get_space (format));
+}
+
+const Babl *
+cudafx_region_format (GeglBuffer *source, GError **error)
+{
+  gboolean u8 = babl_format_get_type (gegl_buffer_get_format (source), 0) == babl_type ("u8");
+
+  return layout_format (source, u8 ? "u8" : "float", error);
 }
 
 gboolean
@@ -124,4 +133,47 @@ out:
   g_free (src.data);
   g_free (dst.data);
   return ok;
+}
+
+guchar *
+cudafx_region_preview (GeglBuffer *source, const GeglRectangle *area,
+                       const cudafx_proc_args *args, int *rowstride, GError **error)
+{
+  const Babl *format = layout_format (source, "u8", error);
+  GeglBuffer *result;
+  guchar     *pixels = NULL;
+
+  if (!format)
+    return NULL;
+  /* Sparse: only the tiles the area touches take memory. */
+  result = gegl_buffer_new (gegl_buffer_get_extent (source), gegl_buffer_get_format (source));
+  if (cudafx_region_process (source, result, area, args, NULL, NULL, NULL, error))
+    {
+      *rowstride = area->width * babl_format_get_bytes_per_pixel (format);
+      pixels = g_malloc ((gsize) *rowstride * area->height);
+      gegl_buffer_get (result, area, 1.0, format, pixels, *rowstride, GEGL_ABYSS_NONE);
+    }
+  g_object_unref (result);
+  return pixels;
+}
+
+gboolean
+cudafx_region_noise (GeglBuffer *source, const GeglRectangle *area, cudafx_nlmeans_info *info,
+                     GError **error)
+{
+  cudafx_image   image;
+  cudafx_options options;
+  cudafx_status  status;
+
+  if (!cudafx_region_read (source, area, &image, error))
+    return FALSE;
+  cudafx_options_init (&options);
+  status = cudafx_nlmeans_estimate (&image, &options, info);
+  g_free (image.data);
+  if (status != CUDAFX_OK)
+    {
+      g_set_error_literal (error, CUDAFX_PROC_ERROR, status, cudafx_error_message ());
+      return FALSE;
+    }
+  return TRUE;
 }

@@ -35,4 +35,16 @@ gboolean cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow,
                                 cudafx_progress_fn progress, void *user_data,
                                 cudafx_run_result *result, GError **error);
 
+/* What the dialogs' previews draw: area of source filtered exactly as a run
+ * filters a selection (the halo of real neighbours included), as 8-bit
+ * pixels in the buffer's layout and colour space ("R'G'B'(A) u8" or
+ * "Y'(A) u8"), *rowstride bytes per row. NULL with an error on failure;
+ * free with g_free. */
+guchar *cudafx_region_preview (GeglBuffer *source, const GeglRectangle *area,
+                               const cudafx_proc_args *args, int *rowstride, GError **error);
+
+/* The noise σ of area and the parameters nl-means' automatic mode picks for it. */
+gboolean cudafx_region_noise (GeglBuffer *source, const GeglRectangle *area,
+                              cudafx_nlmeans_info *info, GError **error);
+
 #endif /* CUDAFX_REGION_H */

@@ -387,6 +387,9 @@ TEST (nlmeans_auto_with_given_sigma)
   CHECK (cudafx_nlmeans (&src, &given, &p, &o, &second) == CUDAFX_OK, "%s", cudafx_error_message ());
   CHECK (second.sigma == 40 && second.patch_radius == 2 && second.search_radius == 10,
          "sigma 40: P %d S %d", second.patch_radius, second.search_radius);
+  p.sigma = -1;
+  CHECK (cudafx_nlmeans (&src, &given, &p, &o, &second) == CUDAFX_ERR_INVALID_ARG &&
+         strstr (cudafx_error_message (), "sigma"), "sigma -1 accepted: %s", cudafx_error_message ());
   harness_image_free (&src);
   harness_image_free (&estimated);
   harness_image_free (&given);

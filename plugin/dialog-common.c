@@ -1,0 +1,78 @@
+/* cudafx — dialog pieces shared by the GIMP 3 and GIMP 2.10 front ends:
+ * strings built from the argument table and the engine, and the kernel
+ * grid's resizing. No toolkit code. */
+#include "dialog-common.h"
+
+#include <string.h>
+
+#include <glib/gi18n.h>
+
+#include "region.h"
+
+gchar *
+cudafx_dialog_title (const cudafx_filter_desc *desc)
+{
+  const gchar *label = _(desc->menu_label);
+  GString     *title = g_string_new (NULL);
+
+  /* Drop mnemonic underscores ("__" stands for a real one). */
+  for (const gchar *c = label; *c; c++)
+    if (*c != '_' || c[1] == '_')
+      g_string_append_c (title, *c == '_' ? *++c : *c);
+  if (g_str_has_suffix (title->str, "..."))
+    g_string_truncate (title, title->len - 3);
+  else if (g_str_has_suffix (title->str, "…"))
+    g_string_truncate (title, title->len - strlen ("…"));
+  return g_string_free (title, FALSE);
+}
+
+gchar *
+cudafx_dialog_backend_text (void)
+{
+  char backend[256];
+
+  cudafx_backend_describe (backend, sizeof backend);
+  return g_strdup_printf (_("Backend available: %s"), backend);
+}
+
+gchar *
+cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection)
+{
+  cudafx_nlmeans_info info;
+  GError             *error = NULL;
+  gchar              *text;
+
+  if (!selection)
+    return g_strdup (_("Noise σ: the selection is empty"));
+  if (!cudafx_region_noise (source, selection, &info, &error))
+    {
+      text = g_strdup_printf (_("Noise σ could not be estimated: %s"), error->message);
+      g_error_free (error);
+      return text;
+    }
+  return g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode uses strength %.1f, "
+                            "patch radius %d, search radius %d"),
+                          info.sigma, info.h, info.patch_radius, info.search_radius);
+}
+
+gchar *
+cudafx_dialog_kernel_note (int size)
+{
+  if (size >= 3 && size <= CUDAFX_KERNEL_GRID_MAX)
+    return NULL;
+  return g_strdup_printf (_("This kernel is %d×%d; the grid edits kernels from 3×3 to %d×%d. "
+                            "Editing the grid makes a custom kernel."),
+                          size, size, CUDAFX_KERNEL_GRID_MAX, CUDAFX_KERNEL_GRID_MAX);
+}
+
+void
+cudafx_kernel_recentre (const double *taps, int n, double *resized, int new_n)
+{
+  int shift = (new_n - n) / 2;
+
+  memset (resized, 0, sizeof *resized * new_n * new_n);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (i + shift >= 0 && i + shift < new_n && j + shift >= 0 && j + shift < new_n)
+        resized[(i + shift) * new_n + j + shift] = taps[i * n + j];
+}

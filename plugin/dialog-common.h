@@ -1,0 +1,33 @@
+/* cudafx — what the GIMP 3 and GIMP 2.10 dialogs share beyond the argument
+ * table: titles, the backend and noise lines, and the kernel grid's
+ * arithmetic. GLib and GEGL only, so either toolkit's dialog can use it. */
+#ifndef CUDAFX_DIALOG_COMMON_H
+#define CUDAFX_DIALOG_COMMON_H
+
+#include <gegl.h>
+
+#include "procedures.h"
+
+/* The kernel grids edit kernels from 3×3 up to this size (odd sizes); larger
+ * kernels (a wide Gaussian, a custom 31×31 from a script) are only named. */
+#define CUDAFX_KERNEL_GRID_MAX 7
+
+/* "Median (GPU)" from the menu label "_Median (GPU)...", translated. */
+gchar *cudafx_dialog_title (const cudafx_filter_desc *desc);
+
+/* "Backend available: CUDA: <device>" or "… CPU, N threads — no CUDA device (why)". */
+gchar *cudafx_dialog_backend_text (void);
+
+/* The estimated noise σ of selection in source (NULL: the selection does not
+ * touch the drawable) and what nl-means' automatic mode makes of it, or why
+ * it could not be estimated. */
+gchar *cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection);
+
+/* Why the kernel grid cannot show a size×size kernel, or NULL when it can. */
+gchar *cudafx_dialog_kernel_note (int size);
+
+/* taps (n×n) resized to new_n×new_n around the same centre: cut at the
+ * edges or padded with zeros. */
+void cudafx_kernel_recentre (const double *taps, int n, double *resized, int new_n);
+
+#endif /* CUDAFX_DIALOG_COMMON_H */
