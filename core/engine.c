@@ -59,6 +59,7 @@ cudafx_type_size (cudafx_type type)
 cudafx_status
 cudafx_check_image (const char *filter, const char *what, const cudafx_image *img)
 {
+  what = _(what); /* "source" or "destination", marked N_ by the callers */
   if (!img)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s image is NULL", filter, what);
   if (!img->data)
@@ -98,8 +99,8 @@ cudafx_status
 cudafx_check_pair (const char *filter, const cudafx_image *src, const cudafx_image *dst)
 {
   cudafx_status s;
-  if ((s = cudafx_check_image (filter, "source", src)) ||
-      (s = cudafx_check_image (filter, "destination", dst)))
+  if ((s = cudafx_check_image (filter, N_("source"), src)) ||
+      (s = cudafx_check_image (filter, N_("destination"), dst)))
     return s;
   if (src->width != dst->width || src->height != dst->height)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG,

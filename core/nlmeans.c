@@ -587,7 +587,7 @@ cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudaf
   cudafx_status s;
   double sigma;
   cudafx_clear_error ();
-  if ((s = cudafx_check_image ("nl-means", "source", src)))
+  if ((s = cudafx_check_image ("nl-means", N_("source"), src)))
     return s;
   if (!info)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: info is NULL");

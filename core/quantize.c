@@ -688,7 +688,7 @@ dither_image (quantize_ctx *q, const cudafx_options *o)
   size_t row_len = ((size_t) w + 2) * 3;
   float *err = calloc (2 * row_len, sizeof *err);
   if (!err)
-    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for the dither rows");
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the dither rows");
   float lo[3], hi[3];
   for (int c = 0; c < 3; c++)
     {
@@ -815,7 +815,7 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
   quantize_device *gpu = NULL;
   quantize_ctx *q = calloc (1, sizeof *q);
   if (!q)
-    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory");
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory");
   q->src = src;
   q->dst = job->dst;
   q->width = src->width;
@@ -824,7 +824,7 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
 
   if (n / (size_t) src->width != (size_t) h || n > SIZE_MAX / sizeof (float))
     {
-      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": image size overflows");
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: image size overflows");
       goto done;
     }
   /* Oklab features cost cube roots: computed once (up to CACHE_MAX_PIXELS).
@@ -838,7 +838,7 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
   q->acc = malloc ((size_t) (threads > ATTEMPTS ? threads : ATTEMPTS) * sizeof (quantize_sums));
   if (cache != want_cache || !q->row_votes || !q->acc)
     {
-      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for %zu pixels", n);
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
       goto done;
     }
 
@@ -866,7 +866,7 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
   attempt = malloc (ATTEMPTS * sizeof *attempt);
   if (!sample_planes || !work || !attempt)
     {
-      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, FILTER ": out of memory for the seeding sample");
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
       goto done;
     }
   sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count } };
@@ -958,13 +958,13 @@ cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quanti
 {
   cudafx_status s;
   if (!p)
-    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, FILTER ": params is NULL");
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "quantize: params is NULL");
   if ((s = cudafx_check_pair (FILTER, src, dst)))
     return s;
   int dims = src->channels - src->has_alpha;
   if (dims != 1 && dims != 3)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
-                        FILTER ": source image has %d colour channels (1 grey or 3 RGB expected)", dims);
+                        "quantize: source image has %d colour channels (1 grey or 3 RGB expected)", dims);
   if ((s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "colors", p->colors)) ||
       (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "color-space", (double) p->color_space)) ||
       (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "dither", (double) p->dither)) ||

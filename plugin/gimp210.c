@@ -182,7 +182,7 @@ read_params (const GimpParam *params, gint n_params, cudafx_proc_args *args, GEr
   if (n_params != expected)
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   "%s takes %d arguments, not %d", desc->procedure, expected, n_params);
+                   _("%s takes %d arguments, not %d"), desc->procedure, expected, n_params);
       return FALSE;
     }
   for (int i = 0; i < cudafx_proc_n_args (args->filter); i++)
@@ -198,7 +198,7 @@ read_params (const GimpParam *params, gint n_params, cudafx_proc_args *args, GEr
           if (length < 0)
             {
               g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                           "%s: num-kernel %d is negative", desc->name, length);
+                           _("%s: num-kernel %d is negative"), desc->name, length);
               return FALSE;
             }
           if (!cudafx_proc_set_kernel (args, params[n++].data.d_floatarray, length, error))

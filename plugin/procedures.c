@@ -6,9 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK (cudafx-proc-error-quark, cudafx_proc_error)
+#include "i18n.h"
 
-#define N_(s) s
+G_DEFINE_QUARK (cudafx-proc-error-quark, cudafx_proc_error)
 
 /* The host arguments, after each filter's table arguments; msgids as in core/params.c. */
 static const cudafx_arg quantize_host_args[] = {
@@ -101,8 +101,9 @@ cudafx_proc_set_kernel (cudafx_proc_args *args, const double *values, gsize leng
   if (length > G_N_ELEMENTS (args->kernel))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   "%s: kernel has %" G_GSIZE_FORMAT " values, more than %d×%d",
-                   desc_of (args)->name, length, CUDAFX_MAX_KERNEL_SIZE, CUDAFX_MAX_KERNEL_SIZE);
+                   _("%s: kernel has %lu values, more than %d×%d"),
+                   desc_of (args)->name, (unsigned long) length, CUDAFX_MAX_KERNEL_SIZE,
+                   CUDAFX_MAX_KERNEL_SIZE);
       return FALSE;
     }
   if (length > 0)
@@ -133,7 +134,7 @@ filter_params (const cudafx_proc_args *args, cudafx_filter_params *p, GError **e
   if (n * n != args->kernel_length)
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   "%s: kernel has %d values, not n×n", desc_of (args)->name,
+                   _("%s: kernel has %d values, not n×n"), desc_of (args)->name,
                    args->kernel_length);
       return FALSE;
     }

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "i18n.h"
+
 /* source's channels (grey or RGB, alpha or not) as perceptual values of
  * type ("u8" or "float") in source's own colour space, or NULL with an error
  * for palette formats. */
@@ -18,8 +20,8 @@ layout_format (GeglBuffer *source, const char *type, GError **error)
   if (babl_format_is_palette (format))
     {
       g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                           "indexed images are not supported: convert the image to RGB or "
-                           "grayscale first (Image ▸ Mode)");
+                           _("indexed images are not supported: convert the image to RGB or "
+                             "grayscale first (Image ▸ Mode)"));
       return NULL;
     }
   alpha = babl_format_has_alpha (format);
@@ -53,7 +55,7 @@ cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image 
       !(pixels = g_try_malloc (bytes)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
-                   "not enough memory for a %d×%d region", rect->width, rect->height);
+                   _("not enough memory for a %d×%d region"), rect->width, rect->height);
       return FALSE;
     }
   gegl_buffer_get (source, rect, 1.0, format, pixels, stride, GEGL_ABYSS_NONE);
@@ -98,7 +100,7 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
   if (area->width <= 0 || area->height <= 0)
     {
       g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                           "the selection is empty: nothing to filter");
+                           _("the selection is empty: nothing to filter"));
       return FALSE;
     }
   format = cudafx_region_format (source, error);
@@ -112,7 +114,7 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
   if (!(dst.data = g_try_malloc (src.stride * (gsize) src.height)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
-                   "not enough memory for a %d×%d region", read.width, read.height);
+                   _("not enough memory for a %d×%d region"), read.width, read.height);
       goto out;
     }
 

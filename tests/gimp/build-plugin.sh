@@ -2,7 +2,7 @@
 # Builds the GIMP 3 plug-in inside the Debian 13 chroot (GIMP 3's libraries
 # are newer than the host's) against the engine library built on the host.
 #   tests/gimp/build-plugin.sh OUT ENGINE_LIB "ENGINE_LINK_FLAGS" SOURCE...
-# Sources, headers of plugin/ ui/ and core/cudafx.h are copied into the chroot.
+# Sources, headers of plugin/ ui/ and the public ones of core/ are copied into the chroot.
 set -euo pipefail
 out=$1 lib=$2 libs=$3; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,7 +10,7 @@ root=$("$here/chroot.sh" ensure)
 
 work=$(mktemp -d "$root/tmp/cudafx-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-tar -cf - core/cudafx.h $(ls plugin/*.h ui/*.h 2>/dev/null) "$@" | tar -xf - -C "$work"
+tar -cf - core/cudafx.h core/i18n.h $(ls plugin/*.h ui/*.h 2>/dev/null) "$@" | tar -xf - -C "$work"
 cp "$lib" "$work/libcudafx.a"
 # A CUDA engine links cudart statically: bring the archive along, and use the
 # chroot's libstdc++ runtime (it has no C++ development files).
