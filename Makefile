@@ -60,10 +60,7 @@ GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
 endif
 
-.PHONY: all check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp pot update-po
-all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) $(MO_FILES)
-	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
-
+.PHONY: all locale check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp pot update-po
 # Translations, gettext domain "cudafx": po/<lang>.po compiled to
 # $(BUILD)/locale/<lang>/LC_MESSAGES/cudafx.mo, the layout both GIMPs and the
 # CLI look for beside their executable. `make pot` re-extracts the strings,
@@ -74,10 +71,16 @@ MO_FILES  := $(if $(MSGFMT),$(LINGUAS:%=$(BUILD)/locale/%/LC_MESSAGES/cudafx.mo)
 I18N_C    := $(sort $(wildcard core/*.c tools/cudafx.c plugin/*.c ui/*.c))
 I18N_CXX  := $(sort $(wildcard cuda/*.cu))
 XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=cudafx \
-                  --keyword=_ --keyword=N_ --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
+                  --keyword=_ --keyword=N_ --keyword=g_dngettext:2,3 --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
                   --keyword=usage_error:2 --flag=usage_error:2:c-format \
                   --keyword=runtime_error:1 --flag=runtime_error:1:c-format \
                   --sort-by-file
+
+all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) locale
+	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
+
+# The catalogs alone (the plug-ins install them beside themselves).
+locale: $(MO_FILES)
 
 $(BUILD)/locale/%/LC_MESSAGES/cudafx.mo: po/%.po
 	@mkdir -p $(@D)
@@ -245,7 +248,7 @@ $(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h
                        tests/gimp/build-plugin.sh tests/gimp/chroot.sh
 	tests/gimp/build-plugin.sh $@ $(LIB) "$(LIB_LIBS)" $(GIMP3_SRCS)
 
-plugin: $(BUILD)/gimp3/cudafx
+plugin: $(BUILD)/gimp3/cudafx locale
 
 # The same plug-in built natively where the system has GIMP 3's development
 # files (libgimp-3.0-dev); install.sh uses it.
@@ -257,7 +260,7 @@ $(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/c
 	  $(LIB_LIBS) -o $@
 
 .PHONY: plugin-3-native
-plugin-3-native: $(BUILD)/gimp3-native/cudafx
+plugin-3-native: $(BUILD)/gimp3-native/cudafx locale
 
 # Headless GIMP 3 tests of the plug-in (in the chroot); ends with "N passed, N failed".
 check-gimp: plugin
@@ -283,7 +286,7 @@ $(BUILD)/libcudafx-procedures.so: plugin/procedures.c plugin/procedures.h core/c
 	  $(CORE_OBJS) $(CUDA_OBJS) $$(pkg-config --libs glib-2.0) $(LIB_LIBS) -o $@
 
 .PHONY: plugin-210 check-gimp210 install
-plugin-210: $(BUILD)/gimp210/cudafx $(BUILD)/libcudafx-procedures.so
+plugin-210: $(BUILD)/gimp210/cudafx $(BUILD)/libcudafx-procedures.so locale
 
 # Headless GIMP 2.10 tests of the plug-in; ends with "N passed, N failed".
 check-gimp210: plugin-210 all

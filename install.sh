@@ -65,7 +65,7 @@ else
   make plugin-3-native
   for v in $versions; do
     mkdir -p "$config/$v/plug-ins/cudafx"
-    install -m 755 build/gimp3-native/cudafx "$config/$v/plug-ins/cudafx/cudafx"
+    tools/install-plugin.sh build/gimp3-native/cudafx build/locale "$config/$v/plug-ins/cudafx"
     echo "install: GIMP $v plug-in installed in $config/$v/plug-ins/cudafx/"
   done
   installed="$installed $versions"
@@ -90,7 +90,7 @@ fi
 if pkg-config --exists gimp-2.0 && command -v gimp-console-2.10 >/dev/null; then
   make plugin-210
   mkdir -p "$config/2.10/plug-ins/cudafx"
-  install -m 755 build/gimp210/cudafx "$config/2.10/plug-ins/cudafx/cudafx"
+  tools/install-plugin.sh build/gimp210/cudafx build/locale "$config/2.10/plug-ins/cudafx"
   echo "install: GIMP 2.10 plug-in installed in $config/2.10/plug-ins/cudafx/"
   installed="$installed 2.10"
   # Script-Fu 2.10 takes every argument in order: procargs.py writes them.

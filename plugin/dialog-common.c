@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include <glib/gi18n.h>
+#include "intl.h"
 
 #include "region.h"
 

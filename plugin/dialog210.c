@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include <glib/gi18n.h>
+#include "intl.h"
 #include <libgimp/gimpui.h>
 
 #include "dialog-common.h"

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include <libgimp/gimp.h>
-#include <glib/gi18n.h>
+#include "intl.h"
 
 #include "dialog210.h"
 #include "procedures.h"
@@ -42,21 +42,6 @@ static void run (const gchar *name, gint n_params, const GimpParam *params,
 const GimpPlugInInfo PLUG_IN_INFO = { NULL, NULL, query, run };
 
 MAIN ()
-
-/* Translations (domain "cudafx") live in locale/ beside the executable when
- * installed with it; without that folder, run untranslated. NULL if none. */
-static gchar *
-locale_folder (void)
-{
-  gchar *folder = g_path_get_dirname (gimp_get_progname ());
-  gchar *locale = g_build_filename (folder, "locale", NULL);
-
-  g_free (folder);
-  if (g_file_test (locale, G_FILE_TEST_IS_DIR))
-    return locale;
-  g_free (locale);
-  return NULL;
-}
 
 /* The argument's description for the PDB browser and Script-Fu users: the
  * table's blurb plus the range, or the integer each choice stands for. */
@@ -145,10 +130,11 @@ free_params (GimpParamDef *params, int n)
 static void
 query (void)
 {
-  gchar *locale = locale_folder ();
+  /* GIMP 2.10 translates the labels and blurbs itself with this domain. */
+  gchar *locale = cudafx_proc_bind_translations (gimp_get_progname ());
 
   if (locale)
-    gimp_plugin_domain_register ("cudafx", locale);
+    gimp_plugin_domain_register (GETTEXT_PACKAGE, locale);
   g_free (locale);
 
   for (int f = 0; f < CUDAFX_N_FILTERS; f++)
@@ -400,15 +386,8 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
   cudafx_proc_args args;
   gchar           *palette = NULL;
   GError          *error = NULL;
-  gchar           *locale = locale_folder ();
 
-  if (locale)
-    {
-      bindtextdomain ("cudafx", locale);
-      bind_textdomain_codeset ("cudafx", "UTF-8");
-      textdomain ("cudafx");
-    }
-  g_free (locale);
+  g_free (cudafx_proc_bind_translations (gimp_get_progname ()));
   gimp_plugin_enable_precision ();
   gegl_init (NULL, NULL);
 

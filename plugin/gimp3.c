@@ -5,7 +5,7 @@
  * and handing pixels to region.c. Quantize can also create a palette resource
  * (which it returns) and convert the image to indexed mode with it.
  * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */
-#include <glib/gi18n.h>
+#include "intl.h"
 #include <libgimp/gimp.h>
 
 #include "args.h"
@@ -282,6 +282,8 @@ cudafx_create_procedure (GimpPlugIn *plug_in, const gchar *name)
 
   if (!desc)
     return NULL;
+  /* GIMP queries the labels without calling set_i18n first. */
+  g_free (cudafx_proc_bind_translations (gimp_get_progname ()));
   procedure = gimp_image_procedure_new (plug_in, name, GIMP_PDB_PROC_TYPE_PLUGIN, cudafx_run,
                                         (gpointer) desc, NULL);
   gimp_procedure_set_image_types (procedure, "RGB*, GRAY*");
@@ -306,17 +308,11 @@ static gboolean
 cudafx_set_i18n (GimpPlugIn *plug_in, const gchar *procedure_name, gchar **gettext_domain,
                  gchar **catalog_dir)
 {
-  gchar   *folder = g_path_get_dirname (gimp_get_progname ());
-  gchar   *locale = g_build_filename (folder, "locale", NULL);
-  gboolean found = g_file_test (locale, G_FILE_TEST_IS_DIR);
+  gchar *locale = cudafx_proc_bind_translations (gimp_get_progname ());
 
-  g_free (folder);
-  if (!found)
-    {
-      g_free (locale);
-      return FALSE;
-    }
-  *gettext_domain = g_strdup ("cudafx");
+  if (!locale)
+    return FALSE;
+  *gettext_domain = g_strdup (GETTEXT_PACKAGE);
   *catalog_dir = locale;
   return TRUE;
 }

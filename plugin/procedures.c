@@ -244,3 +244,20 @@ cudafx_proc_palette_entry (const cudafx_palette *palette, int index, double rgb[
     }
   g_snprintf (name, 8, "#%02x%02x%02x", bytes[0], bytes[1], bytes[2]);
 }
+
+gchar *
+cudafx_proc_bind_translations (const gchar *executable)
+{
+  gchar *folder = g_path_get_dirname (executable);
+  gchar *locale = g_build_filename (folder, "locale", NULL);
+
+  g_free (folder);
+  if (!g_file_test (locale, G_FILE_TEST_IS_DIR))
+    {
+      g_free (locale);
+      return NULL;
+    }
+  bindtextdomain (CUDAFX_DOMAIN, locale);
+  bind_textdomain_codeset (CUDAFX_DOMAIN, "UTF-8");
+  return locale;
+}

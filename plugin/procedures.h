@@ -80,4 +80,9 @@ gchar *cudafx_proc_palette_name (const cudafx_palette *palette);
 void cudafx_proc_palette_entry (const cudafx_palette *palette, int index, double rgb[3],
                                 char name[8]);
 
+/* Binds the gettext domain "cudafx" to locale/ in the folder of executable,
+ * where the plug-in is installed with its catalogs; returns that folder (free
+ * with g_free), or NULL if there is none (the plug-in runs untranslated). */
+gchar *cudafx_proc_bind_translations (const gchar *executable);
+
 #endif /* CUDAFX_PROCEDURES_H */

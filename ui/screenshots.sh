@@ -27,7 +27,7 @@ work=$(mktemp -d "$root/tmp/cudafx-shots.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 inside=${work#"$root"}
 mkdir -p "$work/profile/plug-ins/cudafx" "$work/shots"
-cp "$build/gimp3/cudafx" "$work/profile/plug-ins/cudafx/cudafx"
+tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
 cp tests/data/astronaut.png tests/data/coffee.png "$work/"
 
 # filter : dialog title : photo the dialog opens on (noisy ones made inside

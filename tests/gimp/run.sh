@@ -23,12 +23,12 @@ fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 
 [ -x "$build/gimp3/cudafx" ] || { echo "no plug-in at $build/gimp3/cudafx (make plugin)"; echo "0 passed, 1 failed"; exit 1; }
 [ -f "$CUDAFX_LIB" ] || { echo "no engine library at $CUDAFX_LIB"; echo "0 passed, 1 failed"; exit 1; }
-root=$("$here/chroot.sh" ensure) || { echo "0 passed, 1 failed"; exit 1; }
+root=$("$here/chroot.sh" ensure locales) || { echo "0 passed, 1 failed"; exit 1; }
 work=$(mktemp -d "$root/tmp/cudafx-gimp.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 inside=${work#"$root"}
 mkdir -p "$work/profile/plug-ins/cudafx" "$work/out"
-cp "$build/gimp3/cudafx" "$work/profile/plug-ins/cudafx/cudafx"
+tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
 cp tests/data/camera.png tests/data/astronaut.png "$work/"
 echo "chroot $root, engine reference: ${cli:-$CUDAFX_LIB (pycudafx)}"
 
@@ -269,6 +269,37 @@ error_test kernel camera.png "kernel has 8 values" convolve preset=custom kernel
 # An indexed image: a clear error, the image unchanged.
 PRE="(gimp-image-convert-indexed img CONVERT-DITHER-NONE CONVERT-PALETTE-GENERATE 8 FALSE FALSE \"\")" \
   error_test indexed camera.png "indexed images are not supported" median radius=1
+
+# Translations: GIMP started in Spanish, then in Greek (a fresh profile each,
+# so the plug-in is queried in that language) shows the median's menu label
+# and blurb as the catalogs installed beside the plug-in translate them.
+# Debian 13's glibc ignores LANGUAGE under C.UTF-8: the test makes real locales.
+translated() { # LANGUAGE MSGID: the catalog's translation, from build/locale
+  TEXTDOMAINDIR=$build/locale LANGUAGE=$1 LANG=C.UTF-8 LC_ALL= gettext -d cudafx -- "$2"
+}
+query='p = Gimp.get_pdb().lookup_procedure("plug-in-cudafx-median")
+print("LABEL=" + p.get_menu_label())
+print("BLURB=" + p.get_blurb())'
+for locale in es_ES el_GR; do
+  lang=${locale%_*}
+  "$here/chroot.sh" run localedef -i "$locale" -c -f UTF-8 "$locale.UTF-8"
+  mkdir -p "$work/profile-$lang/plug-ins"
+  cp -R "$work/profile/plug-ins/cudafx" "$work/profile-$lang/plug-ins/"
+  timeout 120 "$here/chroot.sh" run /usr/bin/env LANG="$locale.UTF-8" GIMP3_DIRECTORY="$inside/profile-$lang" \
+    gimp-console-3.0 -i --batch-interpreter=python-fu-eval -b "$query" --quit >"$work/out/i18n-$lang.log" 2>&1
+  for what in LABEL:"_Median (GPU)..." BLURB:"Median or percentile filter over a square or circular window"; do
+    key=${what%%:*} msgid=${what#*:}
+    want=$(translated "$lang" "$msgid")
+    got=$(sed -n "s/^$key=//p" "$work/out/i18n-$lang.log" | head -n 1)
+    if [ "$want" = "$msgid" ]; then
+      fail "i18n-$lang" "no $lang translation of \"$msgid\" in $build/locale (make locale)"
+    elif [ "$got" = "$want" ]; then
+      pass "i18n-$lang: GIMP in $locale shows the ${key,,} \"$got\""
+    else
+      fail "i18n-$lang" "${key,,} \"$got\", the catalog says \"$want\" (log: out/i18n-$lang.log)"
+    fi
+  done
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -28,7 +28,7 @@ trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 # GIMP saves its data folders on exit and complains when they are missing.
 mkdir -p "$work/profile/plug-ins/cudafx" "$work/out" \
          "$work"/profile/{brushes,dynamics,fonts,gradients,palettes,patterns,tool-presets}
-cp "$build/gimp210/cudafx" "$work/profile/plug-ins/cudafx/cudafx"
+tools/install-plugin.sh "$build/gimp210/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
 
 # Script-Fu: (try NAME THUNK) runs THUNK and reports "CASE NAME SUCCEEDED" or
 # "CASE NAME FAILED: message" through gimp-message (stderr under
@@ -276,5 +276,44 @@ elif diff=$("$py" tests/gimp/compare.py same "$kill_dir/next.ref.png" "$kill_dir
 else
   fail after-kill "$diff"
 fi
+# Translations: GIMP started in Spanish, then in Greek. GIMP 2.10 translates a
+# plug-in's menu labels itself, from the domain the plug-in registers: the
+# profile's pluginrc must name cudafx's locale folder, whose catalog has the
+# label in that language; and the plug-in's own messages come back translated
+# (an indexed image refused).
+translated() { # LANGUAGE MSGID: the catalog's translation, from build/locale
+  TEXTDOMAINDIR=$build/locale LANGUAGE=$1 LANG=C.UTF-8 LC_ALL= gettext -d cudafx -- "$2"
+}
+for lang in es el; do
+  profile=$work/profile-$lang
+  mkdir -p "$profile/plug-ins"
+  cp -R "$work/profile/plug-ins/cudafx" "$profile/plug-ins/"
+  i18n_program="$helpers
+(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$PWD/tests/data/camera.png\" \"camera\")))
+       (layer (car (gimp-image-get-active-layer img))))
+  (gimp-image-convert-indexed img 0 0 8 FALSE FALSE \"\")
+  (try \"indexed\" (lambda () (plug-in-cudafx-median RUN-NONINTERACTIVE img layer 1 50 0 1))))"
+  LANGUAGE=$lang LANG=C.UTF-8 LC_ALL= GIMP2_DIRECTORY=$profile timeout 300 gimp-console-2.10 -i \
+    -b "(begin $i18n_program)" -b '(gimp-quit 0)' >"$work/out/i18n-$lang.log" 2>&1
+  label=$(translated "$lang" "_Median (GPU)...")
+  folder=$(sed -n 's|.*(locale-def "cudafx" "${gimp_dir}\(.*\)").*|\1|p' "$profile/pluginrc")
+  if [ "$label" = "_Median (GPU)..." ]; then
+    fail "i18n-$lang" "no $lang catalog in $build/locale (make locale)"
+  elif [ -z "$folder" ]; then
+    fail "i18n-$lang" "the plug-in registered no translation domain (pluginrc has no locale-def \"cudafx\")"
+  elif [ "$(TEXTDOMAINDIR=$profile$folder LANGUAGE=$lang LANG=C.UTF-8 LC_ALL= gettext -d cudafx -- "_Median (GPU)...")" != "$label" ]; then
+    fail "i18n-$lang" "the locale folder GIMP was given ($folder) does not translate the menu label"
+  else
+    pass "i18n-$lang: GIMP has cudafx's domain at $folder, menu label \"$label\""
+  fi
+  msgid="%s: indexed images are not supported; convert the image to RGB or grayscale first (Image ▸ Mode)"
+  want=$(printf "$(translated "$lang" "$msgid")" median)
+  if grep -qF "CASE indexed FAILED: $want" "$work/out/i18n-$lang.log"; then
+    pass "i18n-$lang: the plug-in's error comes back as \"$want\""
+  else
+    fail "i18n-$lang" "wanted \"$want\", got: $(grep -m1 'CASE indexed' "$work/out/i18n-$lang.log")"
+  fi
+done
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -36,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/profile/plug-ins/cudafx" "$out" \
          "$work"/profile/{brushes,dynamics,fonts,gradients,palettes,patterns,tool-presets}
-cp "$build/gimp210/cudafx" "$work/profile/plug-ins/cudafx/cudafx"
+tools/install-plugin.sh "$build/gimp210/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
 
 # A display number nobody uses.
 display=
