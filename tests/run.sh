@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs test suites, each of which ends with "N passed, N failed", and prints
 # the total as the last line.
-# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, CLI, CLI under LSan
+# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, CLI, CLI under LSan, translations
 #        tests/run.sh BUILD_DIR gpu      CUDA: GPU tests, compute-sanitizer
 set -u
 build=${1:-build}
@@ -46,6 +46,7 @@ else
   if [ -x "$build/cudafx" ]; then
     suite cli tests/unit/cli.sh "$build/cudafx"
     suite cli-lsan make --no-print-directory check-lsan
+    suite i18n tests/i18n.sh "$build"
   else
     echo "== cli: $build/cudafx not built (GEGL missing)"; total_fail=$((total_fail + 1))
   fi
