@@ -154,7 +154,7 @@ GPU_PYTHON ?= python3
 .PHONY: reliability-gpu
 reliability-gpu: $(SHLIB) $(BUILD)/test-gpu
 	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "reliability-gpu needs nvcc"; exit 1; }
-	CUDAFX_CUDA_UNVERIFIED=1 $(BUILD)/test-gpu device_memory_over_1000_previews
+	$(BUILD)/test-gpu device_memory_over_1000_previews
 	$(GPU_PYTHON) tests/reliability/gpu.py faults
 	$(GPU_PYTHON) tests/reliability/gpu.py concurrent
 	$(GPU_PYTHON) tests/reliability/gpu.py huge

@@ -916,7 +916,7 @@ cudafx_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_convol
       job->dst = dst;
       job->plan = plan;
       job->border = p->border;
-      s = cudafx_dispatch ("convolve", convolve_cpu, cudafx_unverified_cuda (convolve_cuda), job, o);
+      s = cudafx_dispatch ("convolve", convolve_cpu, convolve_cuda, job, o);
     }
   free (plan);
   free (job);

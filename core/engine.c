@@ -255,13 +255,6 @@ report_cpu (const cudafx_options *o, const char *fallback)
   snprintf (r->fallback, sizeof r->fallback, "%s", fallback);
 }
 
-cudafx_backend_fn
-cudafx_unverified_cuda (cudafx_backend_fn run_cuda)
-{
-  const char *env = getenv ("CUDAFX_CUDA_UNVERIFIED");
-  return env && !strcmp (env, "1") ? run_cuda : NULL;
-}
-
 cudafx_status
 cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_fn run_cuda,
                  void *job, const cudafx_options *o)

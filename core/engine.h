@@ -92,11 +92,6 @@ typedef cudafx_status (*cudafx_backend_fn) (void *job, const cudafx_options *o);
 cudafx_status cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu,
                                cudafx_backend_fn run_cuda, void *job, const cudafx_options *o);
 
-/* A CUDA path that has not yet passed `make check-gpu` on a GPU is returned
- * only when CUDAFX_CUDA_UNVERIFIED=1 (check-gpu sets it); otherwise NULL, so
- * users get the CPU. Remove the wrapper from a filter once it is verified. */
-cudafx_backend_fn cudafx_unverified_cuda (cudafx_backend_fn run_cuda);
-
 #ifdef __cplusplus
 }
 #endif

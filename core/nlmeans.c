@@ -643,7 +643,7 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
 
   nlmeans_job job = { .src = src, .dst = dst, .colours = colours };
   make_plan (&used, colours, subtract, &job.plan);
-  s = cudafx_dispatch ("nl-means", nlmeans_cpu, cudafx_unverified_cuda (nlmeans_cuda), &job, o);
+  s = cudafx_dispatch ("nl-means", nlmeans_cpu, nlmeans_cuda, &job, o);
   if (s == CUDAFX_OK && info)
     *info = used;
   return s;

@@ -972,5 +972,5 @@ cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quanti
       (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "seed", (double) p->seed)))
     return s;
   quantize_job job = { src, dst, p, palette };
-  return cudafx_dispatch (FILTER, quantize_cpu, cudafx_unverified_cuda (quantize_cuda), &job, o);
+  return cudafx_dispatch (FILTER, quantize_cpu, quantize_cuda, &job, o);
 }

@@ -27,8 +27,6 @@ suite() { # name command...
 }
 
 if [ "$mode" = gpu ]; then
-  # Also the CUDA paths not yet verified on a GPU: this run is what verifies them.
-  export CUDAFX_CUDA_UNVERIFIED=1
   # Filters with a CUDA path, their accuracy tests against the CUDA backend.
   gpu_tests="median convolve nlmeans quantize gpu_"
   suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests device_memory_over_1000_previews
