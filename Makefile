@@ -303,11 +303,13 @@ install:
 	./install.sh
 
 # The dialogs for the README, under Xvfb: GIMP 3's four from the chroot
-# (docs/screenshots/gimp3-<filter>.png), then GIMP 2.10's when its script exists
+# (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish
+# (gimp3-nl-means-es.png), then GIMP 2.10's when its script exists
 # (tests/gimp210/screenshots.sh BUILD OUTDIR, same naming with gimp210-).
 .PHONY: screenshots check-dialogs
 screenshots: plugin
 	ui/screenshots.sh $(BUILD) docs/screenshots
+	ui/screenshots.sh --lang es_ES $(BUILD) docs/screenshots
 	if [ -x tests/gimp210/screenshots.sh ]; then tests/gimp210/screenshots.sh $(BUILD) docs/screenshots; fi
 
 # The GIMP 3 dialogs opened under Xvfb with nobody at the keyboard: each

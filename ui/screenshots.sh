@@ -10,18 +10,22 @@
 #                                           same dialog with its Preview toggle off,
 #                                           and the photo as gimp3-<filter>-input.png
 #                                           (ui/check-dialogs.py compares them)
+#   ui/screenshots.sh --lang es_ES BUILD OUTDIR
+#                                           the Non-Local Means dialog with GIMP in that
+#                                           locale: OUTDIR/gimp3-nl-means-es.png
 #
 # Packages Xvfb, xdotool, x11-utils and ImageMagick are added to the chroot by
 # chroot.sh when missing.
 set -euo pipefail
-both=0
+both=0 locale=
 [ "${1:-}" = --both ] && { both=1; shift; }
+[ "${1:-}" = --lang ] && { locale=$2; shift 2; }
 build=${1:?usage: ui/screenshots.sh [--both] BUILD OUTDIR}
 outdir=${2:?usage: ui/screenshots.sh [--both] BUILD OUTDIR}
 cd "$(dirname "$0")/.."
 chroot_sh=tests/gimp/chroot.sh
 [ -x "$build/gimp3/cudafx" ] || { echo "no plug-in at $build/gimp3/cudafx (make plugin)" >&2; exit 1; }
-root=$("$chroot_sh" ensure xvfb xauth x11-utils xdotool imagemagick)
+root=$("$chroot_sh" ensure xvfb xauth x11-utils xdotool imagemagick locales)
 
 work=$(mktemp -d "$root/tmp/cudafx-shots.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -40,12 +44,22 @@ dialogs=(
   "quantize:Color Quantize (GPU):coffee.png:"
   "convolve:Convolution (GPU):astronaut.png:alt+t Up Up Up Up Up"
 )
+if [ -n "$locale" ]; then
+  # The dialog's title is its translated menu label without "_" and "...".
+  title=$(TEXTDOMAINDIR=$build/locale LANGUAGE=${locale%_*} LANG=C.UTF-8 LC_ALL= \
+          gettext -d cudafx -- "_Non-Local Means (GPU)...")
+  title=${title//_/} title=${title%...}
+  dialogs=("nl-means:$title:astronaut-gaussian.png:")
+  "$chroot_sh" run localedef -i "$locale" -c -f UTF-8 "$locale.UTF-8"
+fi
 
 cat > "$work/shoot.sh" <<'EOF'
 #!/bin/bash
-# shoot.sh DIR BOTH FILTER:TITLE:PHOTO...   (runs inside the chroot)
+# shoot.sh DIR BOTH LOCALE FILTER:TITLE:PHOTO...   (runs inside the chroot)
 set -u
-dir=$1 both=$2; shift 2
+dir=$1 both=$2 locale=$3; shift 3
+suffix=
+[ -z "$locale" ] || { export LANG=$locale.UTF-8; suffix=-${locale%_*}; }
 cd "$dir"
 # Noisy copies of the photo show what median and nl-means remove (fixed seeds).
 magick astronaut.png -seed 1 -attenuate 0.3 +noise Impulse astronaut-impulse.png
@@ -110,12 +124,12 @@ for d in "$@"; do
   fi
   xdotool windowfocus --sync "$window"
   [ -z "$keys" ] || xdotool key --clearmodifiers --delay 150 $keys
-  if ! capture_settled "$window" "shots/gimp3-$filter.png"; then
+  shot=shots/gimp3-$filter$suffix.png
+  if ! capture_settled "$window" "$shot"; then
     echo "$title: the dialog never stopped changing" >&2; status=1
   elif [ "$both" = 0 ]; then
     # For the README: 256 colours keep a dialog well under 200 KB.
-    magick "shots/gimp3-$filter.png" -strip -dither FloydSteinberg -colors 256 \
-      "PNG8:shots/gimp3-$filter.png"
+    magick "$shot" -strip -dither FloydSteinberg -colors 256 "PNG8:$shot"
   fi
   if [ "$both" = 1 ]; then
     cp "$photo" "shots/gimp3-$filter-input.png"
@@ -138,7 +152,7 @@ exit $status
 EOF
 chmod +x "$work/shoot.sh"
 
-timeout 600 "$chroot_sh" run "$inside/shoot.sh" "$inside" "$both" "${dialogs[@]}"
+timeout 600 "$chroot_sh" run "$inside/shoot.sh" "$inside" "$both" "$locale" "${dialogs[@]}"
 mkdir -p "$outdir"
 for f in "$work"/shots/*.png; do
   cp "$f" "$outdir/"
