@@ -379,28 +379,50 @@ median_columns_kernel (cfx_stripe s)
   constexpr int LEFT = (R * CH + 3) / 4;      /* words left of the block's first */
   constexpr int RIGHT = (R * CH + 1) / 4 + 1; /* and right of its last */
   constexpr int TILE = COLUMNS_THREADS + LEFT + RIGHT;
+  constexpr int PASSES = (TILE + COLUMNS_THREADS - 1) / COLUMNS_THREADS;
   __shared__ uint2 tiles[2][L * TILE]; /* two, so one barrier a row suffices */
-  const int row_bytes = s.width * CH;
+  const int row_bytes = s.width * CH, last_row = s.rows + 2 * s.halo - 1;
   const int w0 = blockIdx.x * COLUMNS_THREADS, w = w0 + threadIdx.x;
   const int y0 = blockIdx.y * COLUMNS_ROWS, y1 = min (y0 + COLUMNS_ROWS, s.rows);
+  /* Tile column threadIdx.x + p * COLUMNS_THREADS (pass p) is row word
+   * w0 - LEFT + that. The first pass keeps its raw words in registers from
+   * row to row: each output row loads one new word, a row ahead of its use;
+   * the few halo columns of the second pass load their whole column. */
+  auto load = [&] (int p, int row) {
+    int o = (w0 - LEFT + (int) threadIdx.x + p * COLUMNS_THREADS) * 4;
+    return load_word (s.d_src + (size_t) min (row, last_row) * s.src_pitch, o, row_bytes, CH);
+  };
+  unsigned raw[L]; /* first pass: the current output row's window rows */
+#pragma unroll
+  for (int k = 0; k < L; k++)
+    raw[k] = load (0, y0 + s.halo - R + k);
   for (int y = y0; y < y1; y++)
     {
       uint2 *tile = tiles[y & 1];
-      for (int i = threadIdx.x; i < TILE; i += COLUMNS_THREADS)
-        {
-          int o = (w0 - LEFT + i) * 4;
-          unsigned even[L], odd[L];
 #pragma unroll
-          for (int k = 0; k < L; k++)
-            {
-              unsigned raw = load_word (s.d_src + (size_t) (y + s.halo - R + k) * s.src_pitch, o, row_bytes, CH);
-              even[k] = __byte_perm (raw, 0, 0x4240);
-              odd[k] = __byte_perm (raw, 0, 0x4341);
-            }
-          sort_lanes<L> (even, std::make_integer_sequence<int, sorter<L>.net.count> ());
-          sort_lanes<L> (odd, std::make_integer_sequence<int, sorter<L>.net.count> ());
-          store_sorted<L> (tile + i, TILE, even, odd, std::make_integer_sequence<int, L> ());
-        }
+      for (int p = 0; p < PASSES; p++)
+        if (p == 0 || threadIdx.x + p * COLUMNS_THREADS < TILE)
+          {
+            unsigned even[L], odd[L];
+#pragma unroll
+            for (int k = 0; k < L; k++)
+              {
+                unsigned word = p == 0 ? raw[k] : load (p, y + s.halo - R + k);
+                even[k] = __byte_perm (word, 0, 0x4240);
+                odd[k] = __byte_perm (word, 0, 0x4341);
+              }
+            if (p == 0)
+              {
+#pragma unroll
+                for (int k = 0; k + 1 < L; k++)
+                  raw[k] = raw[k + 1];
+                raw[L - 1] = load (0, y + 1 + s.halo + R);
+              }
+            sort_lanes<L> (even, std::make_integer_sequence<int, sorter<L>.net.count> ());
+            sort_lanes<L> (odd, std::make_integer_sequence<int, sorter<L>.net.count> ());
+            store_sorted<L> (tile + threadIdx.x + p * COLUMNS_THREADS, TILE, even, odd,
+                             std::make_integer_sequence<int, L> ());
+          }
       __syncthreads ();
       if (4 * w < row_bytes)
         {
