@@ -22,8 +22,6 @@
 #include "context.cuh"
 #include "../core/convolve.h"
 
-#include <type_traits>
-
 namespace {
 
 constexpr int BLOCK_X = 32, BLOCK_Y = 8;
@@ -180,30 +178,26 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
               v[c][0] = v[c][4], v[c][1] = v[c][5], v[c][2] = v[c][6], v[c][3] = v[c][7];
               v[c][4] = q.x, v[c][5] = q.y, v[c][6] = q.z, v[c][7] = q.w;
             }
-          /* Taps past the kernel count as zero taps. The CPU skips zero
-           * taps; a u8 value is finite, and adding 0 * v to a sum that
-           * started at +0 changes nothing, so u8 sums add every tap. */
-          float w[4], aw[4];
 #pragma unroll
           for (int ii = 0; ii < 4; ii++)
             {
-              w[ii] = i0 + ii < n ? c_taps[j * n + i0 + ii] : 0.0f;
-              aw[ii] = ALPHA && i0 + ii < n ? c_abs_taps[j * n + i0 + ii] : 0.0f;
-            }
-          constexpr bool ADD_ZEROS = std::is_same<T, unsigned char>::value;
-#pragma unroll
-          for (int ii = 0; ii < 4; ii++)
-            {
-              if (ADD_ZEROS || w[ii] != 0.0f)
+              if (i0 + ii >= n)
+                break;
+              float w = c_taps[j * n + i0 + ii];
+              if (w != 0.0f)
 #pragma unroll
                 for (int k = 0; k < PER_THREAD; k++)
 #pragma unroll
                   for (int c = 0; c < CH; c++)
-                    acc[k][c] = acc[k][c] + w[ii] * v[c][k + ii];
-              if (ALPHA && (ADD_ZEROS || aw[ii] != 0.0f))
+                    acc[k][c] = acc[k][c] + w * v[c][k + ii];
+              if (ALPHA)
+                {
+                  float aw = c_abs_taps[j * n + i0 + ii];
+                  if (aw != 0.0f)
 #pragma unroll
-                for (int k = 0; k < PER_THREAD; k++)
-                  cover[k] = cover[k] + aw[ii] * v[CH - 1][k + ii];
+                    for (int k = 0; k < PER_THREAD; k++)
+                      cover[k] = cover[k] + aw * v[CH - 1][k + ii];
+                }
             }
         }
     }
@@ -324,20 +318,21 @@ convolve_rows_fixed_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border
           v[c][0] = v[c][4], v[c][1] = v[c][5], v[c][2] = v[c][6], v[c][3] = v[c][7];
           v[c][4] = q.x, v[c][5] = q.y, v[c][6] = q.z, v[c][7] = q.w;
         }
-      float w[4]; /* taps past the kernel add zero terms */
 #pragma unroll
       for (int ii = 0; ii < 4; ii++)
-        w[ii] = i0 + ii < n ? c_fixed_taps[i0 + ii] : 0.0f;
+        {
+          if (i0 + ii >= n)
+            break;
+          const float w = c_fixed_taps[i0 + ii];
 #pragma unroll
-      for (int ii = 0; ii < 4; ii++)
+          for (int k = 0; k < PER_THREAD; k++)
 #pragma unroll
-        for (int k = 0; k < PER_THREAD; k++)
-#pragma unroll
-          for (int c = 0; c < CH; c++)
-            acc[k][c] += fixed_term (v[c][k + ii], w[ii]);
+            for (int c = 0; c < CH; c++)
+              acc[k][c] += fixed_term (v[c][k + ii], w);
+        }
     }
   unsigned short *out = (unsigned short *) s.d_scratch + ((size_t) iy * s.width + x0) * CH;
-  const unsigned base = pl.fixed_bias[0] - (unsigned) (4 * ((n + 3) / 4)) * FIXED_ONE;
+  const unsigned base = pl.fixed_bias[0] - (unsigned) n * FIXED_ONE;
 #pragma unroll
   for (int k = 0; k < PER_THREAD; k++)
     if (x0 + k < s.width)
@@ -359,7 +354,6 @@ convolve_columns_fixed_kernel (cfx_stripe s, convolve_plan pl)
     return;
   const int n = pl.size, last_row = s.rows + 2 * s.halo - 1;
   unsigned acc[COLUMN_OUTPUTS][CH] = {};
-#pragma unroll 4
   for (int t = 0; t < n + COLUMN_OUTPUTS - 1; t++)
     {
       /* rows past the stripe feed only outputs past it, which are not stored */
