@@ -1,24 +1,42 @@
 /* Median / percentile filter on the GPU; core/median.c is the CPU reference.
  *
- * Two kernels, both exact order statistics, so the output equals the CPU's
+ * Every kernel finds exact order statistics, so the output equals the CPU's
  * bit for bit:
- * - median_select_kernel: each thread finds the rank-k key of its window by
- *   binary search on the key's bits (count of keys <= mid), 8 rounds for u8
- *   and 32 for f32 (floats mapped to order-preserving uint32 keys). Small
- *   radii keep the window in registers (template R); other radii read it
- *   from the read-only cache.
- * - median_packed_kernel (u8, square, radius <= 2): four bytes per thread
- *   in one 32-bit word sorted together with SIMD byte min/max (__vminu4 /
- *   __vmaxu4) through Batcher's odd-even merge network, pruned to the window
- *   size, then the rank-k word is picked (packed 8-bit min/max, as in
- *   Adams 2021's vectorised networks).
+ * - median_columns_kernel (u8, square, radius <= 3; every rank of 3x3, the
+ *   median of 5x5 and 7x7): separable sorting networks after Adams 2021,
+ *   "Fast median filters using separable sorting networks". A block walks
+ *   down 16 output rows, keeping each column's raw words in registers (one
+ *   new row loaded per output row, a row ahead of its use). Per row each
+ *   thread sorts the window column of one aligned 4-byte word, its even and
+ *   its odd bytes as two 16-bit lanes a word, into a shared tile. Sorting is
+ *   per lane, so the sorted column at any byte offset is a regrouping of the
+ *   sorted words' lanes (one byte permute at most): columns are sorted once
+ *   and shared by every output that uses them. Each thread then selects its
+ *   four outputs with a network built at compile time (median_network.h):
+ *   the rank-rows sorted across the columns, keys the row/column order rules
+ *   out dropped, the rest merged, everything pruned backwards to the one
+ *   rank needed. Lanes hold 0x6400 + byte, which also reads as the half
+ *   float 1024 + byte, so the even outputs' network runs as 16-bit integer
+ *   min/max and the odd outputs' as half-float min/max (sm_80 on), two
+ *   instruction kinds the scheduler can overlap. Measured on an H100, 12 MP
+ *   RGB: 3x3 0.087 ms, 5x5 0.232, 7x7 0.565 (before the register-kept rows
+ *   and the half floats: 0.136, 0.287, 0.654).
+ * - median_packed_kernel (u8, square, radius <= 2, the other ranks): four
+ *   bytes per 32-bit word through a full sorting network with SIMD byte
+ *   min/max, then the rank-k word is picked.
+ * - median_select_kernel (f32, circles, other u8 ranks up to 7x7): each
+ *   thread finds the rank-k key of its window by binary search on the key's
+ *   bits (count of keys <= mid), 8 rounds for u8 and 32 for f32 (floats
+ *   mapped to order-preserving uint32 keys). Small radii keep the window in
+ *   registers (template R); other radii read it from the read-only cache.
  * - median_histogram_kernel (u8, larger radii): Huang's sliding histogram
- *   (Huang, Yang, Tang 1979) down a column, one 256-bin histogram per thread
- *   in shared memory with 16 coarse bins to find the rank quickly; per output
- *   it costs O(r) updates, not O(r^2). Circles slide per column with each
- *   column's own half-height.
+ *   (Huang, Yang, Tang 1979) down a column, one 256-bin histogram of 16-bit
+ *   counts per thread in shared memory with 16 coarse bins to find the rank
+ *   quickly; per output it costs O(r) updates, not O(r^2). Circles slide per
+ *   column with each column's own half-height.
  * Borders clamp: the stripe runner makes up rows, kernels clamp columns. */
 #include "context.cuh"
+#include "median_network.h"
 
 #include <math.h>
 #include <utility>
@@ -28,6 +46,9 @@ namespace {
 constexpr int SELECT_BLOCK_X = 32, SELECT_BLOCK_Y = 8;
 constexpr int MAX_REGISTER_RADIUS = 3;  /* windows up to 7x7 in registers */
 constexpr int MAX_PACKED_RADIUS = 2;
+constexpr int MAX_COLUMNS_RADIUS = 3;
+constexpr int COLUMNS_THREADS = 128;    /* output words (4 bytes) across a block */
+constexpr int COLUMNS_ROWS = 16;        /* output rows a block walks down */
 constexpr int HIST_THREADS = 32;        /* one warp; bins interleaved by thread: no bank conflicts */
 constexpr int HIST_SEGMENT = 64;        /* output rows per thread */
 
@@ -141,15 +162,17 @@ median_select_kernel (cfx_stripe s, int r, int circle, int rank)
 __global__ void
 median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
 {
-  extern __shared__ unsigned shared[];
-  unsigned *fine = shared;                      /* [256][HIST_THREADS] */
-  unsigned *coarse = shared + 256 * HIST_THREADS; /* [16][HIST_THREADS] */
-  int *half = (int *) (coarse + 16 * HIST_THREADS); /* [2r+1]: column half-heights */
+  /* 16-bit counts (a window holds at most 201^2 < 65536 keys): half the
+   * shared memory, twice the warps resident. */
+  extern __shared__ int shared[];
+  int *half = shared;                                          /* [2r+1]: column half-heights */
+  unsigned short *fine = (unsigned short *) (shared + 2 * r + 1); /* [256][HIST_THREADS] */
+  unsigned short *coarse = fine + 256 * HIST_THREADS;          /* [16][HIST_THREADS] */
   int t = threadIdx.x;
   for (int i = t; i < 2 * r + 1; i += HIST_THREADS)
     half[i] = d_half[i];
   for (int i = t; i < 272 * HIST_THREADS; i += HIST_THREADS)
-    shared[i] = 0;
+    fine[i] = 0;
   __syncthreads ();
 
   int x = blockIdx.x * HIST_THREADS + t;
@@ -192,41 +215,109 @@ median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
     }
 }
 
-/* Batcher's odd-even merge sort for n keys (padded to a power of two with
- * +inf, whose comparators are pruned since they never swap). */
-template <int N> struct sort_network
-{
-  static constexpr int P = N <= 1 ? 1 : 2 * sort_network<(N + 1) / 2>::P;
-  int a[P * P], b[P * P], count;
-  constexpr sort_network () : a (), b (), count (0)
-  {
-    for (int p = 1; p < P; p <<= 1)
-      for (int k = p; k >= 1; k >>= 1)
-        for (int j = k % p; j + k < P; j += 2 * k)
-          for (int i = 0; i < k && i < P - j - k; i++)
-            if ((i + j) / (2 * p) == (i + j + k) / (2 * p) && i + j + k < N)
-              {
-                a[count] = i + j;
-                b[count] = i + j + k;
-                count++;
-              }
-  }
-};
-template <> struct sort_network<1> { static constexpr int P = 1; };
+template <int N> constexpr median_network::sort_network<N> sorter{};
+template <int L, int RANK> constexpr median_network::select_network<L, RANK> selector{};
 
-template <int N> constexpr sort_network<N> network_of{};
-
-/* Applies the network with every index a compile-time constant, so the keys
- * stay in registers whatever the compiler's unrolling heuristics decide. */
+/* The networks run with every slot index a compile-time constant, so the
+ * keys stay in registers whatever the compiler's unrolling heuristics decide.
+ * sort_bytes: four 8-bit lanes a word (__vminu4, emulated on sm_75..90);
+ * sort_lanes and select_lanes: two 16-bit lanes (__vminu2, one instruction
+ * on sm_90). */
 template <int N, int... I>
 __device__ __forceinline__ void
-apply_network (unsigned *v, std::integer_sequence<int, I...>)
+sort_bytes (unsigned *v, std::integer_sequence<int, I...>)
 {
   ((void) ([&] {
-     constexpr int a = network_of<N>.a[I], b = network_of<N>.b[I];
+     constexpr int a = sorter<N>.net.a[I], b = sorter<N>.net.b[I];
      unsigned lo = __vminu4 (v[a], v[b]);
      v[b] = __vmaxu4 (v[a], v[b]);
      v[a] = lo;
+   } ()), ...);
+}
+
+template <int N, int... I>
+__device__ __forceinline__ void
+sort_lanes (unsigned *v, std::integer_sequence<int, I...>)
+{
+  ((void) ([&] {
+     constexpr int a = sorter<N>.net.a[I], b = sorter<N>.net.b[I];
+     unsigned lo = __vminu2 (v[a], v[b]);
+     v[b] = __vmaxu2 (v[a], v[b]);
+     v[a] = lo;
+   } ()), ...);
+}
+
+/* Keys are 16-bit lanes 0x6400 + byte: in that form they also read as the
+ * half floats 1024 + byte, so min/max can run as integers or, on sm_80 and
+ * later, as half floats: another instruction, which can issue alongside. */
+template <bool HALF>
+__device__ __forceinline__ unsigned
+lane_min (unsigned a, unsigned b)
+{
+#if __CUDA_ARCH__ >= 800
+  if (HALF)
+    {
+      unsigned m;
+      asm ("min.f16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+      return m;
+    }
+#endif
+  return __vminu2 (a, b);
+}
+
+template <bool HALF>
+__device__ __forceinline__ unsigned
+lane_max (unsigned a, unsigned b)
+{
+#if __CUDA_ARCH__ >= 800
+  if (HALF)
+    {
+      unsigned m;
+      asm ("max.f16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+      return m;
+    }
+#endif
+  return __vmaxu2 (a, b);
+}
+
+template <int L, int RANK, bool HALF, int... I>
+__device__ __forceinline__ void
+select_lanes (unsigned *v, std::integer_sequence<int, I...>)
+{
+  ((void) ([&] {
+     constexpr int a = selector<L, RANK>.a[I], b = selector<L, RANK>.b[I];
+     constexpr bool to_a = selector<L, RANK>.min_to_a[I], to_b = selector<L, RANK>.max_to_b[I];
+     unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
+     if (to_a)
+       v[a] = lo;
+     if (to_b)
+       v[b] = hi;
+   } ()), ...);
+}
+
+/* The rank-th key after sort_bytes (rank at run time). */
+template <int N, int... K>
+__device__ __forceinline__ unsigned
+pick_sorted (const unsigned *v, int rank, std::integer_sequence<int, K...>)
+{
+  unsigned out = 0;
+  ((void) ([&] {
+     constexpr int slot = sorter<N>.order[K];
+     out = K == rank ? v[slot] : out;
+   } ()), ...);
+  return out;
+}
+
+/* Sorted even and odd lanes of a column into its tile column, k-th smallest
+ * in row k. */
+template <int L, int... K>
+__device__ __forceinline__ void
+store_sorted (uint2 *column, int tile_width, const unsigned *even, const unsigned *odd,
+              std::integer_sequence<int, K...>)
+{
+  ((void) ([&] {
+     constexpr int slot = sorter<L>.order[K];
+     column[K * tile_width] = make_uint2 (even[slot], odd[slot]);
    } ()), ...);
 }
 
@@ -273,13 +364,141 @@ median_packed_kernel (cfx_stripe s, int rank)
       for (int dx = -R; dx <= R; dx++)
         v[(dy + R) * (2 * R + 1) + dx + R] = load_word (row, o + dx * s.channels, row_bytes, s.channels);
     }
-  apply_network<N> (v, std::make_integer_sequence<int, network_of<N>.count> ());
-  unsigned out = v[0];
-#pragma unroll
-  for (int i = 1; i < N; i++)
-    out = i == rank ? v[i] : out;
+  sort_bytes<N> (v, std::make_integer_sequence<int, sorter<N>.net.count> ());
+  unsigned out = pick_sorted<N> (v, rank, std::make_integer_sequence<int, N> ());
   /* Rows are padded to 256 bytes on the device: a whole word always fits. */
   *(unsigned *) (s.d_dst + (size_t) y * s.dst_pitch + o) = out;
+}
+
+/* The window's column at byte offset P from the thread's output word, as 16-bit
+ * lanes of stream P & 1, read from the sorted columns in the tile: stream S's
+ * word at tile index i holds bytes (4i + S, 4i + S + 2) of the row. */
+template <int L, int P>
+__device__ __forceinline__ void
+tile_column (const uint2 *tile, int tile_width, int base, unsigned *v)
+{
+  constexpr int word = P >> 2; /* floor, also for negative P */
+#pragma unroll
+  for (int k = 0; k < L; k++)
+    {
+      uint2 lo = tile[k * tile_width + base + word];
+      unsigned key = P & 1 ? lo.y : lo.x;
+      if (P & 2)
+        { /* lanes straddle two words: upper lane of one, lower of the next */
+          uint2 hi = tile[k * tile_width + base + word + 1];
+          key = __byte_perm (key, P & 1 ? hi.y : hi.x, 0x5432);
+        }
+      v[k] = key;
+    }
+}
+
+template <int R, int CH, int RANK, int S, int... DX>
+__device__ __forceinline__ unsigned
+select_from_tile (const uint2 *tile, int tile_width, int base, std::integer_sequence<int, DX...>)
+{
+  constexpr int L = 2 * R + 1;
+  unsigned v[L * L];
+  (tile_column<L, (DX - R) * CH + S> (tile, tile_width, base, v + DX * L), ...);
+  /* even outputs by integer min/max, odd ones by half-float min/max */
+  select_lanes<L, RANK, S == 1> (v, std::make_integer_sequence<int, selector<L, RANK>.count> ());
+  constexpr int answer = selector<L, RANK>.answer;
+  return v[answer];
+}
+
+/* u8, square, radius R, CH channels, rank RANK. Per output row, each thread
+ * sorts the columns of one aligned word of the row (and the block's halo
+ * words), split into its even and odd bytes as two 16-bit lanes each, into
+ * a shared tile; sorting is per lane, so a column at any byte offset is the
+ * sorted column words' lanes regrouped (one byte permute at most). Then the
+ * pruned selection network gives the thread's two even and two odd outputs. */
+template <int R, int CH, int RANK>
+__global__ void __launch_bounds__ (COLUMNS_THREADS)
+median_columns_kernel (cfx_stripe s)
+{
+  constexpr int L = 2 * R + 1;
+  constexpr int LEFT = (R * CH + 3) / 4;      /* words left of the block's first */
+  constexpr int RIGHT = (R * CH + 1) / 4 + 1; /* and right of its last */
+  constexpr int TILE = COLUMNS_THREADS + LEFT + RIGHT;
+  constexpr int PASSES = (TILE + COLUMNS_THREADS - 1) / COLUMNS_THREADS;
+  __shared__ uint2 tiles[2][L * TILE]; /* two, so one barrier a row suffices */
+  const int row_bytes = s.width * CH, last_row = s.rows + 2 * s.halo - 1;
+  const int w0 = blockIdx.x * COLUMNS_THREADS, w = w0 + threadIdx.x;
+  const int y0 = blockIdx.y * COLUMNS_ROWS, y1 = min (y0 + COLUMNS_ROWS, s.rows);
+  /* Tile column threadIdx.x + p * COLUMNS_THREADS (pass p) is row word
+   * w0 - LEFT + that. The first pass keeps its raw words in registers from
+   * row to row: each output row loads one new word, a row ahead of its use;
+   * the few halo columns of the second pass load their whole column. */
+  auto load = [&] (int p, int row) {
+    int o = (w0 - LEFT + (int) threadIdx.x + p * COLUMNS_THREADS) * 4;
+    return load_word (s.d_src + (size_t) min (row, last_row) * s.src_pitch, o, row_bytes, CH);
+  };
+  unsigned raw[L]; /* first pass: the current output row's window rows */
+#pragma unroll
+  for (int k = 0; k < L; k++)
+    raw[k] = load (0, y0 + s.halo - R + k);
+  for (int y = y0; y < y1; y++)
+    {
+      uint2 *tile = tiles[y & 1];
+#pragma unroll
+      for (int p = 0; p < PASSES; p++)
+        if (p == 0 || threadIdx.x + p * COLUMNS_THREADS < TILE)
+          {
+            unsigned even[L], odd[L];
+#pragma unroll
+            for (int k = 0; k < L; k++)
+              {
+                unsigned word = p == 0 ? raw[k] : load (p, y + s.halo - R + k);
+                even[k] = __byte_perm (word, 0x64646464, 0x4240); /* 0x6400 + byte a lane */
+                odd[k] = __byte_perm (word, 0x64646464, 0x4341);
+              }
+            if (p == 0)
+              {
+#pragma unroll
+                for (int k = 0; k + 1 < L; k++)
+                  raw[k] = raw[k + 1];
+                raw[L - 1] = load (0, y + 1 + s.halo + R);
+              }
+            sort_lanes<L> (even, std::make_integer_sequence<int, sorter<L>.net.count> ());
+            sort_lanes<L> (odd, std::make_integer_sequence<int, sorter<L>.net.count> ());
+            store_sorted<L> (tile + threadIdx.x + p * COLUMNS_THREADS, TILE, even, odd,
+                             std::make_integer_sequence<int, L> ());
+          }
+      __syncthreads ();
+      if (4 * w < row_bytes)
+        {
+          auto dx = std::make_integer_sequence<int, L> ();
+          unsigned e = select_from_tile<R, CH, RANK, 0> (tile, TILE, LEFT + threadIdx.x, dx);
+          unsigned o = select_from_tile<R, CH, RANK, 1> (tile, TILE, LEFT + threadIdx.x, dx);
+          /* The lanes' low bytes; rows are padded to 256 bytes on the
+           * device: a whole word always fits. */
+          *(unsigned *) (s.d_dst + (size_t) y * s.dst_pitch + 4 * w) = __byte_perm (e, o, 0x6240);
+        }
+    }
+}
+
+template <int R, int CH, int... RANK>
+bool
+launch_columns (const cfx_stripe *s, int rank, std::integer_sequence<int, RANK...>)
+{
+  int words = (s->width * CH + 3) / 4;
+  dim3 grid ((words + COLUMNS_THREADS - 1) / COLUMNS_THREADS, (s->rows + COLUMNS_ROWS - 1) / COLUMNS_ROWS);
+  return ((rank == RANK
+           && (median_columns_kernel<R, CH, RANK><<<grid, COLUMNS_THREADS, 0, s->stream>>> (*s), true))
+          || ...);
+}
+
+/* The column kernels built: every rank of 3x3, the median of 5x5 and 7x7. */
+template <int CH>
+bool
+launch_columns (const cfx_stripe *s, int r, int rank)
+{
+  switch (r)
+    {
+    case 1: return launch_columns<1, CH> (s, rank, std::make_integer_sequence<int, 9> ());
+    case 2: return launch_columns<2, CH> (s, rank, std::integer_sequence<int, 12> ());
+    case 3: return launch_columns<3, CH> (s, rank, std::integer_sequence<int, 24> ());
+    default: return false;
+    }
 }
 
 struct median_ctx
@@ -312,8 +531,21 @@ median_stripe (void *ctx, const cfx_stripe *s)
   const median_ctx *m = (const median_ctx *) ctx;
   if (s->type == CUDAFX_F32)
     return launch_select<float> (m, s);
-  /* Measured on an H100: packed networks win up to 5x5; at 7x7 the network
-   * outgrows the registers and selection by counting is faster. */
+  if (m->p->radius <= MAX_COLUMNS_RADIUS && m->p->shape == CUDAFX_SHAPE_SQUARE)
+    {
+      bool launched;
+      switch (s->channels)
+        {
+        case 1: launched = launch_columns<1> (s, m->p->radius, m->rank); break;
+        case 2: launched = launch_columns<2> (s, m->p->radius, m->rank); break;
+        case 3: launched = launch_columns<3> (s, m->p->radius, m->rank); break;
+        default: launched = launch_columns<4> (s, m->p->radius, m->rank); break;
+        }
+      if (launched)
+        return cfx_check_launch ("median", "median_columns_kernel");
+    }
+  /* Other ranks. Measured on an H100: packed networks win up to 5x5; at 7x7
+   * the network outgrows the registers and selection by counting is faster. */
   if (m->p->radius <= MAX_PACKED_RADIUS && m->p->shape == CUDAFX_SHAPE_SQUARE)
     {
       dim3 block (64, 4);
@@ -328,7 +560,7 @@ median_stripe (void *ctx, const cfx_stripe *s)
   if (m->p->radius <= MAX_REGISTER_RADIUS)
     return launch_select<unsigned char> (m, s);
   int r = m->p->radius;
-  size_t shared_bytes = (272 * HIST_THREADS) * sizeof (unsigned) + (2 * r + 1) * sizeof (int);
+  size_t shared_bytes = (2 * r + 1) * sizeof (int) + 272 * HIST_THREADS * sizeof (unsigned short);
   cudafx_status st = cfx_check (cudaFuncSetAttribute (median_histogram_kernel,
                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                       (int) shared_bytes),

@@ -110,8 +110,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--skip-opencv", action="store_true", help="skip the slow OpenCV peers (nl-means, kmeans)")
+    ap.add_argument("--only", default="median,convolve,nlmeans,quantize",
+                    help="comma-separated filters to measure (default: all four)")
     args = ap.parse_args()
     runs = args.runs
+    only = set(args.only.split(","))
 
     import cupy as cp
     import cupyx.scipy.ndimage as ndi
@@ -138,7 +141,7 @@ def main():
                 measured.append((peer, "error: %s" % str(e).splitlines()[0][:40]))
         rows.append((name, k, w, measured))
 
-    for k in (3, 5, 7, 15, 31, 101):
+    for k in (3, 5, 7, 15, 31, 101) if "median" in only else ():
         r = k // 2
         peers = []
         if k <= 15:
@@ -148,7 +151,7 @@ def main():
             peers.append(("npp", lambda k=k: npp["median-%dx%d" % (k, k)]))
         add("median %dx%d" % (k, k), lambda r=r: eng.median(img, radius=r, backend="cuda"), peers)
 
-    for k in (5, 15):
+    for k in (5, 15) if "convolve" in only else ():
         kern = rng.standard_normal((k, k)) / k
         d_w = cp.asarray(kern[:, :, None].astype(np.float32))
         peers = [("cupy", lambda d_w=d_w: cupy_ms(lambda: ndi.convolve(d_img.astype(cp.float32), d_w, mode="nearest"), runs))]
@@ -158,12 +161,13 @@ def main():
             lambda kern=kern: eng.convolve(img, preset=0, kernel=kern, divisor=1.0, backend="cuda"), peers)
 
     peers = [("npp gauss 15x15", lambda: npp["gauss-15x15"])] if "gauss-15x15" in npp else []
-    add("convolve gaussian sigma=5", lambda: eng.convolve(img, preset=7, sigma=5.0, backend="cuda"), peers)
+    if "convolve" in only:
+        add("convolve gaussian sigma=5", lambda: eng.convolve(img, preset=7, sigma=5.0, backend="cuda"), peers)
 
     # f32 against PyTorch depthwise conv2d (device-resident tensors).
     img_f = (img.astype(np.float32) / 255.0)
     t_img = torch.from_numpy(img_f).cuda().permute(2, 0, 1)[None].contiguous()
-    for k in (5, 15):
+    for k in (5, 15) if "convolve" in only else ():
         kern = rng.standard_normal((k, k)) / k
         t_w = torch.from_numpy(kern.astype(np.float32)).cuda()[None, None].repeat(3, 1, 1, 1)
         pad = torch.nn.functional.pad
@@ -176,17 +180,18 @@ def main():
     noisy = np.clip(img + rng.normal(0, 20, img.shape), 0, 255).astype(np.uint8)
     crop = np.ascontiguousarray(noisy[1000:2000, 1500:2500])
     cv_ms = None
-    if not args.skip_opencv:
+    if not args.skip_opencv and "nlmeans" in only:
         cv2.setNumThreads(os.cpu_count())
         t = time.perf_counter()
         cv2.fastNlMeansDenoisingColored(noisy, None, 10, 10, 7, 21)
         cv_ms = (time.perf_counter() - t) * 1e3
     peers = [("opencv fastNlMeansDenoisingColored %d CPU threads" % os.cpu_count(), lambda: cv_ms)] if cv_ms else []
-    add("nl-means 7x7 search 21x21", lambda: eng.nlmeans(noisy, automatic=False, h=10.0, patch_radius=3,
-                                                         search_radius=10, backend="cuda")[:2], peers)
-    add("nl-means auto (estimate+denoise)", lambda: eng.nlmeans(noisy, backend="cuda")[:2], [])
-    add("nl-means 1 MP preview, 7x7/21x21", lambda: eng.nlmeans(crop, automatic=False, h=10.0, patch_radius=3,
-                                                                search_radius=10, backend="cuda")[:2], [])
+    if "nlmeans" in only:
+        add("nl-means 7x7 search 21x21", lambda: eng.nlmeans(noisy, automatic=False, h=10.0, patch_radius=3,
+                                                             search_radius=10, backend="cuda")[:2], peers)
+        add("nl-means auto (estimate+denoise)", lambda: eng.nlmeans(noisy, backend="cuda")[:2], [])
+        add("nl-means 1 MP preview, 7x7/21x21", lambda: eng.nlmeans(crop, automatic=False, h=10.0, patch_radius=3,
+                                                                    search_radius=10, backend="cuda")[:2], [])
 
     # Colour quantize (rgb, as the peers): k-means with exactly the peers'
     # 10 iterations at most (cudafx stops earlier when no centre moves: the
@@ -200,12 +205,13 @@ def main():
         iterations[(k, dither)] = out[2].iterations
         return out
 
-    for k in (16, 256):
+    for k in (16, 256) if "quantize" in only else ():
         peers = [("torch cdist+argmin+index_add", lambda k=k: torch_ms(lambda: torch_kmeans(t_pix, k, 10), 3))]
         if not args.skip_opencv:
             peers.append(("cv2.kmeans %d CPU threads" % os.cpu_count(), lambda k=k: cv2_kmeans_ms(pix, k, 10)))
         add("quantize K=%d 10 it" % k, lambda k=k: quantize(k), peers)
-    add("quantize K=16 + F-S dither", lambda: quantize(16, 1), [])
+    if "quantize" in only:
+        add("quantize K=16 + F-S dither", lambda: quantize(16, 1), [])
 
     # Whole call vs the bare copy it cannot avoid (pageable host memory, like the engine's).
     def bare_copy():

@@ -138,6 +138,96 @@ TEST (gpu_faults_fall_back_to_cpu)
   compare_with_cpu (CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
 }
 
+/* One layout on both backends; 1 when the CUDA result differs from the CPU's. */
+static int
+differs_from_cpu (int w, int h, int channels, int alpha, cudafx_type type, const void *params,
+                  cudafx_status (*run) (const cudafx_image *, cudafx_image *, const void *,
+                                        const cudafx_options *),
+                  harness_rng *rng, const char *what)
+{
+  cudafx_image src = harness_image_new (w, h, channels, alpha, type, 12);
+  cudafx_image ref = harness_image_new (w, h, channels, alpha, type, 12);
+  cudafx_image out = harness_image_new (w, h, channels, alpha, type, 12);
+  harness_image_random (&src, rng);
+  harness_image_poison (&out);
+  cudafx_options cpu = harness_cpu_options (), gpu = harness_cpu_options ();
+  gpu.backend = CUDAFX_BACKEND_CUDA;
+  cudafx_status s1 = run (&src, &ref, params, &cpu), s2 = run (&src, &out, params, &gpu);
+  double diff = s1 || s2 ? -1 : harness_max_diff (&ref, &out);
+  CHECK (diff == 0, "%s, %dx%d c%d%s %s: status %d/%d, differs from the CPU by %g", what, w, h,
+         channels, alpha ? "+alpha" : "", type == CUDAFX_U8 ? "u8" : "f32", s1, s2, diff);
+  harness_image_free (&src);
+  harness_image_free (&ref);
+  harness_image_free (&out);
+  return diff != 0;
+}
+
+static cudafx_status
+median_with (const cudafx_image *src, cudafx_image *dst, const void *p, const cudafx_options *o)
+{
+  return cudafx_median (src, dst, p, o);
+}
+
+static cudafx_status
+convolve_with (const cudafx_image *src, cudafx_image *dst, const void *p, const cudafx_options *o)
+{
+  return cudafx_convolve (src, dst, p, o);
+}
+
+/* Images wider and taller than the kernels' blocks (tiles, halo words, the
+ * column kernels' rows), every channel layout, bit for bit against the CPU:
+ * median networks for every rank of 3x3 and the median of 5x5 and 7x7 (and
+ * the fallbacks for other ranks), the tiled direct and fixed-point
+ * convolutions with every border. */
+TEST (gpu_median_and_convolve_match_cpu_bit_exactly)
+{
+  static const int layouts[][2] = { { 1, 0 }, { 2, 1 }, { 3, 0 }, { 4, 0 }, { 4, 1 } };
+  harness_rng rng = { 5 };
+  char what[96];
+  for (int r = 1; r <= 7; r += r == 3 ? 4 : 1)
+    for (int pi = 0; pi <= 8; pi++)
+      for (int li = 0; li < 5; li++)
+        {
+          double percentile = r == 1 ? pi * 12.5 : pi % 2 ? 37.5 : 50;
+          if (r > 1 && pi > 3)
+            continue;
+          cudafx_median_params p = { r, percentile, pi == 3 ? CUDAFX_SHAPE_CIRCLE : CUDAFX_SHAPE_SQUARE };
+          snprintf (what, sizeof what, "median r%d p%g %s", r, percentile, pi == 3 ? "circle" : "square");
+          if (differs_from_cpu (517 - 40 * li, 83, layouts[li][0], layouts[li][1],
+                                pi == 2 ? CUDAFX_F32 : CUDAFX_U8, &p, median_with, &rng, what)
+              && harness_failures () > 5)
+            return;
+        }
+  static double k[15 * 15];
+  for (int v = 0; v < 20; v++)
+    {
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      int n = v % 4 < 2 ? 5 : 15, li = v % 5;
+      p.border = v % 4;
+      if (v < 10)
+        {
+          for (int i = 0; i < n * n; i++)
+            k[i] = harness_uniform (&rng) * 2 - 0.7;
+          p.preset = CUDAFX_PRESET_CUSTOM;
+          p.kernel = k;
+          p.kernel_size = n;
+          p.offset = v % 3 * 20;
+          snprintf (what, sizeof what, "convolve custom %dx%d border %d", n, n, p.border);
+        }
+      else
+        {
+          p.preset = CUDAFX_PRESET_GAUSSIAN;
+          p.sigma = v % 2 ? 5 : 1.5;
+          snprintf (what, sizeof what, "convolve gaussian sigma %g border %d", p.sigma, p.border);
+        }
+      if (differs_from_cpu (331 + 50 * li, 97, layouts[li][0], layouts[li][1],
+                            v % 3 == 2 ? CUDAFX_F32 : CUDAFX_U8, &p, convolve_with, &rng, what)
+          && harness_failures () > 5)
+        return;
+    }
+}
+
 static size_t
 device_free_bytes (void)
 {
