@@ -71,7 +71,7 @@ MO_FILES  := $(if $(MSGFMT),$(LINGUAS:%=$(BUILD)/locale/%/LC_MESSAGES/cudafx.mo)
 I18N_C    := $(sort $(wildcard core/*.c tools/cudafx.c plugin/*.c ui/*.c))
 I18N_CXX  := $(sort $(wildcard cuda/*.cu))
 XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=cudafx \
-                  --keyword=_ --keyword=N_ --keyword=g_dngettext:2,3 --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
+                  --keyword=_ --keyword=N_ --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
                   --keyword=usage_error:2 --flag=usage_error:2:c-format \
                   --keyword=runtime_error:1 --flag=runtime_error:1:c-format \
                   --sort-by-file

@@ -1,7 +1,9 @@
-/* gettext for the engine: its messages live in the "cudafx" domain whatever
- * domain the host has made the default (GIMP binds it for the plug-in, the
- * CLI binds it itself). Strings in tables are marked N_ and translated by
- * whoever shows them. */
+/* gettext for the engine and the GIMP front ends: every message lives in the
+ * "cudafx" domain whatever domain is the process's default (GIMP 3's libgimp
+ * sets its own only when running a procedure, not while GIMP queries the
+ * labels). The plug-ins bind the domain to locale/ beside themselves
+ * (cudafx_proc_bind_translations), the CLI likewise. Strings in tables are
+ * marked N_ and translated by whoever shows them. */
 #ifndef CUDAFX_I18N_H
 #define CUDAFX_I18N_H
 

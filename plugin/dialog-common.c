@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "intl.h"
+#include "i18n.h"
 
 #include "region.h"
 

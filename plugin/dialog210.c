@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "intl.h"
+#include "i18n.h"
 #include <libgimp/gimpui.h>
 
 #include "dialog-common.h"

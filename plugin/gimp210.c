@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include <libgimp/gimp.h>
-#include "intl.h"
+#include "i18n.h"
 
 #include "dialog210.h"
 #include "procedures.h"
@@ -134,7 +134,7 @@ query (void)
   gchar *locale = cudafx_proc_bind_translations (gimp_get_progname ());
 
   if (locale)
-    gimp_plugin_domain_register (GETTEXT_PACKAGE, locale);
+    gimp_plugin_domain_register (CUDAFX_DOMAIN, locale);
   g_free (locale);
 
   for (int f = 0; f < CUDAFX_N_FILTERS; f++)

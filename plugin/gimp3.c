@@ -5,7 +5,7 @@
  * and handing pixels to region.c. Quantize can also create a palette resource
  * (which it returns) and convert the image to indexed mode with it.
  * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */
-#include "intl.h"
+#include "i18n.h"
 #include <libgimp/gimp.h>
 
 #include "args.h"
@@ -312,7 +312,7 @@ cudafx_set_i18n (GimpPlugIn *plug_in, const gchar *procedure_name, gchar **gette
 
   if (!locale)
     return FALSE;
-  *gettext_domain = g_strdup (GETTEXT_PACKAGE);
+  *gettext_domain = g_strdup (CUDAFX_DOMAIN);
   *catalog_dir = locale;
   return TRUE;
 }

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "intl.h"
+#include "i18n.h"
 #include <libgimp/gimpui.h>
 
 #include "args.h"
@@ -59,8 +59,8 @@ report_text (const cudafx_report *report)
 {
   if (report->backend_used == CUDAFX_BACKEND_CUDA)
     return g_strdup_printf (_("CUDA: %s"), report->device);
-  return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "CPU, %d thread", "CPU, %d threads",
-                                       report->threads_used),
+  return g_strdup_printf (dngettext (CUDAFX_DOMAIN, "CPU, %d thread", "CPU, %d threads",
+                                     report->threads_used),
                           report->threads_used);
 }
 
