@@ -77,7 +77,10 @@
  * the palette's range; it takes the nearest entry in the chosen space, and
  * the error (value - entry, RGB, float) goes 7/16 right, 3/16 down-left,
  * 5/16 down, 1/16 down-right. Transparent pixels take their plain nearest
- * entry and neither receive nor pass on error.
+ * entry and neither receive nor pass on error. The CPU runs it as a wavefront
+ * on its threads, each row two pixels behind the one above, which keeps every
+ * float addition in the sequential order: the same output for any thread
+ * count (see dither_row).
  *
  * Backends. The per-pixel arithmetic (features, distance) is quantize.h's,
  * shared with cuda/quantize.cu. On the CUDA backend the device does the
@@ -94,6 +97,8 @@
 
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -677,69 +682,181 @@ build_palette (quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palet
   return n;
 }
 
-/* Floyd–Steinberg, sequential (see the header). */
+/* ---- Floyd–Steinberg as a wavefront ---------------------------------------
+ *
+ * In the sequential scan the error of pixel (x, y) receives, in this order,
+ * 1/16, 5/16 and 3/16 from pixels x-1, x, x+1 of row y-1, then 7/16 from
+ * pixel x-1 of row y. Row y may therefore take pixel x once row y-1 has
+ * finished pixel x+2 (or the whole row, near its end): every addition to a
+ * row's error then happens in the sequential order, so the output is the
+ * same bit for bit with any number of threads. Thread t takes rows t, t+n,
+ * t+2n ... and publishes how far it is (release) every DITHER_PUBLISH pixels
+ * and at each row's end; the thread of row y reads its predecessor's
+ * progress (acquire) only when its last reading is not far enough. */
+
+#define DITHER_PUBLISH 32 /* pixels between publications of a row's progress */
+#define DITHER_SPINS   64 /* pause spins before a waiting thread yields its core */
+
+/* One thread's progress: y * (width + 1) + pixels finished of its current row
+ * y. It only grows, as the thread's rows do, so "row y has finished x pixels"
+ * is "progress >= y * (width + 1) + x" whichever later row the thread is on.
+ * A cache line each, so that publishing does not disturb other threads. */
+typedef struct {
+  _Alignas (64) atomic_llong at;
+} dither_progress;
+
+typedef struct {
+  quantize_ctx    *q;
+  float            lo[3], hi[3];  /* the palette's range per channel */
+  float           *err;           /* `ring` rows of error, guard pixel at each end */
+  size_t           row_len;       /* floats per error row */
+  int              ring;
+  int              threads;       /* of the team: rows go round robin */
+  dither_progress *done;          /* per thread */
+  atomic_int       stop;          /* set on cancel; waiters watch it */
+} dither_state;
+
+static void
+cpu_relax (void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause ();
+#elif defined(__aarch64__)
+  __asm__ volatile ("yield");
+#endif
+}
+
+/* Waits until *above reaches need; 0 when the dither is stopped instead. A
+ * thread waiting longer than a few spins yields its core, so that more
+ * threads than cores still progress. */
+static int
+dither_wait (dither_state *d, dither_progress *above, long long need, long long *seen)
+{
+  for (int spins = 0;; spins++)
+    {
+      *seen = atomic_load_explicit (&above->at, memory_order_acquire);
+      if (*seen >= need)
+        return 1;
+      if (atomic_load_explicit (&d->stop, memory_order_relaxed))
+        return 0;
+      if (spins < DITHER_SPINS)
+        cpu_relax ();
+      else
+        sched_yield ();
+    }
+}
+
+/* Row y of the dither; 0 when stopped before its end. */
+static int
+dither_row (dither_state *d, int y)
+{
+  quantize_ctx *q = d->q;
+  const cudafx_image *src = q->src;
+  int w = q->width, dims = q->fs.dims, n = d->threads;
+  /* Error ring of n + 1 rows. Row y uses error rows y and y + 1, and zeroes
+   * row y + 1 now, in the slot of row y + 1 - ring <= y - n. Rows y - n and
+   * below, the only ones that use that row, are finished: row y - n was this
+   * thread's (rows are round robin), and a row finishes only after the row
+   * above it has (its last pixel waits for the whole row above). Row y + 1
+   * starts only after row y publishes, so after this zeroing. */
+  float *cur = d->err + (size_t) (y % d->ring) * d->row_len + 3;
+  float *next = d->err + (size_t) ((y + 1) % d->ring) * d->row_len + 3;
+  memset (next - 3, 0, d->row_len * sizeof *next);
+  dither_progress *mine = &d->done[y % n], *above = &d->done[(y + n - 1) % n];
+  /* one thread: above is mine and has finished row y - 1; row 0 needs a
+   * negative count, so the initial 0 passes */
+  long long start = (long long) y * (w + 1), above_start = start - (w + 1);
+  long long seen = atomic_load_explicit (&above->at, memory_order_acquire);
+  const uint8_t *row = cudafx_row (src, y);
+  for (int x = 0; x < w; x++)
+    {
+      long long need = above_start + (x + 3 < w ? x + 3 : w);
+      if (seen < need && !dither_wait (d, above, need, &seen))
+        return 0;
+      float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 }, dist;
+      float *fp[3] = { &f[0], &f[1], &f[2] };
+      uint8_t code[3];
+      int32_t j;
+      int voting = is_voting (q, row, x);
+      if (voting)
+        {
+          read_pixel (src, row, x, dims, v, code);
+          for (int c = 0; c < dims; c++)
+            {
+              float e = quantize_sanitize (v[c]) + cur[3 * x + c];
+              v[c] = e < d->lo[c] ? d->lo[c] : e > d->hi[c] ? d->hi[c] : e;
+            }
+          features_of (&q->fs, v, NULL, f);
+        }
+      else
+        compute_features (q, y, x, 1, fp);
+      nearest_block (&f[0], &f[1], &f[2], 1, q->centre, q->k, &dist, &j);
+      write_block (q, y, x, 1, (const float *const *) fp, &j);
+      if (voting)
+        for (int c = 0; c < dims; c++)
+          {
+            float e = v[c] - q->pal_value[j][c];
+            cur[3 * (x + 1) + c] += e * (7.0f / 16.0f);
+            next[3 * (x - 1) + c] += e * (3.0f / 16.0f);
+            next[3 * x + c] += e * (5.0f / 16.0f);
+            next[3 * (x + 1) + c] += e * (1.0f / 16.0f);
+          }
+      if ((x + 1) % DITHER_PUBLISH == 0)
+        atomic_store_explicit (&mine->at, start + x + 1, memory_order_release);
+    }
+  atomic_store_explicit (&mine->at, start + w, memory_order_release);
+  return 1;
+}
+
+/* Floyd–Steinberg (see the header) on the CPU's threads. Progress and cancel
+ * stay on the calling thread (thread 0): hosts' callbacks are not
+ * thread-safe. */
 static cudafx_status
 dither_image (quantize_ctx *q, const cudafx_options *o)
 {
-  const cudafx_image *src = q->src;
-  int w = q->width, h = src->height, dims = q->fs.dims;
+  int h = q->src->height, threads = cudafx_thread_count (o);
+  threads = threads < h ? threads : h;
+  dither_state d = { .q = q, .ring = threads + 1, .row_len = ((size_t) q->width + 2) * 3 };
+  d.err = calloc ((size_t) d.ring * d.row_len, sizeof *d.err);
+  d.done = aligned_alloc (_Alignof (dither_progress), (size_t) threads * sizeof *d.done);
   cudafx_status s = CUDAFX_OK;
-  /* two rows of error with a guard pixel at each end */
-  size_t row_len = ((size_t) w + 2) * 3;
-  float *err = calloc (2 * row_len, sizeof *err);
-  if (!err)
-    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the dither rows");
-  float lo[3], hi[3];
+  if (!d.err || !d.done)
+    {
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the dither rows");
+      goto done;
+    }
+  for (int t = 0; t < threads; t++)
+    atomic_init (&d.done[t].at, 0);
+  atomic_init (&d.stop, 0);
   for (int c = 0; c < 3; c++)
     {
-      lo[c] = hi[c] = q->pal_value[0][c];
+      d.lo[c] = d.hi[c] = q->pal_value[0][c];
       for (int j = 1; j < q->k; j++)
         {
-          lo[c] = fminf (lo[c], q->pal_value[j][c]);
-          hi[c] = fmaxf (hi[c], q->pal_value[j][c]);
+          d.lo[c] = fminf (d.lo[c], q->pal_value[j][c]);
+          d.hi[c] = fmaxf (d.hi[c], q->pal_value[j][c]);
         }
     }
-  for (int y = 0; y < h && !s; y++)
-    {
-      float *cur = err + (size_t) (y & 1) * row_len + 3;
-      float *next = err + (size_t) (~y & 1) * row_len + 3;
-      memset (next - 3, 0, row_len * sizeof *next);
-      const uint8_t *row = cudafx_row (src, y);
-      for (int x = 0; x < w; x++)
+#pragma omp parallel num_threads (threads)
+  {
+    /* the team may be smaller than asked (nested, limits): a ring of
+     * `threads` + 1 rows still suffices */
+#pragma omp single
+    d.threads = omp_get_num_threads ();
+    int me = omp_get_thread_num ();
+    for (int y = me; y < h && dither_row (&d, y); y += d.threads)
+      if (me == 0 && (s = cudafx_progress (o, 0.9 + 0.1 * (y + 1) / h)))
         {
-          float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 }, d;
-          float *fp[3] = { &f[0], &f[1], &f[2] };
-          uint8_t code[3];
-          int32_t j;
-          int voting = is_voting (q, row, x);
-          if (voting)
-            {
-              read_pixel (src, row, x, dims, v, code);
-              for (int c = 0; c < dims; c++)
-                {
-                  float e = quantize_sanitize (v[c]) + cur[3 * x + c];
-                  v[c] = e < lo[c] ? lo[c] : e > hi[c] ? hi[c] : e;
-                }
-              features_of (&q->fs, v, NULL, f);
-            }
-          else
-            compute_features (q, y, x, 1, fp);
-          nearest_block (&f[0], &f[1], &f[2], 1, q->centre, q->k, &d, &j);
-          write_block (q, y, x, 1, (const float *const *) fp, &j);
-          if (!voting)
-            continue;
-          for (int c = 0; c < dims; c++)
-            {
-              float e = v[c] - q->pal_value[j][c];
-              cur[3 * (x + 1) + c] += e * (7.0f / 16.0f);
-              next[3 * (x - 1) + c] += e * (3.0f / 16.0f);
-              next[3 * x + c] += e * (5.0f / 16.0f);
-              next[3 * (x + 1) + c] += e * (1.0f / 16.0f);
-            }
+          atomic_store_explicit (&d.stop, 1, memory_order_relaxed);
+          break;
         }
-      s = cudafx_progress (o, 0.9 + 0.1 * (y + 1) / h);
-    }
-  free (err);
+  }
+  /* thread 0 reported its last row; the image's last row may be another's */
+  if (!s && (h - 1) % d.threads)
+    s = cudafx_progress (o, 1.0);
+done:
+  free (d.err);
+  free (d.done);
   return s;
 }
 

@@ -1,11 +1,13 @@
 /* Colour quantize: the engine against a plain double-precision k-means
  * (the seeding documented in core/quantize.c, re-implemented here, then
  * Lloyd with exact means), and properties: exact reproduction when K covers
- * every colour, independence of the thread count, seeds, transparent pixels,
- * outputs from the palette, layouts and invalid arguments. */
+ * every colour, independence of the thread count (the dither's wavefront
+ * too), seeds, transparent pixels, outputs from the palette, progress and
+ * cancel, layouts and invalid arguments. */
 #include "harness.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -586,6 +588,137 @@ TEST (quantize_dither_uses_the_palette)
           harness_image_free (&src);
           harness_image_free (&dst);
         }
+}
+
+/* Rows of a and b hold the same bytes (padding aside). */
+static int
+same_pixels (const cudafx_image *a, const cudafx_image *b)
+{
+  size_t row = (size_t) a->width * a->channels * cudafx_type_size (a->type);
+  for (int y = 0; y < a->height; y++)
+    if (memcmp ((const char *) a->data + (size_t) y * a->stride,
+                (const char *) b->data + (size_t) y * b->stride, row))
+      return 0;
+  return 1;
+}
+
+/* The wavefront dither gives the sequential scan's output bit for bit: the
+ * one-thread run is the sequential scan, narrow and one-row images leave
+ * little or no overlap, wide ones much. Transparent pixels take their plain
+ * nearest entry and pass no error: their colours change nothing else. */
+TEST (quantize_dither_does_not_depend_on_threads)
+{
+  static const int sizes[][2] = { { 1, 1 }, { 1, 9 }, { 2, 7 }, { 3, 11 }, { 17, 1 }, { 70, 1 },
+                                  { 37, 29 }, { 250, 41 } };
+  static const int threads[] = { 2, 3, 5, 8 };
+  harness_rng r = { 21 };
+  int diffused = 0;
+  for (int s = 0; s < 8; s++)
+    for (int t = 0; t < 2; t++)
+      for (int ch = 1; ch <= 4; ch++)
+        {
+          int w = sizes[s][0], h = sizes[s][1], alpha = ch == 2 || ch == 4;
+          cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+          cudafx_image src = harness_image_new (w, h, ch, alpha, type, 4);
+          cudafx_image ref = harness_image_new (w, h, ch, alpha, type, 0);
+          cudafx_image plain = harness_image_new (w, h, ch, alpha, type, 0);
+          cudafx_image dst = harness_image_new (w, h, ch, alpha, type, 8);
+          clustered_image (&src, &r, 5, 60);
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.color_space = (s + ch) % 2;
+          p.colors = 4;
+          cudafx_palette want, got;
+          CHECK (run (&src, &plain, &p, 1, &want) == CUDAFX_OK, "status");
+          p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+          CHECK (run (&src, &ref, &p, 1, &got) == CUDAFX_OK, "status");
+          CHECK (same_palette (&want, &got), "dithering changed the palette");
+          diffused |= !same_pixels (&ref, &plain);
+          for (int i = 0; i < 4; i++)
+            {
+              harness_image_poison (&dst);
+              CHECK (run (&src, &dst, &p, threads[i], &got) == CUDAFX_OK, "status");
+              CHECK (same_pixels (&ref, &dst) && padding_intact (&dst),
+                     "%dx%d %s ch %d: %d threads dither differently", w, h, t ? "f32" : "u8", ch,
+                     threads[i]);
+            }
+          if (alpha)
+            {
+              for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++)
+                  if (is_transparent (&src, x, y))
+                    {
+                      for (int c = 0; c < ch; c++)
+                        CHECK (harness_get (&ref, x, y, c) == harness_get (&plain, x, y, c),
+                               "%dx%d: transparent pixel %d,%d was dithered", w, h, x, y);
+                      for (int c = 0; c < ch - 1; c++)
+                        harness_set (&src, x, y, c, harness_rand (&r) % 256);
+                    }
+              CHECK (run (&src, &dst, &p, 3, &got) == CUDAFX_OK, "status");
+              for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++)
+                  if (!is_transparent (&src, x, y))
+                    for (int c = 0; c < ch; c++)
+                      CHECK (harness_get (&ref, x, y, c) == harness_get (&dst, x, y, c),
+                             "%dx%d: transparent colours changed pixel %d,%d", w, h, x, y);
+            }
+          harness_image_free (&src);
+          harness_image_free (&ref);
+          harness_image_free (&plain);
+          harness_image_free (&dst);
+        }
+  CHECK (diffused, "no image came out differently dithered: the test checks nothing");
+}
+
+/* Records progress, on which thread, and cancels at cancel_at. */
+typedef struct {
+  pthread_t caller;
+  int       other_thread, backwards, after_cancel, cancelled;
+  double    last, cancel_at;
+} progress_log;
+
+static int
+log_progress (double fraction, void *user_data)
+{
+  progress_log *l = user_data;
+  l->other_thread |= !pthread_equal (pthread_self (), l->caller);
+  l->backwards |= fraction < l->last;
+  l->after_cancel += l->cancelled;
+  l->last = fraction;
+  l->cancelled = fraction >= l->cancel_at;
+  return l->cancelled;
+}
+
+/* Progress and cancel stay on the caller's thread; a cancel in the middle of
+ * the dither stops every thread. */
+TEST (quantize_dither_progress_and_cancel)
+{
+  static const int threads[] = { 1, 2, 3, 8 };
+  harness_rng r = { 23 };
+  cudafx_image src = harness_image_new (160, 120, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (160, 120, 3, 0, CUDAFX_U8, 0);
+  harness_image_random (&src, &r);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+  for (int i = 0; i < 4; i++)
+    for (int cancel = 0; cancel < 2; cancel++)
+      {
+        progress_log l = { pthread_self (), 0, 0, 0, 0, 0.0, cancel ? 0.95 : 2.0 };
+        cudafx_options o = harness_options ();
+        o.threads = threads[i];
+        o.progress = log_progress;
+        o.user_data = &l;
+        cudafx_status s = cudafx_quantize (&src, &dst, &p, &o, NULL);
+        CHECK (s == (cancel ? CUDAFX_ERR_CANCELLED : CUDAFX_OK), "%d threads: status %d", threads[i], s);
+        CHECK (!l.other_thread, "%d threads: progress called from another thread", threads[i]);
+        CHECK (!l.backwards && !l.after_cancel, "%d threads: progress went back or went on",
+               threads[i]);
+        CHECK (cancel ? l.last >= 0.95 && l.last < 1.0 : l.last == 1.0, "%d threads: progress ended at %g",
+               threads[i], l.last);
+      }
+  harness_image_free (&src);
+  harness_image_free (&dst);
 }
 
 TEST (quantize_single_pixel_and_null_palette)
