@@ -35,17 +35,6 @@ fill (cudafx_image *img, harness_rng *r, int clustered)
 }
 
 static int
-same_rows (const cudafx_image *a, const cudafx_image *b)
-{
-  size_t row = (size_t) a->width * a->channels * cudafx_type_size (a->type);
-  for (int y = 0; y < a->height; y++)
-    if (memcmp ((const char *) a->data + (size_t) y * a->stride,
-                (const char *) b->data + (size_t) y * b->stride, row))
-      return 0;
-  return 1;
-}
-
-static int
 same_palette (const cudafx_palette *a, const cudafx_palette *b)
 {
   return a->colors == b->colors && a->channels == b->channels && a->iterations == b->iterations &&
@@ -79,7 +68,7 @@ compare (const cudafx_image *src, const cudafx_quantize_params *p, const char *w
       CHECK (report.backend_used == CUDAFX_BACKEND_CUDA, "%s: ran on backend %d", what, report.backend_used);
       CHECK (same_palette (&want, &got), "%s: palette differs (%d/%d colours, %d/%d iterations)", what,
              got.colors, want.colors, got.iterations, want.iterations);
-      CHECK (same_rows (&ref, &out), "%s: output differs from the CPU", what);
+      CHECK (harness_same_pixels (&ref, &out), "%s: output differs from the CPU", what);
     }
   harness_image_free (&ref);
   harness_image_free (&out);

@@ -49,5 +49,7 @@ double       harness_get (const cudafx_image *img, int x, int y, int c);
 void         harness_set (cudafx_image *img, int x, int y, int c, double v255);
 /* Largest absolute difference (0..255 scale) over all elements. */
 double       harness_max_diff (const cudafx_image *a, const cudafx_image *b);
+/* Rows of a and b (same size and layout) hold the same bytes, padding aside. */
+int          harness_same_pixels (const cudafx_image *a, const cudafx_image *b);
 
 #endif

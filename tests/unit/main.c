@@ -147,6 +147,17 @@ harness_set (cudafx_image *img, int x, int y, int c, double v255)
     ((float *) row)[i] = (float) (v255 / 255.0);
 }
 
+int
+harness_same_pixels (const cudafx_image *a, const cudafx_image *b)
+{
+  size_t row = (size_t) a->width * a->channels * cudafx_type_size (a->type);
+  for (int y = 0; y < a->height; y++)
+    if (memcmp ((const char *) a->data + (size_t) y * a->stride,
+                (const char *) b->data + (size_t) y * b->stride, row))
+      return 0;
+  return 1;
+}
+
 double
 harness_max_diff (const cudafx_image *a, const cudafx_image *b)
 {

@@ -590,18 +590,6 @@ TEST (quantize_dither_uses_the_palette)
         }
 }
 
-/* Rows of a and b hold the same bytes (padding aside). */
-static int
-same_pixels (const cudafx_image *a, const cudafx_image *b)
-{
-  size_t row = (size_t) a->width * a->channels * cudafx_type_size (a->type);
-  for (int y = 0; y < a->height; y++)
-    if (memcmp ((const char *) a->data + (size_t) y * a->stride,
-                (const char *) b->data + (size_t) y * b->stride, row))
-      return 0;
-  return 1;
-}
-
 /* The wavefront dither gives the sequential scan's output bit for bit: the
  * one-thread run is the sequential scan, narrow and one-row images leave
  * little or no overlap, wide ones much. Transparent pixels take their plain
@@ -633,12 +621,12 @@ TEST (quantize_dither_does_not_depend_on_threads)
           p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
           CHECK (run (&src, &ref, &p, 1, &got) == CUDAFX_OK, "status");
           CHECK (same_palette (&want, &got), "dithering changed the palette");
-          diffused |= !same_pixels (&ref, &plain);
+          diffused |= !harness_same_pixels (&ref, &plain);
           for (int i = 0; i < 4; i++)
             {
               harness_image_poison (&dst);
               CHECK (run (&src, &dst, &p, threads[i], &got) == CUDAFX_OK, "status");
-              CHECK (same_pixels (&ref, &dst) && padding_intact (&dst),
+              CHECK (harness_same_pixels (&ref, &dst) && padding_intact (&dst),
                      "%dx%d %s ch %d: %d threads dither differently", w, h, t ? "f32" : "u8", ch,
                      threads[i]);
             }
