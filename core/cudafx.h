@@ -66,7 +66,9 @@ typedef enum {
 
 /* Called from the calling thread between stripes with the fraction done
  * (0..1). Return nonzero to cancel: the call then returns CUDAFX_ERR_CANCELLED
- * and dst holds partial results that the host must discard. */
+ * and dst holds partial results that the host must discard. Other errors
+ * leave dst untouched, except a CUDA failure with the backend forced to
+ * CUDA after some stripes were written: dst then holds those stripes. */
 typedef int (*cudafx_progress_fn) (double fraction, void *user_data);
 
 /* What actually happened, filled in by every filter call when non-NULL. */
