@@ -287,15 +287,17 @@ finish_pixel (const cfx_stripe &s, const convolve_plan &pl, int x, int y, float 
 /* Direct 2-D sum over a block tile: each thread DIRECT_P outputs along a row
  * times DIRECT_R down a column. Tile row t of the thread's rows feeds its
  * output k with tap row t - k, so for every output the taps come in
- * row-major order, as on the CPU. */
-template <typename T, int CH, bool ALPHA>
+ * row-major order, as on the CPU. N: the kernel size when it is built for
+ * one (the loops unroll fully and the taps become instruction operands),
+ * else 0. */
+template <typename T, int CH, bool ALPHA, int N>
 __global__ void __launch_bounds__ (WARP * MAX_WARPS)
 convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
 {
   constexpr bool SKIP_ZERO = sizeof (T) == sizeof (float);
   extern __shared__ float4 tile4[];
   float *tile = (float *) tile4; /* [CH][th][tw]; tile column tx is pixel bx + tx - r */
-  const int n = pl.size, r = pl.radius, tw = tile_width (DIRECT_P, n);
+  const int n = N ? N : pl.size, r = n / 2, tw = tile_width (DIRECT_P, n);
   const int th = blockDim.y * DIRECT_R + n - 1, plane = th * tw;
   const int bx = blockIdx.x * WARP * DIRECT_P, by = blockIdx.y * blockDim.y * DIRECT_R;
   const int last_row = s.rows + 2 * s.halo - 1; /* rows past the stripe feed no stored output */
@@ -317,13 +319,14 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
         for (int c = 0; c < CH; c++)
           acc[k][p][c] = 0.0f;
       }
+#pragma unroll (N ? N + DIRECT_R : 1)
   for (int t = 0; t < n + DIRECT_R - 1; t++)
     {
       window<DIRECT_P> win[CH];
 #pragma unroll
       for (int c = 0; c < CH; c++)
         win[c].start (tile + c * plane + (threadIdx.y * DIRECT_R + t) * tw, threadIdx.x);
-#pragma unroll 2 /* the window turns over in 2 steps */
+#pragma unroll (N ? N : 2) /* the window turns over in 2 steps */
       for (int i0 = 0; i0 < n; i0 += 4)
         {
 #pragma unroll
@@ -650,12 +653,16 @@ launch (const convolve_ctx *cx, const cfx_stripe *s)
       const size_t row_bytes = sizeof (float) * CH * tile_width (DIRECT_P, pl.size);
       size_t shared;
       const int warps = warps_that_fit (row_bytes * (pl.size - 1), row_bytes * DIRECT_R, &shared);
-      cudafx_status st = allow_shared (convolve_direct_kernel<T, CH, ALPHA>, shared);
+      /* the usual small sizes built for their size */
+      auto kernel = pl.size == 3 ? convolve_direct_kernel<T, CH, ALPHA, 3>
+                  : pl.size == 5 ? convolve_direct_kernel<T, CH, ALPHA, 5>
+                                 : convolve_direct_kernel<T, CH, ALPHA, 0>;
+      cudafx_status st = allow_shared (kernel, shared);
       if (st)
         return st;
       dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P),
                  (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
-      convolve_direct_kernel<T, CH, ALPHA><<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, pl, cx->border);
+      kernel<<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, pl, cx->border);
       return cfx_check_launch ("convolve", "convolve_direct_kernel");
     }
   dim3 block (BLOCK_X, BLOCK_Y);
