@@ -4,7 +4,9 @@
  * from 0.0f in tap order, multiply then add (built with --fmad=false), colour
  * premultiplied by alpha with a coverage plane. The CPU skips zero taps; u8
  * sums add them (0 * a finite value adds nothing), f32 sums skip them, since
- * 0 * inf is not 0. Taps travel as kernel parameters (constant bank).
+ * 0 * inf is not 0 (f32 kernels with a zero tap run the generic direct
+ * kernel, the only one that tests taps). Taps travel as kernel parameters
+ * (constant bank).
  *
  * Tiles: a warp converts one tile row at a time into channel planes of
  * floats in shared memory, four pixels a lane from aligned words (u8 by byte
@@ -288,13 +290,14 @@ finish_pixel (const cfx_stripe &s, const convolve_plan &pl, int x, int y, float 
  * times DIRECT_R down a column. Tile row t of the thread's rows feeds its
  * output k with tap row t - k, so for every output the taps come in
  * row-major order, as on the CPU. N: the kernel size when it is built for
- * one (the loops unroll fully and the taps become instruction operands),
- * else 0. */
+ * one, else 0: a tile row's taps then unroll fully (no loop or bounds
+ * tests), and for 3x3 and 5x5 the rows too, so the taps become instruction
+ * operands. */
 template <typename T, int CH, bool ALPHA, int N>
 __global__ void __launch_bounds__ (WARP * MAX_WARPS)
 convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
 {
-  constexpr bool SKIP_ZERO = sizeof (T) == sizeof (float);
+  constexpr bool SKIP_ZERO = sizeof (T) == sizeof (float) && N == 0; /* see launch */
   extern __shared__ float4 tile4[];
   float *tile = (float *) tile4; /* [CH][th][tw]; tile column tx is pixel bx + tx - r */
   const int n = N ? N : pl.size, r = n / 2, tw = tile_width (DIRECT_P, n);
@@ -319,7 +322,7 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
         for (int c = 0; c < CH; c++)
           acc[k][p][c] = 0.0f;
       }
-#pragma unroll (N ? N + DIRECT_R : 1)
+#pragma unroll (N && N <= 5 ? N + DIRECT_R : 1) /* larger, the code outgrows the instruction cache */
   for (int t = 0; t < n + DIRECT_R - 1; t++)
     {
       window<DIRECT_P> win[CH];
@@ -653,10 +656,17 @@ launch (const convolve_ctx *cx, const cfx_stripe *s)
       const size_t row_bytes = sizeof (float) * CH * tile_width (DIRECT_P, pl.size);
       size_t shared;
       const int warps = warps_that_fit (row_bytes * (pl.size - 1), row_bytes * DIRECT_R, &shared);
-      /* the usual small sizes built for their size */
-      auto kernel = pl.size == 3 ? convolve_direct_kernel<T, CH, ALPHA, 3>
+      /* Built for the presets' sizes and the 15x15 of issue #4's targets;
+       * f32 kernels with zero taps, which must be skipped, take the generic
+       * one, which tests every tap. */
+      bool zero_tap = false;
+      for (int i = 0; i < pl.size * pl.size; i++)
+        zero_tap |= pl.taps[i] == 0.0f || pl.abs_taps[i] == 0.0f;
+      auto kernel = sizeof (T) == sizeof (float) && zero_tap ? convolve_direct_kernel<T, CH, ALPHA, 0>
+                  : pl.size == 3 ? convolve_direct_kernel<T, CH, ALPHA, 3>
                   : pl.size == 5 ? convolve_direct_kernel<T, CH, ALPHA, 5>
-                                 : convolve_direct_kernel<T, CH, ALPHA, 0>;
+                  : pl.size == 15 ? convolve_direct_kernel<T, CH, ALPHA, 15>
+                                  : convolve_direct_kernel<T, CH, ALPHA, 0>;
       cudafx_status st = allow_shared (kernel, shared);
       if (st)
         return st;
