@@ -1,59 +1,234 @@
 /* Convolution on the GPU; core/convolve.c is the CPU reference, and its
  * header states the arithmetic copied here term for term so that u8 results
  * match bit for bit: float taps from the shared plan (core/convolve.h), sums
- * from 0.0f in tap order with zero taps skipped, multiply then add (built
- * with --fmad=false), colour premultiplied by alpha with a coverage plane.
+ * from 0.0f in tap order, multiply then add (built with --fmad=false), colour
+ * premultiplied by alpha with a coverage plane. The CPU skips zero taps; u8
+ * sums add them (0 * a finite value adds nothing), f32 sums skip them, since
+ * 0 * inf is not 0 (f32 kernels with a zero tap run the generic direct
+ * kernel, the only one that tests taps). Taps travel as kernel parameters
+ * (constant bank).
  *
- * Direct kernels: a shared-memory tile of the block's pixels plus the kernel
- * radius, converted (and premultiplied) once into channel planes of floats,
- * taps in constant memory; each thread computes four neighbouring outputs
- * of a row, sliding over each tile row in float4 steps so one loaded value
- * serves up to four taps.
- * Separable kernels (rank 1, Gaussian): a horizontal pass into a float
- * scratch (rows of the stripe plus halo), then a vertical pass that also
- * finishes the pixel. Rows beyond the image come from the stripe runner;
- * kernels map columns through the border policy. The CPU's 16-bit fixed
- * point (plan->fixed16: u8, no alpha, non-negative separable taps) is exact
- * here too: each term (value * tap) >> 16 comes from one fused multiply-add
- * rounded down (fixed_term), the sums are summed as integers, and the
- * horizontal sums travel as 16 bits in the scratch, as the CPU's lanes hold
- * them. The horizontal pass tiles like the direct kernels; the vertical one
- * gives each thread four outputs down a column. */
+ * Tiles: a warp converts one tile row at a time into channel planes of
+ * floats in shared memory, four pixels a lane from aligned words (u8 by byte
+ * permutes, no conversion unit; f32 as float4), the border policy applied
+ * only to groups of pixels that reach past the image. A thread then slides
+ * over its row of the tile in float4 steps, so one loaded value serves up to
+ * four taps.
+ *
+ * Direct kernels (not rank 1): each thread computes 4 outputs along a row
+ * times 4 down a column from a block tile of its pixels plus the radius;
+ * every tile row it reads feeds the taps of each of its 4 output rows, in
+ * tap order for every output.
+ *
+ * Separable u8 without alpha with non-negative taps (plan->fixed16: the
+ * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
+ * bias + sum of (value * tap) >> 16; an accumulator starts at 2^39 + bias *
+ * 2^16, where floats are the multiples of 2^16, so one fused multiply-add
+ * rounded down (__fmaf_rd) adds exactly floor (value * tap / 2^16) units and
+ * the encoding's low 16 bits are the CPU's 16-bit lane. The horizontal pass
+ * gives each thread 8 outputs along a row of a per-warp tile (its planes
+ * padded 4 floats every 8 so that a warp's float4 reads meet no bank
+ * conflict) and stores 16-bit sums into a scratch of rows padded to 16
+ * bytes; the vertical pass treats the scratch as plain columns of elements
+ * (channels need no care), each thread 4 elements times 8 output rows, with
+ * 8 scratch rows in registers, each read once for every output it feeds.
+ *
+ * Other separable kernels (f32, alpha, negative taps): a horizontal pass
+ * into a float scratch (rows of the stripe plus halo), then a vertical pass
+ * that also finishes the pixel. Rows beyond the image come from the stripe
+ * runner; kernels map columns through the border policy. */
 #include "context.cuh"
 #include "../core/convolve.h"
 
 namespace {
 
-constexpr int BLOCK_X = 32, BLOCK_Y = 8;
-constexpr int PER_THREAD = 4;     /* outputs a thread computes along a row (tiled kernels) */
-constexpr int DIRECT_Y = 16;      /* thread rows of a direct block */
-constexpr int COLUMN_OUTPUTS = 4; /* outputs a thread computes down a column (fixed point) */
+constexpr int WARP = 32;
+constexpr int BLOCK_X = 32, BLOCK_Y = 8;  /* the float separable kernels */
+constexpr int MAX_WARPS = 8;              /* warps of a tiled block, fewer when shared memory is short */
+constexpr int DIRECT_P = 4;               /* direct: outputs a thread computes along a row */
+constexpr int DIRECT_R = 4;               /* and down a column */
+constexpr int ROWS_P = 8;                 /* fixed point, horizontal: outputs a thread computes */
+constexpr int COLUMN_ELEMENTS = 4;        /* fixed point, vertical: elements a thread computes */
+constexpr int COLUMN_R = 8;               /* and output rows */
+constexpr int FIXED_PADDED = CONVOLVE_FIXED_MAX_TAPS + 1; /* taps padded with zeros */
+static_assert (FIXED_PADDED % 4 == 0 && FIXED_PADDED % COLUMN_R == 0, "fixed-point tap padding");
 
-__constant__ float c_taps[CONVOLVE_MAX_TAPS_2D];
-__constant__ float c_abs_taps[CONVOLVE_MAX_TAPS_2D];
-__constant__ float c_fixed_taps[2 * CONVOLVE_FIXED_MAX_TAPS]; /* the 16-bit taps as floats */
+/* The fixed-point path's taps and constants (kernel parameters). */
+struct fixed_args
+{
+  int   size;                        /* taps per pass */
+  int   scratch_pitch;               /* 16-bit elements per scratch row, a multiple of 8 */
+  /* 2^39 + bias * 2^16: from 2^39 to 2^40 floats are the multiples of
+   * 2^16, and the low 16 bits of 2^39's encoding are zero */
+  float row_start, column_start;
+  float offset;
+  float row_taps[FIXED_PADDED];      /* 256 * tap (pixels enter as x, not x << 8), zeros to a multiple of 4 */
+  float column_taps[FIXED_PADDED];   /* tap, zeros to a multiple of COLUMN_R */
+};
 
-/* Tile width of a block row: its BLOCK_X * PER_THREAD outputs and the taps,
- * in whole float4s so each thread slides over its row a float4 at a time. */
 __host__ __device__ constexpr int
-tile_width (int size)
+round4 (int n)
 {
-  return BLOCK_X * PER_THREAD + 4 * ((size + 3) / 4);
+  return (n + 3) / 4 * 4;
 }
 
-/* (value * tap) >> 16 for value, tap < 65536, on the float pipe: the fused
- * multiply-add rounded down lands on a multiple of 2^16 above 2^39 (where
- * that is the float spacing), so the low bits of its encoding are exactly
- * the integer result; FIXED_ONE is the encoding of 2^39 that each term
- * carries. */
-constexpr unsigned FIXED_ONE = 0x53000000u;
-__device__ __forceinline__ unsigned
-fixed_term (float value, float tap)
+/* Tile columns of a warp whose lanes compute P outputs each: those outputs
+ * and the taps, in whole float4s. */
+__host__ __device__ constexpr int
+tile_width (int p, int size)
 {
-  return __float_as_uint (__fmaf_rd (value, tap, 0x1p39f));
+  return WARP * p + round4 (size);
 }
 
-template <typename T> __device__ __forceinline__ float to_float (T v) { return (float) v; }
+/* Where tile column tx lies in its plane. With 8 outputs a lane, lanes read
+ * float4s 32 bytes apart, two to a bank group; 4 floats of padding after
+ * every 8 spread them over all banks. */
+template <int P>
+__device__ __forceinline__ int
+tile_index (int tx)
+{
+  return P == 8 ? tx + ((tx >> 3) << 2) : tx;
+}
+
+/* Floats of a plane of tw columns, a multiple of 4. */
+template <int P>
+__host__ __device__ constexpr int
+plane_floats (int tw)
+{
+  return P == 8 ? tw + (tw + 7) / 8 * 4 : tw;
+}
+
+/* A byte as a float, exactly: 2^23 + b, less 2^23 (no conversion unit). */
+__device__ __forceinline__ float
+byte_float (unsigned word, int b)
+{
+  return __uint_as_float (__byte_perm (word, 0x4b000000u, 0x7660 + b)) - 0x1p23f;
+}
+
+__device__ __forceinline__ float to_float (unsigned char v) { return byte_float (v, 0); }
+__device__ __forceinline__ float to_float (float v) { return v; }
+
+/* The CH channels of pixels 4m .. 4m+3 of a row: CH aligned words of four
+ * elements. */
+template <int CH>
+__device__ __forceinline__ void
+load_quad (const unsigned char *row, int m, float *v)
+{
+  const unsigned *w = (const unsigned *) row + (size_t) m * CH;
+#pragma unroll
+  for (int q = 0; q < CH; q++)
+    {
+      unsigned word = __ldg (w + q);
+#pragma unroll
+      for (int b = 0; b < 4; b++)
+        v[4 * q + b] = byte_float (word, b);
+    }
+}
+
+template <int CH>
+__device__ __forceinline__ void
+load_quad (const float *row, int m, float *v)
+{
+  const float4 *w = (const float4 *) row + (size_t) m * CH;
+#pragma unroll
+  for (int q = 0; q < CH; q++)
+    {
+      float4 f = __ldg (w + q);
+      v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+    }
+}
+
+/* One warp fills one tile row: pixels p0 .. p0 + count - 1 of an input row
+ * as CH planes of floats (plane c at tile + c * plane), colour premultiplied
+ * by alpha with ALPHA as the CPU's load_row does, black border as zeros. A
+ * lane takes four pixels at a time, from aligned words when they lie inside
+ * the row, else pixel by pixel through the border map. */
+template <typename T, int CH, bool ALPHA, int P>
+__device__ __forceinline__ void
+fill_tile_row (const unsigned char *row_bytes, int p0, int count, int width, cudafx_border border,
+               float *tile, int plane)
+{
+  const T *row = (const T *) row_bytes;
+  const int m_end = (p0 + count + 3) >> 2; /* groups up to the one of pixel p0 + count - 1 */
+  for (int m = (p0 >> 2) + (int) threadIdx.x; m < m_end; m += WARP)
+    {
+      float v[4 * CH];
+      if (m >= 0 && 4 * m + 4 <= width)
+        load_quad<CH> (row, m, v);
+      else
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          {
+            int sx = cudafx_border_index (4 * m + k, width, border);
+#pragma unroll
+            for (int c = 0; c < CH; c++)
+              v[k * CH + c] = sx < 0 ? 0.0f : to_float (__ldg (row + (size_t) sx * CH + c));
+          }
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        {
+          const int tx = 4 * m + k - p0;
+          if (tx < 0 || tx >= count)
+            continue;
+          if (ALPHA)
+#pragma unroll
+            for (int c = 0; c < CH - 1; c++)
+              v[k * CH + c] *= v[k * CH + CH - 1];
+#pragma unroll
+          for (int c = 0; c < CH; c++)
+            tile[c * plane + tile_index<P> (tx)] = v[k * CH + c];
+        }
+    }
+}
+
+/* A thread's sliding window over one plane row: v[0 .. P+3] are the tile
+ * columns first .. first + P + 3 of the current step; starting, it holds
+ * columns 0 .. P-1 of the thread's run in v[4 ..]. Group g is the float4 of
+ * columns 4g .. 4g + 3. */
+template <int P>
+struct window
+{
+  const float4 *plane;
+  int g0; /* the thread's first group */
+  float v[P + 4];
+
+  __device__ __forceinline__ float4 group (int g) const
+  {
+    return plane[P == 8 ? g + (g >> 1) : g];
+  }
+  __device__ __forceinline__ void start (const float *plane_row, int first_group)
+  {
+    plane = (const float4 *) plane_row;
+    g0 = first_group;
+#pragma unroll
+    for (int q = 0; q < P / 4; q++)
+      {
+        float4 f = group (g0 + q);
+        v[4 + 4 * q] = f.x, v[5 + 4 * q] = f.y, v[6 + 4 * q] = f.z, v[7 + 4 * q] = f.w;
+      }
+  }
+  /* Before taps i0 .. i0 + 3 (i0 a multiple of 4): v[k + ii] is the input
+   * of output k for tap i0 + ii. */
+  __device__ __forceinline__ void step (int i0)
+  {
+#pragma unroll
+    for (int k = 0; k < P; k++)
+      v[k] = v[k + 4];
+    float4 f = group (g0 + i0 / 4 + P / 4);
+    v[P] = f.x, v[P + 1] = f.y, v[P + 2] = f.z, v[P + 3] = f.w;
+  }
+};
+
+__device__ __forceinline__ unsigned char
+to_u8 (float v)
+{
+  v = v > 0.0f ? v : 0.0f; /* also maps NaN to 0 */
+  v = v < 255.0f ? v : 255.0f;
+  return (unsigned char) (int) (v + 0.5f);
+}
+
+__device__ __forceinline__ void store (unsigned char *p, float v) { *p = to_u8 (v); }
+__device__ __forceinline__ void store (float *p, float v) { *p = v; }
 
 /* Pixel (x of the stripe's input row iy) as floats: colour premultiplied by
  * raw alpha as the CPU's load_row does; black border gives zeros. */
@@ -72,23 +247,12 @@ load_pixel (const cfx_stripe &s, int iy, int x, cudafx_border border, float *v)
   const T *p = (const T *) (s.d_src + (size_t) iy * s.src_pitch) + (size_t) sx * CH;
 #pragma unroll
   for (int c = 0; c < CH; c++)
-    v[c] = to_float (p[c]);
+    v[c] = (float) p[c];
   if (ALPHA)
 #pragma unroll
     for (int c = 0; c < CH - 1; c++)
       v[c] *= v[CH - 1];
 }
-
-__device__ __forceinline__ unsigned char
-to_u8 (float v)
-{
-  v = v > 0.0f ? v : 0.0f; /* also maps NaN to 0 */
-  v = v < 255.0f ? v : 255.0f;
-  return (unsigned char) (int) (v + 0.5f);
-}
-
-__device__ __forceinline__ void store (unsigned char *p, float v) { *p = to_u8 (v); }
-__device__ __forceinline__ void store (float *p, float v) { *p = v; }
 
 /* Finishes one pixel from its sums as the CPU's store_row does. */
 template <typename T, int CH, bool ALPHA>
@@ -104,7 +268,7 @@ finish_pixel (const cfx_stripe &s, const convolve_plan &pl, int x, int y, float 
         acc[c] = cover > 0.0f ? acc[c] * pl.abs_sum / cover + pl.offset : pl.offset;
       float a;
       if (pl.zero_sum)
-        a = to_float (((const T *) (s.d_src + (size_t) (y + s.halo) * s.src_pitch))[(size_t) x * CH + CH - 1]);
+        a = (float) ((const T *) (s.d_src + (size_t) (y + s.halo) * s.src_pitch))[(size_t) x * CH + CH - 1];
       else
         {
           a = acc[CH - 1] * pl.alpha_scale;
@@ -122,89 +286,92 @@ finish_pixel (const cfx_stripe &s, const convolve_plan &pl, int x, int y, float 
     store (out + c, acc[c]);
 }
 
-/* Direct 2-D sum over a shared tile: channel planes of floats, each thread
- * PER_THREAD neighbouring outputs of a row, sliding over the tile rows in
- * float4 steps so a loaded value serves up to PER_THREAD taps. */
-template <typename T, int CH, bool ALPHA>
-__global__ void __launch_bounds__ (BLOCK_X * DIRECT_Y)
+/* Direct 2-D sum over a block tile: each thread DIRECT_P outputs along a row
+ * times DIRECT_R down a column. Tile row t of the thread's rows feeds its
+ * output k with tap row t - k, so for every output the taps come in
+ * row-major order, as on the CPU. N: the kernel size when it is built for
+ * one, else 0: a tile row's taps then unroll fully (no loop or bounds
+ * tests), and for 3x3 and 5x5 the rows too, so the taps become instruction
+ * operands. */
+template <typename T, int CH, bool ALPHA, int N>
+__global__ void __launch_bounds__ (WARP * MAX_WARPS)
 convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
 {
+  constexpr bool SKIP_ZERO = sizeof (T) == sizeof (float) && N == 0; /* see launch */
   extern __shared__ float4 tile4[];
   float *tile = (float *) tile4; /* [CH][th][tw]; tile column tx is pixel bx + tx - r */
-  const int r = pl.radius, n = pl.size, tw = tile_width (n), th = DIRECT_Y + 2 * r;
-  const int bx = blockIdx.x * BLOCK_X * PER_THREAD, by = blockIdx.y * DIRECT_Y;
-  for (int ty = threadIdx.y; ty < th; ty += DIRECT_Y)
-    {
-      int iy = min (by + ty, s.rows + 2 * s.halo - 1); /* rows past the stripe are never used */
-      for (int tx = threadIdx.x; tx < tw; tx += BLOCK_X)
-        {
-          float v[CH];
-          load_pixel<T, CH, ALPHA> (s, iy, bx + tx - r, border, v);
-#pragma unroll
-          for (int c = 0; c < CH; c++)
-            tile[(c * th + ty) * tw + tx] = v[c];
-        }
-    }
+  const int n = N ? N : pl.size, r = n / 2, tw = tile_width (DIRECT_P, n);
+  const int th = blockDim.y * DIRECT_R + n - 1, plane = th * tw;
+  const int bx = blockIdx.x * WARP * DIRECT_P, by = blockIdx.y * blockDim.y * DIRECT_R;
+  const int last_row = s.rows + 2 * s.halo - 1; /* rows past the stripe feed no stored output */
+  for (int ty = threadIdx.y; ty < th; ty += blockDim.y)
+    fill_tile_row<T, CH, ALPHA, DIRECT_P> (s.d_src + (size_t) min (by + ty, last_row) * s.src_pitch,
+                                           bx - r, tw, s.width, border, tile + ty * tw, plane);
   __syncthreads ();
-  const int x0 = bx + threadIdx.x * PER_THREAD, y = by + threadIdx.y;
-  if (x0 >= s.width || y >= s.rows)
+  const int x0 = bx + threadIdx.x * DIRECT_P, y0 = by + threadIdx.y * DIRECT_R;
+  if (x0 >= s.width || y0 >= s.rows)
     return;
-  float acc[PER_THREAD][CH], cover[PER_THREAD];
+  float acc[DIRECT_R][DIRECT_P][CH], cover[DIRECT_R][DIRECT_P];
 #pragma unroll
-  for (int k = 0; k < PER_THREAD; k++)
+  for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+    for (int p = 0; p < DIRECT_P; p++)
+      {
+        cover[k][p] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CH; c++)
+          acc[k][p][c] = 0.0f;
+      }
+#pragma unroll (N && N <= 5 ? N + DIRECT_R : 1) /* larger, the code outgrows the instruction cache */
+  for (int t = 0; t < n + DIRECT_R - 1; t++)
     {
-      cover[k] = 0.0f;
+      window<DIRECT_P> win[CH];
 #pragma unroll
       for (int c = 0; c < CH; c++)
-        acc[k][c] = 0.0f;
-    }
-  for (int j = 0; j < n; j++)
-    {
-      const float4 *row[CH];
-      float v[CH][8];
-#pragma unroll
-      for (int c = 0; c < CH; c++)
-        {
-          row[c] = (const float4 *) (tile + (c * th + threadIdx.y + j) * tw) + threadIdx.x;
-          float4 q = row[c][0];
-          v[c][4] = q.x, v[c][5] = q.y, v[c][6] = q.z, v[c][7] = q.w;
-        }
+        win[c].start (tile + c * plane + (threadIdx.y * DIRECT_R + t) * tw, threadIdx.x);
+#pragma unroll (N ? N : 2) /* the window turns over in 2 steps */
       for (int i0 = 0; i0 < n; i0 += 4)
         {
 #pragma unroll
           for (int c = 0; c < CH; c++)
-            {
-              float4 q = row[c][i0 / 4 + 1];
-              v[c][0] = v[c][4], v[c][1] = v[c][5], v[c][2] = v[c][6], v[c][3] = v[c][7];
-              v[c][4] = q.x, v[c][5] = q.y, v[c][6] = q.z, v[c][7] = q.w;
-            }
+            win[c].step (i0);
 #pragma unroll
           for (int ii = 0; ii < 4; ii++)
             {
-              if (i0 + ii >= n)
+              const int i = i0 + ii;
+              if (i >= n)
                 break;
-              float w = c_taps[j * n + i0 + ii];
-              if (w != 0.0f)
 #pragma unroll
-                for (int k = 0; k < PER_THREAD; k++)
-#pragma unroll
-                  for (int c = 0; c < CH; c++)
-                    acc[k][c] = acc[k][c] + w * v[c][k + ii];
-              if (ALPHA)
+              for (int k = 0; k < DIRECT_R; k++)
                 {
-                  float aw = c_abs_taps[j * n + i0 + ii];
-                  if (aw != 0.0f)
+                  const int j = t - k;
+                  if (j < 0 || j >= n)
+                    continue;
+                  const float w = pl.taps[j * n + i];
+                  if (!SKIP_ZERO || w != 0.0f)
 #pragma unroll
-                    for (int k = 0; k < PER_THREAD; k++)
-                      cover[k] = cover[k] + aw * v[CH - 1][k + ii];
+                    for (int p = 0; p < DIRECT_P; p++)
+#pragma unroll
+                      for (int c = 0; c < CH; c++)
+                        acc[k][p][c] = acc[k][p][c] + w * win[c].v[p + ii];
+                  if (ALPHA)
+                    {
+                      const float aw = pl.abs_taps[j * n + i];
+                      if (!SKIP_ZERO || aw != 0.0f)
+#pragma unroll
+                        for (int p = 0; p < DIRECT_P; p++)
+                          cover[k][p] = cover[k][p] + aw * win[CH - 1].v[p + ii];
+                    }
                 }
             }
         }
     }
 #pragma unroll
-  for (int k = 0; k < PER_THREAD; k++)
-    if (x0 + k < s.width)
-      finish_pixel<T, CH, ALPHA> (s, pl, x0 + k, y, acc[k], cover[k]);
+  for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+    for (int p = 0; p < DIRECT_P; p++)
+      if (y0 + k < s.rows && x0 + p < s.width)
+        finish_pixel<T, CH, ALPHA> (s, pl, x0 + p, y0 + k, acc[k][p], cover[k][p]);
 }
 
 /* Horizontal pass over every input row of the stripe: CH sums (plus the
@@ -225,7 +392,7 @@ convolve_rows_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
   for (int i = 0; i < pl.size; i++)
     {
       float v[CH];
-      float w = c_taps[i], aw = ALPHA ? c_abs_taps[i] : 0.0f;
+      float w = pl.taps[i], aw = ALPHA ? pl.abs_taps[i] : 0.0f;
       if (w == 0.0f && aw == 0.0f)
         continue;
       load_pixel<T, CH, ALPHA> (s, iy, x + i - r, border, v);
@@ -259,14 +426,14 @@ convolve_columns_kernel (cfx_stripe s, convolve_plan pl)
   for (int j = 0; j < n; j++)
     {
       const float *v = (const float *) s.d_scratch + ((size_t) (y + j) * s.width + x) * P;
-      float w = c_taps[n + j];
+      float w = pl.taps[n + j];
       if (w != 0.0f)
 #pragma unroll
         for (int c = 0; c < CH; c++)
           acc[c] = acc[c] + w * v[c];
       if (ALPHA)
         {
-          float aw = c_abs_taps[n + j];
+          float aw = pl.abs_taps[n + j];
           if (aw != 0.0f)
             cover = cover + aw * v[P - 1];
         }
@@ -274,135 +441,202 @@ convolve_columns_kernel (cfx_stripe s, convolve_plan pl)
   finish_pixel<T, CH, ALPHA> (s, pl, x, y, acc, cover);
 }
 
-/* Fixed point, horizontal: bias + sum of ((x << 8) * tap) >> 16 per
- * channel, 16-bit sums into the scratch (the CPU's 16-bit lanes). A warp
- * converts its row's pixels into a tile of x << 8 floats, then each thread
- * slides over PER_THREAD outputs as the direct kernel does. Zero taps and
- * black-border pixels add zero terms, so every tap is summed. */
+/* Two 16-bit lanes (the low halves of two accumulators' encodings) in a word. */
+__device__ __forceinline__ unsigned
+pack_lanes (float lo, float hi)
+{
+  return __byte_perm (__float_as_uint (lo), __float_as_uint (hi), 0x5410);
+}
+
+/* Fixed point, horizontal: bias + sum of ((x << 8) * tap) >> 16 per channel
+ * for every input row, 16-bit sums into the scratch. One warp per row: it
+ * fills its own tile row, then each lane computes ROWS_P neighbouring
+ * outputs. Taps past the kernel and black-border pixels add zero terms. */
 template <int CH>
-__global__ void __launch_bounds__ (BLOCK_X * BLOCK_Y)
-convolve_rows_fixed_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
+__global__ void __launch_bounds__ (WARP * MAX_WARPS)
+convolve_rows_fixed_kernel (cfx_stripe s, fixed_args f, cudafx_border border)
 {
   extern __shared__ float4 tile4[];
-  float *tile = (float *) tile4; /* [CH][BLOCK_Y][tw] */
-  const int r = pl.radius, n = pl.size, tw = tile_width (n);
-  const int bx = blockIdx.x * BLOCK_X * PER_THREAD, iy = blockIdx.y * BLOCK_Y + threadIdx.y;
-  const unsigned char *src = s.d_src + (size_t) min (iy, s.rows + 2 * s.halo - 1) * s.src_pitch;
-  for (int tx = threadIdx.x; tx < tw; tx += BLOCK_X)
-    {
-      int sx = cudafx_border_index (bx + tx - r, s.width, border);
-#pragma unroll
-      for (int c = 0; c < CH; c++)
-        tile[(c * BLOCK_Y + threadIdx.y) * tw + tx] = sx < 0 ? 0.0f : (float) (src[(size_t) sx * CH + c] << 8);
-    }
-  __syncthreads ();
-  const int x0 = bx + threadIdx.x * PER_THREAD;
-  if (x0 >= s.width || iy >= s.rows + 2 * s.halo)
+  const int n = f.size, tw = tile_width (ROWS_P, n), plane = plane_floats<ROWS_P> (tw);
+  const int iy = blockIdx.y * blockDim.y + threadIdx.y;
+  if (iy >= s.rows + 2 * s.halo)
+    return; /* the whole warp: tiles are per warp */
+  float *tile = (float *) tile4 + threadIdx.y * CH * plane; /* tile column tx is pixel bx + tx - r */
+  const int bx = blockIdx.x * WARP * ROWS_P;
+  fill_tile_row<unsigned char, CH, false, ROWS_P> (s.d_src + (size_t) iy * s.src_pitch, bx - n / 2, tw,
+                                                   s.width, border, tile, plane);
+  __syncwarp ();
+  const int x0 = bx + threadIdx.x * ROWS_P;
+  if (x0 >= s.width)
     return;
-  unsigned acc[PER_THREAD][CH] = {};
-  const float4 *row[CH];
-  float v[CH][8];
+  float acc[ROWS_P][CH];
+#pragma unroll
+  for (int p = 0; p < ROWS_P; p++)
+#pragma unroll
+    for (int c = 0; c < CH; c++)
+      acc[p][c] = f.row_start;
+  window<ROWS_P> win[CH];
 #pragma unroll
   for (int c = 0; c < CH; c++)
-    {
-      row[c] = (const float4 *) (tile + (c * BLOCK_Y + threadIdx.y) * tw) + threadIdx.x;
-      float4 q = row[c][0];
-      v[c][4] = q.x, v[c][5] = q.y, v[c][6] = q.z, v[c][7] = q.w;
-    }
+    win[c].start (tile + c * plane, threadIdx.x * ROWS_P / 4);
+#pragma unroll 3 /* the window turns over in 3 steps: no register moves */
   for (int i0 = 0; i0 < n; i0 += 4)
     {
 #pragma unroll
       for (int c = 0; c < CH; c++)
-        {
-          float4 q = row[c][i0 / 4 + 1];
-          v[c][0] = v[c][4], v[c][1] = v[c][5], v[c][2] = v[c][6], v[c][3] = v[c][7];
-          v[c][4] = q.x, v[c][5] = q.y, v[c][6] = q.z, v[c][7] = q.w;
-        }
+        win[c].step (i0);
 #pragma unroll
       for (int ii = 0; ii < 4; ii++)
         {
-          if (i0 + ii >= n)
-            break;
-          const float w = c_fixed_taps[i0 + ii];
+          const float w = f.row_taps[i0 + ii];
 #pragma unroll
-          for (int k = 0; k < PER_THREAD; k++)
+          for (int p = 0; p < ROWS_P; p++)
 #pragma unroll
             for (int c = 0; c < CH; c++)
-              acc[k][c] += fixed_term (v[c][k + ii], w);
+              acc[p][c] = __fmaf_rd (win[c].v[p + ii], w, acc[p][c]);
         }
     }
-  unsigned short *out = (unsigned short *) s.d_scratch + ((size_t) iy * s.width + x0) * CH;
-  const unsigned base = pl.fixed_bias[0] - (unsigned) n * FIXED_ONE;
-#pragma unroll
-  for (int k = 0; k < PER_THREAD; k++)
-    if (x0 + k < s.width)
-#pragma unroll
-      for (int c = 0; c < CH; c++)
-        out[k * CH + c] = (unsigned short) (base + acc[k][c]);
-}
-
-/* Fixed point, vertical, and the u8 result (sum / 256 + offset): each thread
- * COLUMN_OUTPUTS outputs down a column, every scratch row read once for all
- * of them. */
-template <int CH>
-__global__ void
-convolve_columns_fixed_kernel (cfx_stripe s, convolve_plan pl)
-{
-  int x = blockIdx.x * blockDim.x + threadIdx.x;
-  int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * COLUMN_OUTPUTS;
-  if (x >= s.width || y0 >= s.rows)
-    return;
-  const int n = pl.size, last_row = s.rows + 2 * s.halo - 1;
-  unsigned acc[COLUMN_OUTPUTS][CH] = {};
-  for (int t = 0; t < n + COLUMN_OUTPUTS - 1; t++)
+  /* x0 is a multiple of 8 and scratch rows hold multiples of 8 elements:
+   * the thread's 8 * CH elements are CH aligned 16-byte words */
+  unsigned short *out = (unsigned short *) s.d_scratch + (size_t) iy * f.scratch_pitch + (size_t) x0 * CH;
+  if (x0 + ROWS_P <= s.width)
     {
-      /* rows past the stripe feed only outputs past it, which are not stored */
-      const unsigned short *in = (const unsigned short *) s.d_scratch
-                                 + ((size_t) min (y0 + t, last_row) * s.width + x) * CH;
-      float v[CH];
 #pragma unroll
-      for (int c = 0; c < CH; c++) /* exact: 2^23 + h, less 2^23 */
-        v[c] = __uint_as_float (0x4b000000u | __ldg (in + c)) - 0x1p23f;
-#pragma unroll
-      for (int k = 0; k < COLUMN_OUTPUTS; k++)
+      for (int q = 0; q < CH; q++)
         {
-          int j = t - k; /* output y0 + k takes row t with tap j */
-          if (j >= 0 && j < n)
-            {
-              const float w = c_fixed_taps[n + j];
+          unsigned w[4];
 #pragma unroll
-              for (int c = 0; c < CH; c++)
-                acc[k][c] += fixed_term (v[c], w);
+          for (int h = 0; h < 4; h++)
+            {
+              const int e = 8 * q + 2 * h; /* elements e, e + 1: pixel e / CH, channel e % CH */
+              w[h] = pack_lanes (acc[e / CH][e % CH], acc[(e + 1) / CH][(e + 1) % CH]);
             }
+          ((uint4 *) out)[q] = make_uint4 (w[0], w[1], w[2], w[3]);
         }
     }
-  const unsigned base = pl.fixed_bias[1] - (unsigned) n * FIXED_ONE;
+  else
 #pragma unroll
-  for (int k = 0; k < COLUMN_OUTPUTS; k++)
-    if (y0 + k < s.rows)
-      {
-        unsigned char *out = s.d_dst + (size_t) (y0 + k) * s.dst_pitch + (size_t) x * CH;
+    for (int p = 0; p < ROWS_P; p++)
+      if (x0 + p < s.width)
 #pragma unroll
         for (int c = 0; c < CH; c++)
-          out[c] = to_u8 ((float) (unsigned short) (base + acc[k][c]) * (1.0f / 256.0f) + pl.offset);
+          out[p * CH + c] = (unsigned short) __float_as_uint (acc[p][c]);
+}
+
+/* Fixed point, vertical, and the u8 result (sum / 256 + offset): columns of
+ * scratch elements, whatever their channel. Each thread computes
+ * COLUMN_ELEMENTS elements of COLUMN_R output rows; scratch rows come into a
+ * ring of COLUMN_R registers, one per tap step, and each feeds every output
+ * it belongs to (output k takes row j + k with tap j; taps past the kernel
+ * are zero). */
+__global__ void __launch_bounds__ (WARP * MAX_WARPS)
+convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
+{
+  const int elements = s.width * s.channels;
+  const int e0 = (blockIdx.x * WARP + threadIdx.x) * COLUMN_ELEMENTS;
+  const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * COLUMN_R;
+  if (e0 >= elements || y0 >= s.rows)
+    return;
+  /* rows past the stripe feed only zero taps or outputs past it */
+  const int last_row = s.rows + 2 * s.halo - 1;
+  const unsigned short *column = (const unsigned short *) s.d_scratch + e0;
+  auto load = [&] (int t) {
+    /* the last group may read past the row's elements, never past its padding */
+    return __ldg ((const uint2 *) (column + (size_t) min (y0 + t, last_row) * f.scratch_pitch));
+  };
+  auto unpack = [] (uint2 q, float *v) { /* exact: 2^23 + lane, less 2^23 */
+    v[0] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7610)) - 0x1p23f;
+    v[1] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7632)) - 0x1p23f;
+    v[2] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7610)) - 0x1p23f;
+    v[3] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7632)) - 0x1p23f;
+  };
+  float ring[COLUMN_R][COLUMN_ELEMENTS], acc[COLUMN_R][COLUMN_ELEMENTS];
+#pragma unroll
+  for (int k = 0; k < COLUMN_R; k++)
+#pragma unroll
+    for (int e = 0; e < COLUMN_ELEMENTS; e++)
+      acc[k][e] = f.column_start;
+#pragma unroll
+  for (int t = 0; t < COLUMN_R - 1; t++)
+    unpack (load (t), ring[t]);
+  uint2 next = load (COLUMN_R - 1); /* a step ahead of its use */
+  for (int j0 = 0; j0 < f.size; j0 += COLUMN_R)
+#pragma unroll
+    for (int jj = 0; jj < COLUMN_R; jj++)
+      {
+        /* row j0 + jj + COLUMN_R - 1 replaces row j0 + jj - 1, which output 0 used last */
+        unpack (next, ring[(jj + COLUMN_R - 1) % COLUMN_R]);
+        next = load (j0 + jj + COLUMN_R);
+        const float w = f.column_taps[j0 + jj];
+#pragma unroll
+        for (int k = 0; k < COLUMN_R; k++)
+#pragma unroll
+          for (int e = 0; e < COLUMN_ELEMENTS; e++)
+            acc[k][e] = __fmaf_rd (ring[(jj + k) % COLUMN_R][e], w, acc[k][e]);
       }
+#pragma unroll
+  for (int k = 0; k < COLUMN_R; k++)
+    if (y0 + k < s.rows)
+      {
+        unsigned char b[COLUMN_ELEMENTS];
+#pragma unroll
+        for (int e = 0; e < COLUMN_ELEMENTS; e++)
+          { /* the 16-bit sum, exactly as a float */
+            float sum = __uint_as_float (0x4b000000u | (__float_as_uint (acc[k][e]) & 0xffffu)) - 0x1p23f;
+            b[e] = to_u8 (sum * (1.0f / 256.0f) + f.offset);
+          }
+        unsigned char *out = s.d_dst + (size_t) (y0 + k) * s.dst_pitch + e0;
+        if (e0 + COLUMN_ELEMENTS <= elements)
+          *(unsigned *) out = b[0] | b[1] << 8 | b[2] << 16 | (unsigned) b[3] << 24;
+        else
+#pragma unroll
+          for (int e = 0; e < COLUMN_ELEMENTS; e++)
+            if (e0 + e < elements)
+              out[e] = b[e];
+      }
+}
+
+/* Most warps (MAX_WARPS, halved down to 1) for which a block's dynamic
+ * shared memory, fixed + warps * per_warp bytes, fits the device. */
+int
+warps_that_fit (size_t fixed, size_t per_warp, size_t *bytes)
+{
+  int device = 0, limit = 48 * 1024;
+  if (cudaGetDevice (&device) == cudaSuccess)
+    cudaDeviceGetAttribute (&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  int warps = MAX_WARPS;
+  while (warps > 1 && fixed + warps * per_warp > (size_t) limit)
+    warps /= 2;
+  *bytes = fixed + warps * per_warp;
+  return warps;
+}
+
+template <typename K>
+cudafx_status
+allow_shared (K kernel, size_t bytes)
+{
+  return cfx_check (cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bytes),
+                    "convolve", "shared-memory attribute");
 }
 
 template <int CH>
 cudafx_status
-launch_fixed (const convolve_plan &pl, cudafx_border border, const cfx_stripe *s)
+launch_fixed (const fixed_args &f, cudafx_border border, const cfx_stripe *s)
 {
-  dim3 block (BLOCK_X, BLOCK_Y);
-  dim3 row_grid ((s->width + BLOCK_X * PER_THREAD - 1) / (BLOCK_X * PER_THREAD),
-                 (s->rows + 2 * s->halo + BLOCK_Y - 1) / BLOCK_Y);
-  size_t shared = sizeof (float) * CH * BLOCK_Y * tile_width (pl.size);
-  convolve_rows_fixed_kernel<CH><<<row_grid, block, shared, s->stream>>> (*s, pl, border);
-  cudafx_status st = cfx_check_launch ("convolve", "convolve_rows_fixed_kernel");
+  size_t shared;
+  const int warps = warps_that_fit (0, sizeof (float) * CH * plane_floats<ROWS_P> (tile_width (ROWS_P, f.size)),
+                                    &shared);
+  cudafx_status st = allow_shared (convolve_rows_fixed_kernel<CH>, shared);
   if (st)
     return st;
-  dim3 grid ((s->width + BLOCK_X - 1) / BLOCK_X,
-             (s->rows + BLOCK_Y * COLUMN_OUTPUTS - 1) / (BLOCK_Y * COLUMN_OUTPUTS));
-  convolve_columns_fixed_kernel<CH><<<grid, block, 0, s->stream>>> (*s, pl);
+  dim3 row_grid ((s->width + WARP * ROWS_P - 1) / (WARP * ROWS_P), (s->rows + 2 * s->halo + warps - 1) / warps);
+  convolve_rows_fixed_kernel<CH><<<row_grid, dim3 (WARP, warps), shared, s->stream>>> (*s, f, border);
+  if ((st = cfx_check_launch ("convolve", "convolve_rows_fixed_kernel")))
+    return st;
+  const int elements = s->width * CH;
+  dim3 grid ((elements + WARP * COLUMN_ELEMENTS - 1) / (WARP * COLUMN_ELEMENTS),
+             (s->rows + MAX_WARPS * COLUMN_R - 1) / (MAX_WARPS * COLUMN_R));
+  convolve_columns_fixed_kernel<<<grid, dim3 (WARP, MAX_WARPS), 0, s->stream>>> (*s, f);
   return cfx_check_launch ("convolve", "convolve_columns_fixed_kernel");
 }
 
@@ -417,23 +651,32 @@ cudafx_status
 launch (const convolve_ctx *cx, const cfx_stripe *s)
 {
   const convolve_plan &pl = *cx->plan;
-  dim3 block (BLOCK_X, BLOCK_Y);
-  dim3 grid ((s->width + BLOCK_X - 1) / BLOCK_X, (s->rows + BLOCK_Y - 1) / BLOCK_Y);
   if (!pl.separable)
     {
-      dim3 direct_block (BLOCK_X, DIRECT_Y);
-      dim3 direct_grid ((s->width + BLOCK_X * PER_THREAD - 1) / (BLOCK_X * PER_THREAD),
-                        (s->rows + DIRECT_Y - 1) / DIRECT_Y);
-      size_t shared = sizeof (float) * CH * tile_width (pl.size) * (DIRECT_Y + 2 * pl.radius);
-      cudafx_status st = cfx_check (cudaFuncSetAttribute (convolve_direct_kernel<T, CH, ALPHA>,
-                                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          (int) shared),
-                                    "convolve", "shared-memory attribute");
+      const size_t row_bytes = sizeof (float) * CH * tile_width (DIRECT_P, pl.size);
+      size_t shared;
+      const int warps = warps_that_fit (row_bytes * (pl.size - 1), row_bytes * DIRECT_R, &shared);
+      /* Built for the presets' sizes and the 15x15 of issue #4's targets;
+       * f32 kernels with zero taps, which must be skipped, take the generic
+       * one, which tests every tap. */
+      bool zero_tap = false;
+      for (int i = 0; i < pl.size * pl.size; i++)
+        zero_tap |= pl.taps[i] == 0.0f || pl.abs_taps[i] == 0.0f;
+      auto kernel = sizeof (T) == sizeof (float) && zero_tap ? convolve_direct_kernel<T, CH, ALPHA, 0>
+                  : pl.size == 3 ? convolve_direct_kernel<T, CH, ALPHA, 3>
+                  : pl.size == 5 ? convolve_direct_kernel<T, CH, ALPHA, 5>
+                  : pl.size == 15 ? convolve_direct_kernel<T, CH, ALPHA, 15>
+                                  : convolve_direct_kernel<T, CH, ALPHA, 0>;
+      cudafx_status st = allow_shared (kernel, shared);
       if (st)
         return st;
-      convolve_direct_kernel<T, CH, ALPHA><<<direct_grid, direct_block, shared, s->stream>>> (*s, pl, cx->border);
+      dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P),
+                 (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
+      kernel<<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, pl, cx->border);
       return cfx_check_launch ("convolve", "convolve_direct_kernel");
     }
+  dim3 block (BLOCK_X, BLOCK_Y);
+  dim3 grid ((s->width + BLOCK_X - 1) / BLOCK_X, (s->rows + BLOCK_Y - 1) / BLOCK_Y);
   dim3 row_grid ((s->width + BLOCK_X - 1) / BLOCK_X, (s->rows + 2 * s->halo + BLOCK_Y - 1) / BLOCK_Y);
   convolve_rows_kernel<T, CH, ALPHA><<<row_grid, block, 0, s->stream>>> (*s, pl, cx->border);
   cudafx_status st = cfx_check_launch ("convolve", "convolve_rows_kernel");
@@ -462,42 +705,40 @@ struct stripe_args
 {
   convolve_ctx cx;
   bool alpha;
-  float fixed_taps[2 * CONVOLVE_FIXED_MAX_TAPS]; /* plan's fixed_taps as floats */
+  fixed_args fixed;
 };
 
 cudafx_status
 convolve_stripe (void *ctx, const cfx_stripe *s)
 {
   const stripe_args *a = (const stripe_args *) ctx;
-  const convolve_plan *pl = a->cx.plan;
-  if (s->y0 == 0)
-    {
-      /* Taps go to constant memory here, under the runner's GPU lock. */
-      size_t bytes = sizeof (float) * (pl->separable ? 2 * pl->size : pl->size * pl->size);
-      cudafx_status st;
-      if (pl->fixed16
-          && (st = cfx_check (cudaMemcpyToSymbolAsync (c_fixed_taps, a->fixed_taps,
-                                                       sizeof (float) * 2 * pl->size, 0,
-                                                       cudaMemcpyHostToDevice, s->stream),
-                              "convolve", "copy of taps")))
-        return st;
-      if ((st = cfx_check (cudaMemcpyToSymbolAsync (c_taps, pl->taps, bytes, 0, cudaMemcpyHostToDevice,
-                                                    s->stream), "convolve", "copy of taps")) ||
-          (st = cfx_check (cudaMemcpyToSymbolAsync (c_abs_taps, pl->abs_taps, bytes, 0,
-                                                    cudaMemcpyHostToDevice, s->stream),
-                           "convolve", "copy of taps")))
-        return st;
-    }
-  if (pl->fixed16) /* u8 without alpha */
+  if (a->cx.plan->fixed16) /* u8 without alpha */
     switch (s->channels)
       {
-      case 1: return launch_fixed<1> (*pl, a->cx.border, s);
-      case 2: return launch_fixed<2> (*pl, a->cx.border, s);
-      case 3: return launch_fixed<3> (*pl, a->cx.border, s);
-      default: return launch_fixed<4> (*pl, a->cx.border, s);
+      case 1: return launch_fixed<1> (a->fixed, a->cx.border, s);
+      case 2: return launch_fixed<2> (a->fixed, a->cx.border, s);
+      case 3: return launch_fixed<3> (a->fixed, a->cx.border, s);
+      default: return launch_fixed<4> (a->fixed, a->cx.border, s);
       }
   return s->type == CUDAFX_U8 ? launch_type<unsigned char> (&a->cx, s, a->alpha)
                               : launch_type<float> (&a->cx, s, a->alpha);
+}
+
+/* The fixed-point taps as the kernels use them. */
+void
+make_fixed_args (const convolve_plan *plan, size_t elements, fixed_args *f)
+{
+  const int n = plan->size;
+  f->size = n;
+  f->scratch_pitch = (int) ((elements + 7) / 8 * 8);
+  f->row_start = (float) (0x1p39 + plan->fixed_bias[0] * 0x1p16); /* exact: bias < 2^7 */
+  f->column_start = (float) (0x1p39 + plan->fixed_bias[1] * 0x1p16);
+  f->offset = plan->offset;
+  for (int i = 0; i < FIXED_PADDED; i++)
+    {
+      f->row_taps[i] = i < n ? 256.0f * plan->fixed_taps[i] : 0.0f;
+      f->column_taps[i] = i < n ? (float) plan->fixed_taps[n + i] : 0.0f;
+    }
 }
 
 } // namespace
@@ -507,10 +748,14 @@ cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst, const convolve
                       cudafx_border border, const cudafx_options *o)
 {
   stripe_args a = { { plan, border }, src->has_alpha != 0, {} };
-  for (int i = 0; plan->fixed16 && i < 2 * plan->size; i++)
-    a.fixed_taps[i] = plan->fixed_taps[i];
-  size_t scratch = plan->separable
-                     ? sizeof (float) * (size_t) src->width * (src->channels + (src->has_alpha ? 1 : 0))
-                     : 0;
+  const size_t elements = (size_t) src->width * src->channels;
+  size_t scratch = 0;
+  if (plan->fixed16)
+    {
+      make_fixed_args (plan, elements, &a.fixed);
+      scratch = sizeof (uint16_t) * (size_t) a.fixed.scratch_pitch;
+    }
+  else if (plan->separable)
+    scratch = sizeof (float) * (size_t) src->width * (src->channels + (src->has_alpha ? 1 : 0));
   return cfx_run_stripes ("convolve", src, dst, plan->radius, border, scratch, convolve_stripe, &a, o);
 }

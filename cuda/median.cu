@@ -11,7 +11,8 @@
  *   its odd bytes as two 16-bit lanes a word, into a shared tile. Sorting is
  *   per lane, so the sorted column at any byte offset is a regrouping of the
  *   sorted words' lanes (one byte permute at most): columns are sorted once
- *   and shared by every output that uses them. Each thread then selects its
+ *   and shared by every output that uses them. Each thread reads the tile
+ *   words its window spans once for both streams, then selects its
  *   four outputs with a network built at compile time (median_network.h):
  *   the rank-rows sorted across the columns, keys the row/column order rules
  *   out dropped, the rest merged, everything pruned backwards to the one
@@ -370,39 +371,52 @@ median_packed_kernel (cfx_stripe s, int rank)
   *(unsigned *) (s.d_dst + (size_t) y * s.dst_pitch + o) = out;
 }
 
-/* The window's column at byte offset P from the thread's output word, as 16-bit
- * lanes of stream P & 1, read from the sorted columns in the tile: stream S's
- * word at tile index i holds bytes (4i + S, 4i + S + 2) of the row. */
-template <int L, int P>
-__device__ __forceinline__ void
-tile_column (const uint2 *tile, int tile_width, int base, unsigned *v)
+/* Column P of the window (byte offset P from the thread's output word) as
+ * 16-bit lanes of stream P & 1: stream S's word at tile index i holds bytes
+ * (4i + S, 4i + S + 2) of the row. Words are the thread's row of tile words
+ * from its word LO on, already in registers. */
+template <int P, int LO>
+__device__ __forceinline__ unsigned
+column_key (const uint2 *words)
 {
-  constexpr int word = P >> 2; /* floor, also for negative P */
-#pragma unroll
-  for (int k = 0; k < L; k++)
-    {
-      uint2 lo = tile[k * tile_width + base + word];
-      unsigned key = P & 1 ? lo.y : lo.x;
-      if (P & 2)
-        { /* lanes straddle two words: upper lane of one, lower of the next */
-          uint2 hi = tile[k * tile_width + base + word + 1];
-          key = __byte_perm (key, P & 1 ? hi.y : hi.x, 0x5432);
-        }
-      v[k] = key;
+  constexpr int word = (P >> 2) - LO; /* floor, also for negative P */
+  const uint2 lo = words[word];
+  unsigned key = P & 1 ? lo.y : lo.x;
+  if (P & 2)
+    { /* lanes straddle two words: upper lane of one, lower of the next */
+      const uint2 hi = words[word + 1];
+      key = __byte_perm (key, P & 1 ? hi.y : hi.x, 0x5432);
     }
+  return key;
 }
 
-template <int R, int CH, int RANK, int S, int... DX>
-__device__ __forceinline__ unsigned
+/* The thread's even and odd outputs: every tile word of the window's rows
+ * is read once for both streams (a column needs one or two words of one
+ * stream), then the pruned selection networks run, even outputs by integer
+ * min/max and odd ones by half-float min/max. */
+template <int R, int CH, int RANK, int... DX>
+__device__ __forceinline__ uint2
 select_from_tile (const uint2 *tile, int tile_width, int base, std::integer_sequence<int, DX...>)
 {
   constexpr int L = 2 * R + 1;
-  unsigned v[L * L];
-  (tile_column<L, (DX - R) * CH + S> (tile, tile_width, base, v + DX * L), ...);
-  /* even outputs by integer min/max, odd ones by half-float min/max */
-  select_lanes<L, RANK, S == 1> (v, std::make_integer_sequence<int, selector<L, RANK>.count> ());
+  /* Words read, from the thread's own: column P reads word P >> 2 and, when
+   * P & 2, the next, so floor ((P + 2) / 4) last, most for P = R * CH + 1. */
+  constexpr int LO = (-R * CH) >> 2, WORDS = ((R * CH + 3) >> 2) - LO + 1;
+  unsigned even[L * L], odd[L * L];
+#pragma unroll
+  for (int k = 0; k < L; k++)
+    {
+      uint2 words[WORDS];
+#pragma unroll
+      for (int q = 0; q < WORDS; q++)
+        words[q] = tile[k * tile_width + base + LO + q];
+      ((even[DX * L + k] = column_key<(DX - R) * CH, LO> (words)), ...);
+      ((odd[DX * L + k] = column_key<(DX - R) * CH + 1, LO> (words)), ...);
+    }
+  select_lanes<L, RANK, false> (even, std::make_integer_sequence<int, selector<L, RANK>.count> ());
+  select_lanes<L, RANK, true> (odd, std::make_integer_sequence<int, selector<L, RANK>.count> ());
   constexpr int answer = selector<L, RANK>.answer;
-  return v[answer];
+  return make_uint2 (even[answer], odd[answer]);
 }
 
 /* u8, square, radius R, CH channels, rank RANK. Per output row, each thread
@@ -466,12 +480,11 @@ median_columns_kernel (cfx_stripe s)
       __syncthreads ();
       if (4 * w < row_bytes)
         {
-          auto dx = std::make_integer_sequence<int, L> ();
-          unsigned e = select_from_tile<R, CH, RANK, 0> (tile, TILE, LEFT + threadIdx.x, dx);
-          unsigned o = select_from_tile<R, CH, RANK, 1> (tile, TILE, LEFT + threadIdx.x, dx);
+          uint2 out = select_from_tile<R, CH, RANK> (tile, TILE, LEFT + threadIdx.x,
+                                                     std::make_integer_sequence<int, L> ());
           /* The lanes' low bytes; rows are padded to 256 bytes on the
            * device: a whole word always fits. */
-          *(unsigned *) (s.d_dst + (size_t) y * s.dst_pitch + 4 * w) = __byte_perm (e, o, 0x6240);
+          *(unsigned *) (s.d_dst + (size_t) y * s.dst_pitch + 4 * w) = __byte_perm (out.x, out.y, 0x6240);
         }
     }
 }

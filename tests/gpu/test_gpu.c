@@ -228,6 +228,55 @@ TEST (gpu_median_and_convolve_match_cpu_bit_exactly)
     }
 }
 
+/* The tiled convolutions at the edges of their shapes, bit for bit against
+ * the CPU: direct kernels of 1x1 to 31x31, with and without zero taps (which
+ * f32 must skip), the fixed-point path from 3 to its largest 127 taps, and images
+ * narrower or shorter than one block, a kernel or a group of four pixels. */
+TEST (gpu_convolve_sizes_match_cpu_bit_exactly)
+{
+  static const int layouts[][2] = { { 1, 0 }, { 2, 1 }, { 3, 0 }, { 4, 0 }, { 4, 1 }, { 2, 0 } };
+  static const int sizes[][2] = { { 1, 1 }, { 3, 2 }, { 7, 5 }, { 130, 9 }, { 263, 70 }, { 517, 41 } };
+  static const int custom_n[] = { 1, 3, 7, 31 };
+  static const double sigmas[] = { 0.3, 2, 21 };
+  harness_rng rng = { 9 };
+  static double k[31 * 31];
+  char what[96];
+  for (int v = 0; v < 42; v++)
+    {
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      const int li = v % 6, si = (v + v / 6) % 6;
+      p.border = v % 4;
+      if (v < 24)
+        {
+          int n = custom_n[v % 4];
+          for (int i = 0; i < n * n; i++)
+            k[i] = v % 2 == 0 && harness_uniform (&rng) < 0.3 ? 0 : harness_uniform (&rng) * 2 - 0.6;
+          p.preset = CUDAFX_PRESET_CUSTOM;
+          p.kernel = k;
+          p.kernel_size = n;
+          p.offset = v % 3 * 10;
+          snprintf (what, sizeof what, "convolve custom %dx%d border %d", n, n, p.border);
+        }
+      else if (v < 36)
+        {
+          p.preset = CUDAFX_PRESET_GAUSSIAN;
+          p.sigma = sigmas[v % 3];
+          p.offset = v % 2 ? 0.4 : 0;
+          snprintf (what, sizeof what, "convolve gaussian sigma %g border %d", p.sigma, p.border);
+        }
+      else
+        {
+          p.preset = v % 2 ? CUDAFX_PRESET_MEAN_3X3 : CUDAFX_PRESET_BLUR_5X5;
+          snprintf (what, sizeof what, "convolve preset %d border %d", p.preset, p.border);
+        }
+      if (differs_from_cpu (sizes[si][0], sizes[si][1], layouts[li][0], layouts[li][1],
+                            v % 7 == 3 ? CUDAFX_F32 : CUDAFX_U8, &p, convolve_with, &rng, what)
+          && harness_failures () > 5)
+        return;
+    }
+}
+
 static size_t
 device_free_bytes (void)
 {
