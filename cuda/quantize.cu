@@ -22,7 +22,8 @@
  * device across the iterations when they fit the budget; otherwise every
  * pass uploads the image in stripes and recomputes their features. The
  * seeding's workspace (about 5 MB) is taken first when it costs at most a
- * quarter of the budget; otherwise the host seeds. */
+ * quarter of the budget; otherwise the host seeds. The seeding runs on its
+ * own stream while a one-stripe image goes up on stream 0. */
 #include "context.cuh"
 
 #include <cub/block/block_scan.cuh>
@@ -271,8 +272,9 @@ struct seed_results
 };
 
 /* The attempts' state on the device between launches. */
-struct seed_state : seed_results
+struct seed_state
 {
+  seed_results res;
   int       cand[QUANTIZE_ATTEMPTS][QUANTIZE_MAX_TRIALS]; /* the next pick's candidates (samples) */
   int       picking[QUANTIZE_ATTEMPTS]; /* k-means++ goes on */
   int       settled[QUANTIZE_ATTEMPTS]; /* Lloyd has stopped */
@@ -438,8 +440,8 @@ seed_first_kernel (seed_view v)
   if (tid == 0)
     {
       for (int c = 0; c < 3; c++)
-        v.st->centres[a][0][c] = centre[c];
-      v.st->found[a] = 1;
+        v.st->res.centres[a][0][c] = centre[c];
+      v.st->res.found[a] = 1;
     }
   choose_candidates (v, a, 0, centre, 1);
 }
@@ -456,7 +458,7 @@ seed_pick_kernel (seed_view v)
   __shared__ long long s_warp[QUANTIZE_MAX_TRIALS][SEED_WARPS];
   __shared__ long long s_potential[QUANTIZE_MAX_TRIALS];
   __shared__ int s_best;
-  const int found = st->found[a];
+  const int found = st->res.found[a];
   if (tid < 3 * v.trials)
     s_cand[tid / 3][tid % 3] = (int) v.plane[tid % 3][st->cand[a][tid / 3]];
   __syncthreads ();
@@ -468,7 +470,7 @@ seed_pick_kernel (seed_view v)
   if (j < v.n)
     {
       long long *d2 = &v.d2[(size_t) a * v.n + j];
-      long long d = *d2, e = sample_distance (v, j, st->centres[a][found - 1]);
+      long long d = *d2, e = sample_distance (v, j, st->res.centres[a][found - 1]);
       d = e < d ? e : d;
       *d2 = d;
 #pragma unroll
@@ -517,8 +519,8 @@ seed_pick_kernel (seed_view v)
           best = t;
       s_best = best;
       for (int c = 0; c < 3; c++)
-        st->centres[a][found][c] = s_cand[best][c];
-      st->found[a] = found + 1;
+        st->res.centres[a][found][c] = s_cand[best][c];
+      st->res.found[a] = found + 1;
     }
   __syncthreads ();
   choose_candidates (v, a, s_best, s_cand[s_best], found + 1);
@@ -535,9 +537,9 @@ seed_refine_kernel (seed_view v)
   __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
   __shared__ int s_sum[COUNTERS];
   __shared__ long long s_warp[SEED_WARPS];
-  const int k = st->found[a];
+  const int k = st->res.found[a];
   for (int i = tid; i < 3 * k; i += SEED_THREADS)
-    s_centre[i / 3][i % 3] = (float) st->centres[a][i / 3][i % 3];
+    s_centre[i / 3][i % 3] = (float) st->res.centres[a][i / 3][i % 3];
   for (int i = tid; i < 4 * k; i += SEED_THREADS)
     s_sum[i] = 0;
   __syncthreads ();
@@ -608,8 +610,8 @@ seed_refine_kernel (seed_view v)
           for (int f = 0; f < v.dims; f++)
             {
               int mean = (int) quantize_round_div (__ldcg (&st->acc[a][4 * c + f]), count);
-              moved |= mean != st->centres[a][c][f];
-              st->centres[a][c][f] = mean;
+              moved |= mean != st->res.centres[a][c][f];
+              st->res.centres[a][c][f] = mean;
             }
       }
   moved = __syncthreads_or (moved);
@@ -617,7 +619,7 @@ seed_refine_kernel (seed_view v)
     st->acc[a][i] = 0;
   if (tid == 0)
     {
-      st->error[a] = __ldcg (&st->error_acc[a]);
+      st->res.error[a] = __ldcg (&st->error_acc[a]);
       st->error_acc[a] = 0;
       st->rounds[a] = round + 1;
       if (round == v.iterations || !moved)
@@ -662,8 +664,9 @@ struct quantize_device
   float                *d_plane[3];
   long long            *d_partials, *d_totals;
   unsigned char        *d_seed;        /* the seeding's workspace, NULL: the host seeds */
-  cudaEvent_t           ev[4];
+  cudaEvent_t           ev[8];         /* 0-3 the passes (stream 0), 4-7 the seeding */
   int                   events;        /* how many of ev exist */
+  cudaStream_t          seed_stream;   /* the seeding's, beside the image's upload */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
 };
 
@@ -718,6 +721,41 @@ compute_features (quantize_device *q, const stripe_view &v, int i)
   return s;
 }
 
+/* Faults in every page of dst's rows [y0, y0 + rows) on the host's threads,
+ * leaving the bytes as they are (an atomic OR of 0 is a write access). The
+ * driver copies device results into pageable memory on one thread, which
+ * on a fresh buffer (a new image) would take every page fault itself. */
+void
+touch_pages (cudafx_image *dst, int y0, int rows, size_t row_bytes, int threads)
+{
+  constexpr size_t PAGE = 4096; /* the smallest page size: larger ones are touched more than once */
+#pragma omp parallel for num_threads (threads) schedule (static)
+  for (int y = y0; y < y0 + rows; y++)
+    {
+      unsigned char *row = (unsigned char *) cudafx_row (dst, y);
+      for (size_t b = 0; b < row_bytes; b += PAGE)
+        __atomic_fetch_or (row + b, (unsigned char) 0, __ATOMIC_RELAXED);
+      __atomic_fetch_or (row + row_bytes - 1, (unsigned char) 0, __ATOMIC_RELAXED);
+    }
+}
+
+/* Stripe 0 of a one-stripe image to the device and its features, on stream
+ * 0 while the seeding runs on its own; the passes then find it loaded. Timed
+ * by ev[0..2]. */
+cudafx_status
+preload (quantize_device *q)
+{
+  int y0;
+  stripe_view v = view_of (q, 0, &y0);
+  cudafx_status s;
+  if ((s = cfx_check (cudaEventRecord (q->ev[0], 0), FILTER, "event")) ||
+      (s = upload_stripe (q, v, y0)) ||
+      (s = cfx_check (cudaEventRecord (q->ev[1], 0), FILTER, "event")) ||
+      (s = compute_features (q, v, 0)))
+    return s;
+  return cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event");
+}
+
 enum pass_kind { PASS_ASSIGN, PASS_MAP };
 
 /* One pass over every stripe: load, the pass's kernels, and for the mapping
@@ -762,12 +800,17 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
             break;
         }
-      if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")) ||
-          (kind == PASS_MAP &&
-           (s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
-                                              q->row_bytes, v.rows, cudaMemcpyDeviceToHost, 0),
-                           FILTER, "copy to host"))) ||
-          (s = cfx_check (cudaEventRecord (q->ev[3], 0), FILTER, "event")) ||
+      if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")))
+        break;
+      if (kind == PASS_MAP)
+        {
+          touch_pages (dst, y0, v.rows, q->row_bytes, cudafx_thread_count (q->o)); /* as the kernel runs */
+          if ((s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
+                                                 q->row_bytes, v.rows, cudaMemcpyDeviceToHost, 0),
+                              FILTER, "copy to host")))
+            break;
+        }
+      if ((s = cfx_check (cudaEventRecord (q->ev[3], 0), FILTER, "event")) ||
           (s = cfx_check (cudaStreamSynchronize (0), FILTER, "kernel")) ||
           (s = cfx_check (cudaEventElapsedTime (&up_ms, q->ev[0], q->ev[1]), FILTER, "event timing")) ||
           (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->ev[1], q->ev[2]), FILTER, "event timing")) ||
@@ -854,7 +897,7 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   q->d_partials = (long long *) (q->d_votes + vote_bytes);
   q->d_totals = q->d_partials + blocks * COUNTERS;
 
-  for (; q->events < 4; q->events++)
+  for (; q->events < 8; q->events++)
     if ((s = cfx_check (cudaEventCreate (&q->ev[q->events]), FILTER, "event creation")))
       return fail_cuda (q, s);
   return fail_cuda (q, cfx_check (cudaMemcpyToSymbolAsync (c_decode, space->decode, sizeof space->decode,
@@ -889,48 +932,62 @@ cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp, const quan
   const dim3 pick_grid (v.blocks, job->attempts);
   const dim3 refine_grid ((smp->n + REFINE_CHUNK - 1) / REFINE_CHUNK, job->attempts);
   seed_results res;
-  float up_ms = 0, kernel_ms = 0, down_ms = 0;
   cudafx_status s;
-  if ((s = cfx_check (cudaEventRecord (q->ev[0], 0), FILTER, "event")))
+  /* its own stream, which does not wait for stream 0 (nor it for this one) */
+  if (!q->seed_stream &&
+      (s = cfx_check (cudaStreamCreateWithFlags (&q->seed_stream, cudaStreamNonBlocking), FILTER,
+                      "stream creation")))
+    return fail_cuda (q, s);
+  cudaStream_t stream = q->seed_stream;
+  if ((s = cfx_check (cudaEventRecord (q->ev[4], stream), FILTER, "event")))
     return fail_cuda (q, s);
   for (int c = 0; c < 3; c++)
     if ((s = cfx_check (cudaMemcpyAsync ((void *) v.plane[c], smp->plane[c], (size_t) smp->n * sizeof (float),
-                                         cudaMemcpyHostToDevice, 0),
+                                         cudaMemcpyHostToDevice, stream),
                         FILTER, "copy to device")))
       return fail_cuda (q, s);
-  if ((s = cfx_check (cudaMemsetAsync (v.st, 0, sizeof (seed_state), 0), FILTER, "memset")) ||
-      (s = cfx_check (cudaEventRecord (q->ev[1], 0), FILTER, "event")))
+  if ((s = cfx_check (cudaMemsetAsync (v.st, 0, sizeof (seed_state), stream), FILTER, "memset")) ||
+      (s = cfx_check (cudaEventRecord (q->ev[5], stream), FILTER, "event")))
     return fail_cuda (q, s);
-  seed_first_kernel<<<pick_grid, SEED_THREADS>>> (v);
+  seed_first_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
   if ((s = cfx_check_launch (FILTER, "seed_first_kernel")))
     return fail_cuda (q, s);
   /* every launch after the last pick of an attempt returns at once */
   for (int pick = 1; pick < job->k; pick++)
     {
-      seed_pick_kernel<<<pick_grid, SEED_THREADS>>> (v);
+      seed_pick_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
       if ((s = cfx_check_launch (FILTER, "seed_pick_kernel")))
         return fail_cuda (q, s);
     }
   for (int round = 0; round <= job->iterations; round++)
     {
-      seed_refine_kernel<<<refine_grid, SEED_THREADS>>> (v);
+      seed_refine_kernel<<<refine_grid, SEED_THREADS, 0, stream>>> (v);
       if ((s = cfx_check_launch (FILTER, "seed_refine_kernel")))
         return fail_cuda (q, s);
     }
-  if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")) ||
-      (s = cfx_check (cudaMemcpyAsync (&res, (seed_results *) v.st, sizeof res, cudaMemcpyDeviceToHost, 0), FILTER,
+  if ((s = cfx_check (cudaEventRecord (q->ev[6], stream), FILTER, "event")) ||
+      (s = cfx_check (cudaMemcpyAsync (&res, &v.st->res, sizeof res, cudaMemcpyDeviceToHost, stream), FILTER,
                       "copy to host")) ||
-      (s = cfx_check (cudaEventRecord (q->ev[3], 0), FILTER, "event")) ||
-      (s = cfx_check (cudaStreamSynchronize (0), FILTER, "seeding")) ||
-      (s = cfx_check (cudaEventElapsedTime (&up_ms, q->ev[0], q->ev[1]), FILTER, "event timing")) ||
-      (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->ev[1], q->ev[2]), FILTER, "event timing")) ||
-      (s = cfx_check (cudaEventElapsedTime (&down_ms, q->ev[2], q->ev[3]), FILTER, "event timing")))
+      (s = cfx_check (cudaEventRecord (q->ev[7], stream), FILTER, "event")))
+    return fail_cuda (q, s);
+  /* the image goes up meanwhile when it stays on the device for every pass */
+  float up_ms = 0, kernel_ms = 0, down_ms = 0, load_ms = 0, features_ms = 0;
+  int preloaded = q->n_stripes == 1;
+  if ((preloaded && (s = preload (q))) ||
+      (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "seeding")) ||
+      (preloaded && (s = cfx_check (cudaStreamSynchronize (0), FILTER, "features"))) ||
+      (s = cfx_check (cudaEventElapsedTime (&up_ms, q->ev[4], q->ev[5]), FILTER, "event timing")) ||
+      (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->ev[5], q->ev[6]), FILTER, "event timing")) ||
+      (s = cfx_check (cudaEventElapsedTime (&down_ms, q->ev[6], q->ev[7]), FILTER, "event timing")) ||
+      (preloaded &&
+       ((s = cfx_check (cudaEventElapsedTime (&load_ms, q->ev[0], q->ev[1]), FILTER, "event timing")) ||
+        (s = cfx_check (cudaEventElapsedTime (&features_ms, q->ev[1], q->ev[2]), FILTER, "event timing")))))
     return fail_cuda (q, s);
   cudafx_report *report = q->o ? q->o->report : NULL;
   if (report)
     {
-      report->kernel_ms += kernel_ms;
-      report->transfer_ms += up_ms + down_ms;
+      report->kernel_ms += kernel_ms + features_ms;
+      report->transfer_ms += up_ms + down_ms + load_ms;
     }
   for (int a = 0; a < job->attempts; a++)
     {
@@ -992,5 +1049,7 @@ cudafx_quantize_cuda_close (quantize_device *q)
     cfx_release_buffers (); /* after a fault, start the next call from clean buffers */
   for (int e = 0; e < q->events; e++)
     cudaEventDestroy (q->ev[e]);
+  if (q->seed_stream)
+    cudaStreamDestroy (q->seed_stream);
   delete q; /* releases the GPU lock */
 }

@@ -285,10 +285,11 @@ TEST (gpu_quantize_seeding_edge_cases_match_cpu)
   harness_image_free (&small);
 }
 
-/* The seeding runs on the device when the budget allows: a fault injected
- * there fails a forced-CUDA call and sends an auto call to the CPU (a host
- * seeding would not see it). Under a small memory cap the host seeds, and
- * the same fault point is never reached. */
+/* The seeding runs on the device when the budget allows, the image in one
+ * stripe or several: a fault injected there fails a forced-CUDA call and
+ * sends an auto call to the CPU (a host seeding would not see it). Under a
+ * small memory cap the host seeds, and the same fault point is never
+ * reached. */
 TEST (gpu_quantize_seeding_runs_on_the_device)
 {
   harness_rng r = { 43 };
@@ -319,9 +320,31 @@ TEST (gpu_quantize_seeding_runs_on_the_device)
   CHECK (s == CUDAFX_OK && same_palette (&want, &got) && harness_same_pixels (&ref, &out),
          "the CPU fallback differs from the CPU");
 
+  /* a 24 MB cap: room for the seeding, the image in two stripes */
+  setenv ("CUDAFX_CUDA_MEM_LIMIT", "24M", 1);
+  o.backend = CUDAFX_BACKEND_CUDA;
+  cudafx_image big = harness_image_new (1200, 800, 4, 1, CUDAFX_U8, 0);
+  cudafx_image big_ref = harness_image_new (1200, 800, 4, 1, CUDAFX_U8, 0);
+  cudafx_image big_out = harness_image_new (1200, 800, 4, 1, CUDAFX_U8, 0);
+  fill (&big, &r, 1);
+  cudafx_quantize_params two = p;
+  two.max_iterations = 2;
+  cudafx_palette big_want;
+  CHECK (cudafx_quantize (&big, &big_ref, &two, &cpu, &big_want) == CUDAFX_OK, "CPU run failed");
+  s = cudafx_quantize (&big, &big_out, &two, &o, &got);
+  CHECK (s == CUDAFX_ERR_CUDA && strstr (cudafx_error_message (), "seeding"),
+         "24M cap, forced CUDA with a seeding fault: status %d (%s)", s, cudafx_error_message ());
+  unsetenv ("CUDAFX_CUDA_FAIL");
+  s = cudafx_quantize (&big, &big_out, &two, &o, &got);
+  CHECK (s == CUDAFX_OK && same_palette (&big_want, &got) && harness_same_pixels (&big_ref, &big_out),
+         "24M cap: status %d, differs from the CPU", s);
+  harness_image_free (&big);
+  harness_image_free (&big_ref);
+  harness_image_free (&big_out);
+
+  setenv ("CUDAFX_CUDA_FAIL", "seed", 1);
   setenv ("CUDAFX_CUDA_MEM_LIMIT", "512K", 1);
   memset (&report, 0, sizeof report);
-  o.backend = CUDAFX_BACKEND_CUDA;
   s = cudafx_quantize (&src, &out, &p, &o, &got);
   CHECK (s == CUDAFX_OK && report.backend_used == CUDAFX_BACKEND_CUDA,
          "512K cap: the host seeds, so the seeding fault is not reached: status %d (%s)", s,
