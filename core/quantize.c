@@ -28,7 +28,8 @@
  * Voting. Pixels with alpha 0 do not vote (unless every pixel is transparent;
  * then all vote). n = number of voting pixels.
  *
- * Seeding (on the host in both backends). Sample S = min (n, 65536) voting
+ * Seeding (on the device on the CUDA backend, see Backends). Sample S =
+ * min (n, 65536) voting
  * pixels: sample j is the voting pixel of rank floor (j * n / S) in raster
  * order. A = clamp (floor (128 / K), 1, 8) independent attempts; attempt a
  * uses the PRNG splitmix64 with state
@@ -44,10 +45,14 @@
  *     with D2 > 0 if rounding leaves none); its potential is the sum over j
  *     of min (D2[j], distance² to the candidate); the trial with the lowest
  *     potential (the first on ties) becomes the next centre.
- *  2. Lloyd on the sample exactly as below (sequential, float distances,
- *     integer means): at most 50 updates, stopping when no centre moves; then
- *     error = sum in sample order, in double, of each sample's float
- *     distance to its nearest final centre.
+ *  2. Lloyd on the sample exactly as below (float distances, integer
+ *     means): at most 50 updates, stopping when no centre moves; then error
+ *     = sum in int64 of each sample's float distance to its nearest final
+ *     centre (integers below 2^46 held exactly, quantize.h: the sum is exact
+ *     in any order; the double sum in sample order used before gave the
+ *     same values, so the same palettes, whenever the sums stayed below
+ *     2^53: always for u8 images and f32 ones within 0..1, whose features
+ *     stay within 0..65280 and distances below 2^34).
  * The attempt with the lowest error (the first on ties) gives the starting
  * centres. Attempts are independent, so they may run in parallel. If it has
  * fewer than K centres (the sample has fewer distinct colours) and n > S,
@@ -84,9 +89,12 @@
  *
  * Backends. The per-pixel arithmetic (features, distance) is quantize.h's,
  * shared with cuda/quantize.cu. On the CUDA backend the device does the
- * passes over every pixel (assignment sums, mapping); sampling, seeding, the
- * centre update and convergence test, and the palette stay here for both,
- * so the palette is the CPU's by construction. Floyd–Steinberg also stays
+ * passes over every pixel (assignment sums, mapping) and the seeding
+ * attempts on the sample (cuda/quantize.cu's seeding section: the same
+ * integer arithmetic, so the same centres; the host seeds when the device
+ * budget leaves no room for it); the sample, the choice of the attempt, the
+ * image's centre update and convergence test and the palette stay here for
+ * both, so the palette is the CPU's. Floyd–Steinberg also stays
  * here: every pixel's error depends on its left neighbour's and the row
  * above's, a chain of width + 2 * height steps; a wavefront kernel needs
  * blocks waiting on each other's progress, which has not yet been shown
@@ -102,9 +110,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SAMPLE_MAX    65536
 #define BLOCK         512      /* pixels per vectorised distance block */
-#define ATTEMPTS      8        /* most seedings tried on the sample (K <= 16) */
 #define SAMPLE_ITERATIONS 50   /* Lloyd iterations of each attempt on the sample */
 #define FILTER        "quantize"
 /* The Oklab feature cache costs 4 bytes per feature per pixel: kept up to
@@ -400,55 +406,23 @@ map_rows (void *ctx_, int y0, int y1)
 
 /* ---- seeding ------------------------------------------------------------- */
 
-static uint64_t
-splitmix64 (uint64_t *state)
-{
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-static double
-uniform (uint64_t *state)
-{
-  return (double) (splitmix64 (state) >> 11) * 0x1.0p-53;
-}
-
-/* The seeding sample, one plane per feature (planes past dims are zeros). */
-typedef struct {
-  int    n;
-  int    dims;
-  float *plane[3];
-} sample_set;
-
-/* Squared distance of sample j to a centre: exact (integers below 2^46). */
-static inline int64_t
-sample_dist2 (const sample_set *smp, int j, const int32_t *centre)
-{
-  double e0 = (double) smp->plane[0][j] - centre[0];
-  double e1 = (double) smp->plane[1][j] - centre[1];
-  double e2 = (double) smp->plane[2][j] - centre[2];
-  return (int64_t) (e0 * e0 + e1 * e1 + e2 * e2);
-}
-
 /* Greedy k-means++ on the sample, continuing the PRNG `state`: writes the
  * centres and returns how many were found (≤ k). d2 and work hold n and
  * 2 * n values. */
 static int
-seed_centres (const sample_set *smp, int k, uint64_t *state, int64_t *d2, int64_t *work,
-              int32_t (*centres)[3])
+seed_centres (const sample_set *smp, int k, int trials, uint64_t *state, int64_t *d2,
+              int64_t *work, int32_t (*centres)[3])
 {
   int n = smp->n;
+  const float *px = smp->plane[0], *py = smp->plane[1], *pz = smp->plane[2];
   int64_t *trial = work, *best = work + n;
-  int trials = 2 + (int) floor (log ((double) k));
-  int first = (int) (uniform (state) * n);
+  int first = (int) (quantize_uniform (state) * n);
   for (int c = 0; c < 3; c++)
     centres[0][c] = (int32_t) smp->plane[c][first];
   int64_t total = 0;
   for (int j = 0; j < n; j++)
     {
-      d2[j] = sample_dist2 (smp, j, centres[0]);
+      d2[j] = quantize_exact_distance (px[j], py[j], pz[j], centres[0]);
       total += d2[j];
     }
   int found = 1;
@@ -457,7 +431,7 @@ seed_centres (const sample_set *smp, int k, uint64_t *state, int64_t *d2, int64_
       int64_t best_total = INT64_MAX;
       for (int t = 0; t < trials; t++)
         {
-          int64_t target = (int64_t) (uniform (state) * (double) total), run = 0;
+          int64_t target = (int64_t) (quantize_uniform (state) * (double) total), run = 0;
           int chosen = -1;
           for (int j = 0; j < n; j++)
             {
@@ -475,7 +449,7 @@ seed_centres (const sample_set *smp, int k, uint64_t *state, int64_t *d2, int64_
           int64_t pot = 0;
           for (int j = 0; j < n; j++)
             {
-              int64_t d = sample_dist2 (smp, j, candidate);
+              int64_t d = quantize_exact_distance (px[j], py[j], pz[j], candidate);
               trial[j] = d < d2[j] ? d : d2[j];
               pot += trial[j];
             }
@@ -497,16 +471,6 @@ seed_centres (const sample_set *smp, int k, uint64_t *state, int64_t *d2, int64_
   return found;
 }
 
-static int64_t
-round_div (int64_t sum, int64_t count)
-{
-  int64_t num = 2 * sum + count, den = 2 * count;
-  int64_t q = num / den;
-  if (num % den != 0 && num < 0)
-    q--;
-  return q;
-}
-
 /* Moves every centre with pixels to their rounded mean; returns whether one moved. */
 static int
 update_centres (const quantize_sums *acc, int k, int dims, int32_t (*centres)[3])
@@ -516,7 +480,7 @@ update_centres (const quantize_sums *acc, int k, int dims, int32_t (*centres)[3]
     if (acc->counts[j] > 0)
       for (int c = 0; c < dims; c++)
         {
-          int32_t mean = (int32_t) round_div (acc->sums[j][c], acc->counts[j]);
+          int32_t mean = (int32_t) quantize_round_div (acc->sums[j][c], acc->counts[j]);
           moved |= mean != centres[j][c];
           centres[j][c] = mean;
         }
@@ -524,14 +488,16 @@ update_centres (const quantize_sums *acc, int k, int dims, int32_t (*centres)[3]
 }
 
 /* Lloyd on the sample (the full-image scheme, sequential); returns the
- * sample's squared error, summed in double in sample order. */
-static double
+ * sample's squared error. The distances are integers below 2^46 held
+ * exactly in float (quantize.h), so their int64 sum is exact (< 2^62) and
+ * does not depend on the order: the device sums them in any order. */
+static int64_t
 refine_on_sample (const sample_set *smp, int k, int iterations, int32_t (*centres)[3],
                   quantize_sums *acc)
 {
   float centre_f[CUDAFX_MAX_COLORS][3], best_d[BLOCK];
   int32_t best_k[BLOCK];
-  double error = 0;
+  int64_t error = 0;
   for (int it = 0; it <= iterations; it++)
     {
       for (int j = 0; j < k; j++)
@@ -546,7 +512,7 @@ refine_on_sample (const sample_set *smp, int k, int iterations, int32_t (*centre
                          (const float (*)[3]) centre_f, k, best_d, best_k);
           for (int i = 0; i < len; i++)
             {
-              error += best_d[i];
+              error += (int64_t) best_d[i];
               for (int c = 0; c < smp->dims; c++)
                 acc->sums[best_k[i]][c] += (int64_t) smp->plane[c][i0 + i];
               acc->counts[best_k[i]]++;
@@ -559,33 +525,41 @@ refine_on_sample (const sample_set *smp, int k, int iterations, int32_t (*centre
   return error;
 }
 
-/* Attempts for K centres: a bounded cost (about 128 centres' worth), since
- * more centres leave less to the luck of one seeding. */
-static int
-attempts_for (int k)
+/* The seeding job for K centres. Attempts: a bounded cost (about 128
+ * centres' worth), since more centres leave less to the luck of one seeding. */
+static quantize_seeding
+seeding_for (int k, uint32_t seed)
 {
-  int a = 128 / k;
-  return a < 1 ? 1 : a > ATTEMPTS ? ATTEMPTS : a;
+  int attempts = 128 / k;
+  quantize_seeding job = { k, 2 + (int) floor (log ((double) k)),
+                           attempts < 1 ? 1 : attempts > QUANTIZE_ATTEMPTS ? QUANTIZE_ATTEMPTS : attempts,
+                           SAMPLE_ITERATIONS, seed };
+  return job;
 }
 
-/* Starting centres for the full image: the best (lowest sample error, the
- * first on ties) of ATTEMPTS seedings, each refined on the sample. Attempts
- * are independent (attempt a draws from state seed + a * 2^32), so they run
- * in parallel; work holds 3 * n doubles and acc one quantize_sums per attempt. */
-static int
-starting_centres (const sample_set *smp, int k, uint32_t seed, int threads, int64_t *work,
-                  quantize_sums *acc, int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found)
+/* The attempts on the host: attempt a draws from state seed + a * 2^32 and
+ * is independent of the others, so they run in parallel; work holds
+ * 3 * n values per thread and acc one quantize_sums per attempt. */
+static void
+seed_on_host (const sample_set *smp, const quantize_seeding *job, int threads, int64_t *work,
+              quantize_sums *acc, int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found,
+              int64_t *error)
 {
-  double error[ATTEMPTS];
-  int attempts = attempts_for (k);
 #pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
-  for (int a = 0; a < attempts; a++)
+  for (int a = 0; a < job->attempts; a++)
     {
-      uint64_t state = seed + ((uint64_t) a << 32);
+      uint64_t state = quantize_attempt_state (job->seed, a);
       int64_t *mine = work + (size_t) omp_get_thread_num () * 3 * smp->n;
-      found[a] = seed_centres (smp, k, &state, mine, mine + smp->n, centres[a]);
-      error[a] = refine_on_sample (smp, found[a], SAMPLE_ITERATIONS, centres[a], &acc[a]);
+      found[a] = seed_centres (smp, job->k, job->trials, &state, mine, mine + smp->n, centres[a]);
+      error[a] = refine_on_sample (smp, found[a], job->iterations, centres[a], &acc[a]);
     }
+}
+
+/* The attempt whose centres start the full image: the lowest sample error,
+ * the first on ties. */
+static int
+best_attempt (const int64_t *error, int attempts)
+{
   int best = 0;
   for (int a = 1; a < attempts; a++)
     if (error[a] < error[best])
@@ -860,35 +834,83 @@ done:
   return s;
 }
 
-/* The seeding sample: sample j is the voting pixel of rank floor (j * n / S). */
-static void
-take_sample (const quantize_ctx *q, uint64_t n_vote, sample_set *smp)
+/* ---- the seeding sample ----------------------------------------------------
+ *
+ * Sample j is the voting pixel of rank floor (j * n / S) in raster order. Row
+ * y holds ranks [R, R + votes) (R: voting pixels above it), so its samples
+ * are j = ceil (R * S / n) .. ceil ((R + votes) * S / n) - 1: every row
+ * finds its own, and the rows run in parallel. */
+
+typedef struct {
+  const quantize_ctx *q;
+  uint64_t            n_vote;
+  const uint64_t     *rank;  /* voting pixels above each row */
+  sample_set         *smp;
+} sample_job;
+
+/* First sample whose rank is at least `rank`: ceil (rank * S / n). */
+static uint64_t
+first_sample_from (uint64_t rank, const sample_job *job)
 {
-  uint64_t rank = 0, next = 0;
-  int j = 0;
-  int count = smp->n;
-  for (int y = 0; y < q->src->height && j < count; y++)
+  unsigned __int128 scaled = (unsigned __int128) rank * (unsigned) job->smp->n;
+  return (uint64_t) ((scaled + job->n_vote - 1) / job->n_vote);
+}
+
+/* Rank of sample j: floor (j * n / S). */
+static uint64_t
+rank_of_sample (uint64_t j, const sample_job *job)
+{
+  return (uint64_t) ((unsigned __int128) j * job->n_vote / (unsigned) job->smp->n);
+}
+
+static void
+sample_rows (void *ctx_, int y0, int y1)
+{
+  const sample_job *job = ctx_;
+  const quantize_ctx *q = job->q;
+  const sample_set *smp = job->smp;
+  for (int y = y0; y < y1; y++)
     {
+      uint64_t rank = job->rank[y];
+      uint64_t j = first_sample_from (rank, job);
+      uint64_t end = first_sample_from (rank + (uint64_t) q->row_votes[y], job);
       const uint8_t *row = cudafx_row (q->src, y);
-      if ((uint64_t) q->row_votes[y] + rank <= next)
+      uint64_t next = rank_of_sample (j, job);
+      for (int x = 0; j < end; x++)
         {
-          rank += (uint64_t) q->row_votes[y];
-          continue;
-        }
-      for (int x = 0; x < q->width && j < count; x++)
-        {
-          if (!is_voting (q, row, x))
+          if (q->everyone_votes)
+            {
+              /* every pixel votes: the sample's x follows from its rank */
+              x += (int) (next - rank);
+              rank = next;
+            }
+          else if (!is_voting (q, row, x))
             continue;
           if (rank == next)
             {
               float *out[3] = { smp->plane[0] + j, smp->plane[1] + j, smp->plane[2] + j };
               compute_features (q, y, x, 1, out);
-              j++;
-              next = (uint64_t) ((unsigned __int128) j * n_vote / (unsigned) count);
+              next = rank_of_sample (++j, job);
             }
           rank++;
         }
     }
+}
+
+static cudafx_status
+take_sample (const quantize_ctx *q, uint64_t n_vote, sample_set *smp, const cudafx_options *o)
+{
+  int h = q->src->height;
+  uint64_t *rank = malloc ((size_t) h * sizeof *rank);
+  if (!rank)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
+  rank[0] = 0;
+  for (int y = 1; y < h; y++)
+    rank[y] = rank[y - 1] + (uint64_t) q->row_votes[y - 1];
+  sample_job job = { q, n_vote, rank, smp };
+  cudafx_status s = cudafx_parallel_rows (h, sample_rows, &job, o, 0.1, 0.1);
+  free (rank);
+  return s;
 }
 
 /* Sums of one assignment pass over the image for q->centre, into q->acc[0]. */
@@ -952,7 +974,8 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
     if (!(q->plane[c] = malloc (n * sizeof (float))))
       cache = 0;
   q->row_votes = malloc ((size_t) h * sizeof (int));
-  q->acc = malloc ((size_t) (threads > ATTEMPTS ? threads : ATTEMPTS) * sizeof (quantize_sums));
+  q->acc = malloc ((size_t) (threads > QUANTIZE_ATTEMPTS ? threads : QUANTIZE_ATTEMPTS) *
+                  sizeof (quantize_sums));
   if (cache != want_cache || !q->row_votes || !q->acc)
     {
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
@@ -972,25 +995,37 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
         q->row_votes[y] = q->width;
       n_vote = n;
     }
-  /* the device loads the image while the host seeds */
   if (on_gpu && (s = cudafx_quantize_cuda_open (src, &q->fs, q->everyone_votes, o, &gpu)))
     goto done;
 
-  int count = n_vote < SAMPLE_MAX ? (int) n_vote : SAMPLE_MAX;
+  int count = n_vote < QUANTIZE_SAMPLE_MAX ? (int) n_vote : QUANTIZE_SAMPLE_MAX;
   sample_planes = calloc ((size_t) count * 3, sizeof *sample_planes);
-  int seeding_threads = threads < ATTEMPTS ? threads : ATTEMPTS;
-  work = malloc ((size_t) count * 3 * (size_t) seeding_threads * sizeof *work);
-  attempt = malloc (ATTEMPTS * sizeof *attempt);
-  if (!sample_planes || !work || !attempt)
+  attempt = malloc (QUANTIZE_ATTEMPTS * sizeof *attempt);
+  if (!sample_planes || !attempt)
     {
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
       goto done;
     }
   sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count } };
-  take_sample (q, n_vote, &smp);
-  int found[ATTEMPTS];
-  int best = starting_centres (&smp, p->colors, p->seed, seeding_threads, work, q->acc, attempt,
-                               found);
+  if ((s = take_sample (q, n_vote, &smp, o)))
+    goto done;
+  quantize_seeding seeding = seeding_for (p->colors, p->seed);
+  int found[QUANTIZE_ATTEMPTS], seeded = 0;
+  int64_t error[QUANTIZE_ATTEMPTS];
+  if (gpu && (s = cudafx_quantize_cuda_seed (gpu, &smp, &seeding, attempt, found, error, &seeded)))
+    goto done;
+  if (!seeded)
+    {
+      int seeding_threads = threads < seeding.attempts ? threads : seeding.attempts;
+      work = malloc ((size_t) count * 3 * (size_t) seeding_threads * sizeof *work);
+      if (!work)
+        {
+          s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
+          goto done;
+        }
+      seed_on_host (&smp, &seeding, seeding_threads, work, q->acc, attempt, found, error);
+    }
+  int best = best_attempt (error, seeding.attempts);
   int32_t (*centres)[3] = attempt[best];
   q->k = found[best];
   if (q->k < p->colors && n_vote > (uint64_t) count)

@@ -155,12 +155,97 @@ quantize_features (int dims, int oklab, const float *decode, const float *x, con
 }
 
 /* Squared distance of a feature vector to a centre, summed in this order;
- * the nearest centre is the first with the smallest distance. */
+ * the nearest centre is the first with the smallest distance.
+ *
+ * With integer features and integer centres (as everywhere here: features
+ * are floorf results, centres are features or rounded means of features,
+ * all within ±QUANTIZE_FEATURE_MAX < 2^21) the result is an integer below
+ * 2^46 held exactly in float. Proof: each difference is an integer below
+ * 2^22 in magnitude, exact in float's 24-bit significand. Every product and
+ * sum of integer-valued floats is an integer; float rounds it either not at
+ * all (below 2^24, where float holds every integer) or to another float of
+ * magnitude at least 2^24, and every such float is an integer (its unit in
+ * the last place is at least 2). The exact value is at most 3 * (2^22)^2 =
+ * 3 * 2^44, itself a float, so the rounded one is no larger. Sums of up to
+ * 2^16 such distances (the seeding sample) therefore fit int64 exactly and
+ * in any order. */
 static inline CUDAFX_HOST_DEVICE float
 quantize_distance (float x, float y, float z, const float *centre)
 {
   float dx = x - centre[0], dy = y - centre[1], dz = z - centre[2];
   return dx * dx + dy * dy + dz * dz;
+}
+
+/* ---- seeding (core/quantize.c's header; GPU version in cuda/quantize.cu) --- */
+
+#define QUANTIZE_SAMPLE_MAX  65536 /* samples of the seeding */
+#define QUANTIZE_ATTEMPTS    8     /* most seedings tried on the sample (K <= 16) */
+#define QUANTIZE_MAX_TRIALS  8     /* k-means++ trials per centre: 2 + floor (log (256)) = 7 */
+
+/* The seeding sample, one plane per feature (planes past dims are zeros). */
+typedef struct {
+  int    n;
+  int    dims;
+  float *plane[3];
+} sample_set;
+
+/* One seeding job: `attempts` attempts of k-means++ with `trials` trials per
+ * centre, each refined by at most `iterations` Lloyd updates on the sample. */
+typedef struct {
+  int      k, trials, attempts, iterations;
+  uint32_t seed;
+} quantize_seeding;
+
+static inline CUDAFX_HOST_DEVICE uint64_t
+quantize_splitmix64 (uint64_t *state)
+{
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) from the next splitmix64 output. */
+static inline CUDAFX_HOST_DEVICE double
+quantize_uniform (uint64_t *state)
+{
+  return (double) (quantize_splitmix64 (state) >> 11) * 0x1.0p-53;
+}
+
+/* Draw m (from 0) of the sequence that starts at state `start`: splitmix64
+ * only adds a constant to its state, so any draw can be made directly. */
+static inline CUDAFX_HOST_DEVICE double
+quantize_draw (uint64_t start, uint64_t m)
+{
+  uint64_t state = start + m * 0x9E3779B97F4A7C15ull;
+  return quantize_uniform (&state);
+}
+
+/* PRNG state of seeding attempt a. */
+static inline CUDAFX_HOST_DEVICE uint64_t
+quantize_attempt_state (uint32_t seed, int a)
+{
+  return seed + ((uint64_t) a << 32);
+}
+
+/* Squared distance of a feature vector to an integer centre, exact in int64
+ * (differences below 2^22, squares below 2^44). */
+static inline CUDAFX_HOST_DEVICE int64_t
+quantize_exact_distance (float x, float y, float z, const int32_t *centre)
+{
+  int32_t dx = (int32_t) x - centre[0], dy = (int32_t) y - centre[1], dz = (int32_t) z - centre[2];
+  return (int64_t) dx * dx + (int64_t) dy * dy + (int64_t) dz * dz;
+}
+
+/* sum / count rounded half up (floor ((2 * sum + count) / (2 * count))), count > 0. */
+static inline CUDAFX_HOST_DEVICE int64_t
+quantize_round_div (int64_t sum, int64_t count)
+{
+  int64_t num = 2 * sum + count, den = 2 * count;
+  int64_t q = num / den;
+  if (num % den != 0 && num < 0)
+    q--;
+  return q;
 }
 
 #endif /* CUDAFX_QUANTIZE_H */

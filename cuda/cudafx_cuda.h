@@ -37,6 +37,15 @@ typedef struct quantize_device quantize_device;
 cudafx_status cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
                                          int everyone_votes, const cudafx_options *o,
                                          quantize_device **out);
+/* The seeding attempts of core/quantize.c on the device (k-means++, then
+ * Lloyd on the sample): centres[a], found[a] and error[a] for a <
+ * job->attempts, the same as the host's. *seeded is 0, and nothing else is
+ * written, when open left no room for the seeding in the device-memory
+ * budget: the host seeds then. */
+cudafx_status cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp,
+                                         const quantize_seeding *job,
+                                         int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found,
+                                         int64_t *error, int *seeded);
 /* Integer sums and counts of the voting pixels by nearest of centre[0..k-1]. */
 cudafx_status cudafx_quantize_cuda_assign (quantize_device *q, const float (*centre)[3], int k,
                                            quantize_sums *sums);

@@ -1,11 +1,13 @@
 /* Colour quantize passes on the GPU: k-means assignment with the centre
- * sums (Lloyd 1982), and the mapping of every pixel to its nearest palette
- * entry. core/quantize.c drives them and stays the reference: sampling,
- * k-means++ seeding, the centre update and convergence test, the palette and
- * Floyd–Steinberg run on the host for both backends, and the per-pixel
- * arithmetic is core/quantize.h's, compiled here without fused multiply-adds
- * (--fmad=false) and with IEEE division, so features, distances and nearest
- * centres equal the CPU's bit for bit.
+ * sums (Lloyd 1982), the mapping of every pixel to its nearest palette
+ * entry, and the seeding attempts on the sample (k-means++ and Lloyd, see
+ * the seeding section). core/quantize.c drives them and stays the
+ * reference: sampling, the choice of the attempt, the centre update and
+ * convergence test on the image, the palette and Floyd–Steinberg run on the
+ * host for both backends, and the per-pixel arithmetic is core/quantize.h's,
+ * compiled here without fused multiply-adds (--fmad=false) and with IEEE
+ * division, so features, distances and nearest centres equal the CPU's bit
+ * for bit.
  *
  * Determinism: a centre's sums are sums of integer features (|f| < 2^21), so
  * any order of addition gives the same total. Each block adds its pixels'
@@ -18,9 +20,13 @@
  *
  * Memory: the image, its features (float planes) and vote flags stay on the
  * device across the iterations when they fit the budget; otherwise every
- * pass uploads the image in stripes and recomputes their features. */
+ * pass uploads the image in stripes and recomputes their features. The
+ * seeding's workspace (about 5 MB) is taken first when it costs at most a
+ * quarter of the budget; otherwise the host seeds. The seeding runs on its
+ * own stream while a one-stripe image goes up on stream 0. */
 #include "context.cuh"
 
+#include <cub/block/block_scan.cuh>
 #include <new>
 #include <stdio.h>
 
@@ -221,6 +227,415 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
     }
 }
 
+/* ---- seeding on the device -------------------------------------------------
+ *
+ * core/quantize.c's seeding attempts, the same centres as the host's: the
+ * sample's k-means++ picks, then Lloyd on the sample, every attempt at once
+ * (grid y). All sums are of integers (int64 squared distances, integer
+ * features), so they do not depend on the order, the grid or the block size.
+ *
+ * k-means++: the sample in blocks of SEED_THREADS, one sample per thread.
+ * One launch per pick: every block applies the newest centre to its part of
+ * D2 and sums, for each trial, min (D2, distance to the trial's candidate)
+ * into its slot of `part`; the block that finishes last (a ticket counter
+ * after a fence) takes the trial of lowest potential as the next centre and
+ * finds the next pick's candidates: the draw's target in the block sums'
+ * prefix, then within that block's samples (one warp per trial, a warp scan).
+ * The first j whose running sum exceeds the target always has D2 > 0; a
+ * target at or past the total is clamped to total - 1, which selects the
+ * last j with D2 > 0, as the host's fallback does.
+ *
+ * Lloyd: one launch per round; blocks of REFINE_CHUNK samples add their
+ * nearest-centre sums in int32 shared counters, then once per block into
+ * int64 global ones (integer atomics: the same total in any order); the last
+ * block updates the centres (quantize_round_div), records the round's error
+ * and stops the attempt when no centre moved or after `iterations` updates. */
+
+constexpr int SEED_THREADS = 256;
+constexpr int SEED_WARPS = SEED_THREADS / 32;
+constexpr int SEED_PER_LANE = SEED_THREADS / 32; /* one block's samples over one warp */
+constexpr int SEED_MAX_BLOCKS = (QUANTIZE_SAMPLE_MAX + SEED_THREADS - 1) / SEED_THREADS;
+static_assert (SEED_MAX_BLOCKS <= SEED_THREADS, "the block sums' prefix takes one per thread");
+static_assert (QUANTIZE_MAX_TRIALS <= SEED_WARPS, "one warp per trial");
+constexpr int REFINE_PER_THREAD = 2;
+constexpr int REFINE_CHUNK = SEED_THREADS * REFINE_PER_THREAD;
+static_assert ((long long) REFINE_CHUNK * QUANTIZE_FEATURE_MAX < 2147483648LL,
+               "a block's int32 sums could overflow");
+constexpr unsigned FULL_MASK = 0xffffffffu;
+
+/* What the attempts give the host. */
+struct seed_results
+{
+  long long error[QUANTIZE_ATTEMPTS];   /* sample error of the final centres */
+  int       found[QUANTIZE_ATTEMPTS];   /* centres picked */
+  int       centres[QUANTIZE_ATTEMPTS][CUDAFX_MAX_COLORS][3];
+};
+
+/* The attempts' state on the device between launches. */
+struct seed_state
+{
+  seed_results res;
+  int       cand[QUANTIZE_ATTEMPTS][QUANTIZE_MAX_TRIALS]; /* the next pick's candidates (samples) */
+  int       picking[QUANTIZE_ATTEMPTS]; /* k-means++ goes on */
+  int       settled[QUANTIZE_ATTEMPTS]; /* Lloyd has stopped */
+  int       rounds[QUANTIZE_ATTEMPTS];  /* Lloyd assignments done */
+  unsigned  ticket[QUANTIZE_ATTEMPTS];  /* blocks finished in this launch */
+  long long acc[QUANTIZE_ATTEMPTS][COUNTERS]; /* Lloyd sums: 3 features and a count per centre */
+  long long error_acc[QUANTIZE_ATTEMPTS];
+};
+
+struct seed_view
+{
+  const float *plane[3];  /* the sample (planes past dims are zeros) */
+  long long   *d2;        /* [attempt][n] */
+  long long   *part;      /* [attempt][trial][block] */
+  seed_state  *st;
+  int          n, dims, k, trials, iterations, blocks;
+  uint32_t     seed;
+};
+
+__device__ __forceinline__ long long
+warp_sum (long long v)
+{
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync (FULL_MASK, v, o);
+  return v; /* in lane 0 */
+}
+
+/* Called by every block after writing its results: true in the block that
+ * finished last, which then reads the others' results from L2 (__ldcg).
+ * Resets the ticket for the next launch. */
+__device__ bool
+last_block (unsigned *ticket)
+{
+  __shared__ bool s_last;
+  __threadfence ();
+  __syncthreads ();
+  if (threadIdx.x == 0)
+    {
+      s_last = atomicAdd (ticket, 1u) == gridDim.x - 1;
+      if (s_last)
+        *ticket = 0;
+    }
+  __syncthreads ();
+  if (s_last)
+    __threadfence ();
+  return s_last;
+}
+
+__device__ __forceinline__ long long
+sample_distance (const seed_view &v, int j, const int *centre)
+{
+  return quantize_exact_distance (v.plane[0][j], v.plane[1][j], v.plane[2][j], centre);
+}
+
+/* Run by the whole last block once pick `found` - 1 is made, with `newest`
+ * that centre and `slot` the trial whose block sums are the new D2's: stops
+ * the attempt when it has k centres or D2 is all zero, else draws the next
+ * pick's targets and finds their candidates. */
+__device__ void
+choose_candidates (const seed_view &v, int a, int slot, const int *newest, int found)
+{
+  typedef cub::BlockScan<long long, SEED_THREADS> block_scan;
+  __shared__ typename block_scan::TempStorage s_scan;
+  __shared__ long long s_prefix[SEED_THREADS];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  long long sum = tid < v.blocks ? __ldcg (&v.part[((size_t) a * QUANTIZE_MAX_TRIALS + slot) * v.blocks + tid])
+                                 : 0;
+  long long prefix;
+  block_scan (s_scan).InclusiveSum (sum, prefix);
+  s_prefix[tid] = prefix;
+  __syncthreads ();
+  const long long total = s_prefix[SEED_THREADS - 1];
+  const bool going = found < v.k && total > 0;
+  if (tid == 0)
+    v.st->picking[a] = going;
+  if (!going || warp >= v.trials)
+    return;
+  /* this warp's trial */
+  uint64_t draw = 1 + (uint64_t) (found - 1) * v.trials + warp;
+  long long target = (long long) (quantize_draw (quantize_attempt_state (v.seed, a), draw) * (double) total);
+  if (target > total - 1)
+    target = total - 1;
+  int lo = 0, hi = v.blocks - 1; /* first block whose prefix exceeds the target */
+  while (lo < hi)
+    {
+      int mid = (lo + hi) / 2;
+      if (s_prefix[mid] > target)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+  const long long rest = target - (lo > 0 ? s_prefix[lo - 1] : 0);
+  const int base = lo * SEED_THREADS + lane * SEED_PER_LANE;
+  const long long *d2 = v.d2 + (size_t) a * v.n;
+  long long value[SEED_PER_LANE], lane_sum = 0;
+#pragma unroll
+  for (int i = 0; i < SEED_PER_LANE; i++)
+    {
+      int j = base + i;
+      value[i] = 0;
+      if (j < v.n)
+        {
+          long long d = __ldcg (&d2[j]), e = sample_distance (v, j, newest);
+          value[i] = e < d ? e : d;
+        }
+      lane_sum += value[i];
+    }
+  long long inclusive = lane_sum;
+  for (int o = 1; o < 32; o <<= 1)
+    {
+      long long up = __shfl_up_sync (FULL_MASK, inclusive, o);
+      if (lane >= o)
+        inclusive += up;
+    }
+  /* the block's samples sum to its prefix step, which exceeds rest: some lane crosses */
+  int crossing = __ffs (__ballot_sync (FULL_MASK, inclusive > rest)) - 1;
+  if (lane == crossing)
+    {
+      long long run = inclusive - lane_sum;
+      int chosen = base;
+      for (int i = 0; i < SEED_PER_LANE; i++)
+        {
+          run += value[i];
+          if (run > rest)
+            {
+              chosen = base + i;
+              break;
+            }
+        }
+      v.st->cand[a][warp] = chosen;
+    }
+}
+
+/* The first centre (draw 0) and D2 to it; then the first pick's candidates. */
+__global__ void __launch_bounds__ (SEED_THREADS)
+seed_first_kernel (seed_view v)
+{
+  const int a = blockIdx.y, tid = threadIdx.x, j = blockIdx.x * SEED_THREADS + tid;
+  __shared__ long long s_warp[SEED_WARPS];
+  const int first = (int) (quantize_draw (quantize_attempt_state (v.seed, a), 0) * v.n);
+  int centre[3];
+  for (int c = 0; c < 3; c++)
+    centre[c] = (int) v.plane[c][first];
+  long long d = 0;
+  if (j < v.n)
+    {
+      d = sample_distance (v, j, centre);
+      v.d2[(size_t) a * v.n + j] = d;
+    }
+  d = warp_sum (d);
+  if (tid % 32 == 0)
+    s_warp[tid / 32] = d;
+  __syncthreads ();
+  if (tid == 0)
+    {
+      long long sum = 0;
+      for (int w = 0; w < SEED_WARPS; w++)
+        sum += s_warp[w];
+      v.part[(size_t) a * QUANTIZE_MAX_TRIALS * v.blocks + blockIdx.x] = sum; /* slot 0 */
+    }
+  if (!last_block (&v.st->ticket[a]))
+    return;
+  if (tid == 0)
+    {
+      for (int c = 0; c < 3; c++)
+        v.st->res.centres[a][0][c] = centre[c];
+      v.st->res.found[a] = 1;
+    }
+  choose_candidates (v, a, 0, centre, 1);
+}
+
+/* One k-means++ pick of every attempt still picking. */
+__global__ void __launch_bounds__ (SEED_THREADS)
+seed_pick_kernel (seed_view v)
+{
+  const int a = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  seed_state *st = v.st;
+  if (!st->picking[a])
+    return;
+  __shared__ int s_cand[QUANTIZE_MAX_TRIALS][3];
+  __shared__ long long s_warp[QUANTIZE_MAX_TRIALS][SEED_WARPS];
+  __shared__ long long s_potential[QUANTIZE_MAX_TRIALS];
+  __shared__ int s_best;
+  const int found = st->res.found[a];
+  if (tid < 3 * v.trials)
+    s_cand[tid / 3][tid % 3] = (int) v.plane[tid % 3][st->cand[a][tid / 3]];
+  __syncthreads ();
+  const int j = blockIdx.x * SEED_THREADS + tid;
+  long long value[QUANTIZE_MAX_TRIALS];
+#pragma unroll
+  for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
+    value[t] = 0;
+  if (j < v.n)
+    {
+      long long *d2 = &v.d2[(size_t) a * v.n + j];
+      long long d = *d2, e = sample_distance (v, j, st->res.centres[a][found - 1]);
+      d = e < d ? e : d;
+      *d2 = d;
+#pragma unroll
+      for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
+        if (t < v.trials)
+          {
+            e = sample_distance (v, j, s_cand[t]);
+            value[t] = e < d ? e : d;
+          }
+    }
+#pragma unroll
+  for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
+    if (t < v.trials)
+      {
+        long long sum = warp_sum (value[t]);
+        if (lane == 0)
+          s_warp[t][warp] = sum;
+      }
+  __syncthreads ();
+  if (tid < v.trials)
+    {
+      long long sum = 0;
+      for (int w = 0; w < SEED_WARPS; w++)
+        sum += s_warp[tid][w];
+      v.part[((size_t) a * QUANTIZE_MAX_TRIALS + tid) * v.blocks + blockIdx.x] = sum;
+    }
+  if (!last_block (&st->ticket[a]))
+    return;
+  /* the trial with the lowest potential (the first on ties) is the next centre */
+  if (warp < v.trials)
+    {
+      const long long *part = &v.part[((size_t) a * QUANTIZE_MAX_TRIALS + warp) * v.blocks];
+      long long sum = 0;
+      for (int b = lane; b < v.blocks; b += 32)
+        sum += __ldcg (&part[b]);
+      sum = warp_sum (sum);
+      if (lane == 0)
+        s_potential[warp] = sum;
+    }
+  __syncthreads ();
+  if (tid == 0)
+    {
+      int best = 0;
+      for (int t = 1; t < v.trials; t++)
+        if (s_potential[t] < s_potential[best])
+          best = t;
+      s_best = best;
+      for (int c = 0; c < 3; c++)
+        st->res.centres[a][found][c] = s_cand[best][c];
+      st->res.found[a] = found + 1;
+    }
+  __syncthreads ();
+  choose_candidates (v, a, s_best, s_cand[s_best], found + 1);
+}
+
+/* One Lloyd round on the sample for every attempt not yet settled. */
+__global__ void __launch_bounds__ (SEED_THREADS)
+seed_refine_kernel (seed_view v)
+{
+  const int a = blockIdx.y, tid = threadIdx.x;
+  seed_state *st = v.st;
+  if (st->settled[a])
+    return;
+  __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
+  __shared__ int s_sum[COUNTERS];
+  __shared__ long long s_warp[SEED_WARPS];
+  const int k = st->res.found[a];
+  for (int i = tid; i < 3 * k; i += SEED_THREADS)
+    s_centre[i / 3][i % 3] = (float) st->res.centres[a][i / 3][i % 3];
+  for (int i = tid; i < 4 * k; i += SEED_THREADS)
+    s_sum[i] = 0;
+  __syncthreads ();
+  float x[REFINE_PER_THREAD], y[REFINE_PER_THREAD], z[REFINE_PER_THREAD], best[REFINE_PER_THREAD];
+  int label[REFINE_PER_THREAD];
+#pragma unroll
+  for (int r = 0; r < REFINE_PER_THREAD; r++)
+    {
+      int j = blockIdx.x * REFINE_CHUNK + r * SEED_THREADS + tid;
+      bool in = j < v.n;
+      x[r] = in ? v.plane[0][j] : 0.0f;
+      y[r] = in ? v.plane[1][j] : 0.0f;
+      z[r] = in ? v.plane[2][j] : 0.0f;
+      best[r] = INFINITY;
+      label[r] = 0;
+    }
+  /* nearest centre, the first on ties, as nearest_block on the host */
+  for (int c = 0; c < k; c++)
+#pragma unroll
+    for (int r = 0; r < REFINE_PER_THREAD; r++)
+      {
+        float d = quantize_distance (x[r], y[r], z[r], s_centre[c]);
+        if (d < best[r])
+          {
+            best[r] = d;
+            label[r] = c;
+          }
+      }
+  long long error = 0;
+#pragma unroll
+  for (int r = 0; r < REFINE_PER_THREAD; r++)
+    if (blockIdx.x * REFINE_CHUNK + r * SEED_THREADS + tid < v.n)
+      {
+        error += (long long) best[r]; /* an integer below 2^46 (quantize.h) */
+        int *slot = s_sum + 4 * label[r];
+        atomicAdd (slot, (int) x[r]);
+        if (v.dims == 3)
+          {
+            atomicAdd (slot + 1, (int) y[r]);
+            atomicAdd (slot + 2, (int) z[r]);
+          }
+        atomicAdd (slot + 3, 1);
+      }
+  error = warp_sum (error);
+  if (tid % 32 == 0)
+    s_warp[tid / 32] = error;
+  __syncthreads ();
+  for (int i = tid; i < 4 * k; i += SEED_THREADS)
+    if (s_sum[i])
+      atomicAdd ((unsigned long long *) &st->acc[a][i], (unsigned long long) (long long) s_sum[i]);
+  if (tid == 0)
+    {
+      long long sum = 0;
+      for (int w = 0; w < SEED_WARPS; w++)
+        sum += s_warp[w];
+      atomicAdd ((unsigned long long *) &st->error_acc[a], (unsigned long long) sum);
+    }
+  if (!last_block (&st->ticket[a]))
+    return;
+  /* update_centres on the host; the last round only measures the error */
+  const int round = st->rounds[a];
+  int moved = 0;
+  if (round < v.iterations)
+    for (int c = tid; c < k; c += SEED_THREADS)
+      {
+        long long count = __ldcg (&st->acc[a][4 * c + 3]);
+        if (count > 0)
+          for (int f = 0; f < v.dims; f++)
+            {
+              int mean = (int) quantize_round_div (__ldcg (&st->acc[a][4 * c + f]), count);
+              moved |= mean != st->res.centres[a][c][f];
+              st->res.centres[a][c][f] = mean;
+            }
+      }
+  moved = __syncthreads_or (moved);
+  for (int i = tid; i < 4 * k; i += SEED_THREADS)
+    st->acc[a][i] = 0;
+  if (tid == 0)
+    {
+      st->res.error[a] = __ldcg (&st->error_acc[a]);
+      st->error_acc[a] = 0;
+      st->rounds[a] = round + 1;
+      if (round == v.iterations || !moved)
+        st->settled[a] = 1;
+    }
+}
+
+/* Device bytes of the seeding: the sample, D2 and the trials' block sums
+ * of every attempt, the state. */
+constexpr size_t SEED_PLANE_BYTES = (QUANTIZE_SAMPLE_MAX * sizeof (float) + 255) / 256 * 256;
+constexpr size_t SEED_D2_BYTES = (size_t) QUANTIZE_ATTEMPTS * QUANTIZE_SAMPLE_MAX * sizeof (long long);
+constexpr size_t SEED_PART_BYTES =
+  (size_t) QUANTIZE_ATTEMPTS * QUANTIZE_MAX_TRIALS * SEED_MAX_BLOCKS * sizeof (long long);
+constexpr size_t SEED_BYTES = 3 * SEED_PLANE_BYTES + SEED_D2_BYTES + SEED_PART_BYTES + sizeof (seed_state);
+
+
 size_t
 align_up (size_t bytes)
 {
@@ -248,8 +663,10 @@ struct quantize_device
   unsigned char        *d_src, *d_dst, *d_votes;
   float                *d_plane[3];
   long long            *d_partials, *d_totals;
-  cudaEvent_t           ev[4];
+  unsigned char        *d_seed;        /* the seeding's workspace, NULL: the host seeds */
+  cudaEvent_t           ev[8];         /* 0-3 the passes (stream 0), 4-7 the seeding */
   int                   events;        /* how many of ev exist */
+  cudaStream_t          seed_stream;   /* the seeding's, beside the image's upload */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
 };
 
@@ -304,6 +721,41 @@ compute_features (quantize_device *q, const stripe_view &v, int i)
   return s;
 }
 
+/* Faults in every page of dst's rows [y0, y0 + rows) on the host's threads,
+ * leaving the bytes as they are (an atomic OR of 0 is a write access). The
+ * driver copies device results into pageable memory on one thread, which
+ * on a fresh buffer (a new image) would take every page fault itself. */
+void
+touch_pages (cudafx_image *dst, int y0, int rows, size_t row_bytes, int threads)
+{
+  constexpr size_t PAGE = 4096; /* the smallest page size: larger ones are touched more than once */
+#pragma omp parallel for num_threads (threads) schedule (static)
+  for (int y = y0; y < y0 + rows; y++)
+    {
+      unsigned char *row = (unsigned char *) cudafx_row (dst, y);
+      for (size_t b = 0; b < row_bytes; b += PAGE)
+        __atomic_fetch_or (row + b, (unsigned char) 0, __ATOMIC_RELAXED);
+      __atomic_fetch_or (row + row_bytes - 1, (unsigned char) 0, __ATOMIC_RELAXED);
+    }
+}
+
+/* Stripe 0 of a one-stripe image to the device and its features, on stream
+ * 0 while the seeding runs on its own; the passes then find it loaded. Timed
+ * by ev[0..2]. */
+cudafx_status
+preload (quantize_device *q)
+{
+  int y0;
+  stripe_view v = view_of (q, 0, &y0);
+  cudafx_status s;
+  if ((s = cfx_check (cudaEventRecord (q->ev[0], 0), FILTER, "event")) ||
+      (s = upload_stripe (q, v, y0)) ||
+      (s = cfx_check (cudaEventRecord (q->ev[1], 0), FILTER, "event")) ||
+      (s = compute_features (q, v, 0)))
+    return s;
+  return cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event");
+}
+
 enum pass_kind { PASS_ASSIGN, PASS_MAP };
 
 /* One pass over every stripe: load, the pass's kernels, and for the mapping
@@ -348,12 +800,17 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
             break;
         }
-      if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")) ||
-          (kind == PASS_MAP &&
-           (s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
-                                              q->row_bytes, v.rows, cudaMemcpyDeviceToHost, 0),
-                           FILTER, "copy to host"))) ||
-          (s = cfx_check (cudaEventRecord (q->ev[3], 0), FILTER, "event")) ||
+      if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")))
+        break;
+      if (kind == PASS_MAP)
+        {
+          touch_pages (dst, y0, v.rows, q->row_bytes, cudafx_thread_count (q->o)); /* as the kernel runs */
+          if ((s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
+                                                 q->row_bytes, v.rows, cudaMemcpyDeviceToHost, 0),
+                              FILTER, "copy to host")))
+            break;
+        }
+      if ((s = cfx_check (cudaEventRecord (q->ev[3], 0), FILTER, "event")) ||
           (s = cfx_check (cudaStreamSynchronize (0), FILTER, "kernel")) ||
           (s = cfx_check (cudaEventElapsedTime (&up_ms, q->ev[0], q->ev[1]), FILTER, "event timing")) ||
           (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->ev[1], q->ev[2]), FILTER, "event timing")) ||
@@ -402,6 +859,9 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   q->row_bytes = (size_t) src->width * src->channels * cudafx_type_size (src->type);
   q->pitch = align_up (q->row_bytes);
   size_t budget = cfx_memory_budget ();
+  /* the seeding's workspace when it costs at most a quarter of the budget */
+  size_t seed_bytes = align_up (SEED_BYTES) <= budget / 4 ? align_up (SEED_BYTES) : 0;
+  budget -= seed_bytes;
   size_t block_bytes = COUNTERS * sizeof (long long);
   size_t blocks = (size_t) device_sms * BLOCKS_PER_SM;
   if (blocks * block_bytes > budget / 4)
@@ -423,24 +883,120 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   size_t pixels = (size_t) src->width * q->rows;
   size_t plane_bytes = align_up (pixels * sizeof (float));
   size_t vote_bytes = everyone_votes ? 0 : align_up (pixels);
-  size_t scratch = q->dims * plane_bytes + vote_bytes + blocks * block_bytes + block_bytes;
+  size_t scratch = seed_bytes + q->dims * plane_bytes + vote_bytes + blocks * block_bytes + block_bytes;
   unsigned char *d_scratch;
   if ((s = cfx_buffer (CFX_SLOT_SRC, q->pitch * q->rows, (void **) &q->d_src, FILTER)) ||
       (s = cfx_buffer (CFX_SLOT_DST, q->pitch * q->rows, (void **) &q->d_dst, FILTER)) ||
       (s = cfx_buffer (CFX_SLOT_SCRATCH, scratch, (void **) &d_scratch, FILTER)))
     return fail_cuda (q, s);
+  q->d_seed = seed_bytes ? d_scratch : NULL;
+  d_scratch += seed_bytes;
   for (int c = 0; c < q->dims; c++)
     q->d_plane[c] = (float *) (d_scratch + c * plane_bytes);
   q->d_votes = d_scratch + q->dims * plane_bytes;
   q->d_partials = (long long *) (q->d_votes + vote_bytes);
   q->d_totals = q->d_partials + blocks * COUNTERS;
 
-  for (; q->events < 4; q->events++)
+  for (; q->events < 8; q->events++)
     if ((s = cfx_check (cudaEventCreate (&q->ev[q->events]), FILTER, "event creation")))
       return fail_cuda (q, s);
   return fail_cuda (q, cfx_check (cudaMemcpyToSymbolAsync (c_decode, space->decode, sizeof space->decode,
                                                            0, cudaMemcpyHostToDevice, 0),
                                   FILTER, "copy to device"));
+}
+
+extern "C" cudafx_status
+cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp, const quantize_seeding *job,
+                           int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
+                           int *seeded)
+{
+  *seeded = 0;
+  if (!q->d_seed)
+    return CUDAFX_OK;
+  if (cfx_inject ("seed"))
+    return fail_cuda (q, cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA %s failed: %s", FILTER, "seeding",
+                                      "injected fault"));
+  seed_view v;
+  for (int c = 0; c < 3; c++)
+    v.plane[c] = (const float *) (q->d_seed + c * SEED_PLANE_BYTES);
+  v.d2 = (long long *) (q->d_seed + 3 * SEED_PLANE_BYTES);
+  v.part = (long long *) ((unsigned char *) v.d2 + SEED_D2_BYTES);
+  v.st = (seed_state *) ((unsigned char *) v.part + SEED_PART_BYTES);
+  v.n = smp->n;
+  v.dims = smp->dims;
+  v.k = job->k;
+  v.trials = job->trials;
+  v.iterations = job->iterations;
+  v.blocks = (smp->n + SEED_THREADS - 1) / SEED_THREADS;
+  v.seed = job->seed;
+  const dim3 pick_grid (v.blocks, job->attempts);
+  const dim3 refine_grid ((smp->n + REFINE_CHUNK - 1) / REFINE_CHUNK, job->attempts);
+  seed_results res;
+  cudafx_status s;
+  /* its own stream, which does not wait for stream 0 (nor it for this one) */
+  if (!q->seed_stream &&
+      (s = cfx_check (cudaStreamCreateWithFlags (&q->seed_stream, cudaStreamNonBlocking), FILTER,
+                      "stream creation")))
+    return fail_cuda (q, s);
+  cudaStream_t stream = q->seed_stream;
+  if ((s = cfx_check (cudaEventRecord (q->ev[4], stream), FILTER, "event")))
+    return fail_cuda (q, s);
+  for (int c = 0; c < 3; c++)
+    if ((s = cfx_check (cudaMemcpyAsync ((void *) v.plane[c], smp->plane[c], (size_t) smp->n * sizeof (float),
+                                         cudaMemcpyHostToDevice, stream),
+                        FILTER, "copy to device")))
+      return fail_cuda (q, s);
+  if ((s = cfx_check (cudaMemsetAsync (v.st, 0, sizeof (seed_state), stream), FILTER, "memset")) ||
+      (s = cfx_check (cudaEventRecord (q->ev[5], stream), FILTER, "event")))
+    return fail_cuda (q, s);
+  seed_first_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
+  if ((s = cfx_check_launch (FILTER, "seed_first_kernel")))
+    return fail_cuda (q, s);
+  /* every launch after the last pick of an attempt returns at once */
+  for (int pick = 1; pick < job->k; pick++)
+    {
+      seed_pick_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
+      if ((s = cfx_check_launch (FILTER, "seed_pick_kernel")))
+        return fail_cuda (q, s);
+    }
+  for (int round = 0; round <= job->iterations; round++)
+    {
+      seed_refine_kernel<<<refine_grid, SEED_THREADS, 0, stream>>> (v);
+      if ((s = cfx_check_launch (FILTER, "seed_refine_kernel")))
+        return fail_cuda (q, s);
+    }
+  if ((s = cfx_check (cudaEventRecord (q->ev[6], stream), FILTER, "event")) ||
+      (s = cfx_check (cudaMemcpyAsync (&res, &v.st->res, sizeof res, cudaMemcpyDeviceToHost, stream), FILTER,
+                      "copy to host")) ||
+      (s = cfx_check (cudaEventRecord (q->ev[7], stream), FILTER, "event")))
+    return fail_cuda (q, s);
+  /* the image goes up meanwhile when it stays on the device for every pass */
+  float up_ms = 0, kernel_ms = 0, down_ms = 0, load_ms = 0, features_ms = 0;
+  int preloaded = q->n_stripes == 1;
+  if ((preloaded && (s = preload (q))) ||
+      (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "seeding")) ||
+      (preloaded && (s = cfx_check (cudaStreamSynchronize (0), FILTER, "features"))) ||
+      (s = cfx_check (cudaEventElapsedTime (&up_ms, q->ev[4], q->ev[5]), FILTER, "event timing")) ||
+      (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->ev[5], q->ev[6]), FILTER, "event timing")) ||
+      (s = cfx_check (cudaEventElapsedTime (&down_ms, q->ev[6], q->ev[7]), FILTER, "event timing")) ||
+      (preloaded &&
+       ((s = cfx_check (cudaEventElapsedTime (&load_ms, q->ev[0], q->ev[1]), FILTER, "event timing")) ||
+        (s = cfx_check (cudaEventElapsedTime (&features_ms, q->ev[1], q->ev[2]), FILTER, "event timing")))))
+    return fail_cuda (q, s);
+  cudafx_report *report = q->o ? q->o->report : NULL;
+  if (report)
+    {
+      report->kernel_ms += kernel_ms + features_ms;
+      report->transfer_ms += up_ms + down_ms + load_ms;
+    }
+  for (int a = 0; a < job->attempts; a++)
+    {
+      found[a] = res.found[a];
+      error[a] = res.error[a];
+      memcpy (centres[a], res.centres[a], (size_t) res.found[a] * sizeof centres[a][0]);
+    }
+  *seeded = 1;
+  return CUDAFX_OK;
 }
 
 extern "C" cudafx_status
@@ -493,5 +1049,7 @@ cudafx_quantize_cuda_close (quantize_device *q)
     cfx_release_buffers (); /* after a fault, start the next call from clean buffers */
   for (int e = 0; e < q->events; e++)
     cudaEventDestroy (q->ev[e]);
+  if (q->seed_stream)
+    cudaStreamDestroy (q->seed_stream);
   delete q; /* releases the GPU lock */
 }

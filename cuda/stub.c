@@ -44,6 +44,15 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
 }
 
 cudafx_status
+cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp, const quantize_seeding *job,
+                           int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
+                           int *seeded)
+{
+  *seeded = 0;
+  return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "quantize: built without CUDA");
+}
+
+cudafx_status
 cudafx_quantize_cuda_assign (quantize_device *q, const float (*centre)[3], int k, quantize_sums *sums)
 {
   return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "quantize: built without CUDA");

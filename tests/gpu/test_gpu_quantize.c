@@ -2,7 +2,10 @@
  * `make check-gpu`: the same palette (entries, count, iterations) and the
  * same output bytes over odd sizes, channels 1-4 with and without alpha,
  * u8 and f32, both colour spaces, K = 2, 16 and 256, dither on and off; and
- * again when the device-memory cap forces stripes and a small grid. */
+ * again when the device-memory cap forces stripes and a small grid. The
+ * seeding on the device: the same palettes after one Lloyd iteration (which
+ * shows the starting centres) over K, seeds and sample sizes, and proof
+ * that it ran there (a fault injected into it). */
 #include "../unit/harness.h"
 
 #include <stdlib.h>
@@ -170,4 +173,194 @@ TEST (gpu_quantize_stripes_match_cpu)
   unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
   harness_image_free (&rgba);
   harness_image_free (&grey);
+}
+
+/* Seeding on the device: every K of the issue, seeds 1..5, both spaces, on
+ * a sample smaller than the image's 65536 cap with transparent pixels; one
+ * Lloyd iteration (the starting centres decide the palette) or ten. */
+TEST (gpu_quantize_seeding_matches_cpu)
+{
+  static const int colors[] = { 2, 3, 16, 100, 256 };
+  harness_rng r = { 37 };
+  cudafx_image rgba = harness_image_new (97, 83, 4, 1, CUDAFX_U8, 3);
+  cudafx_image grey = harness_image_new (61, 45, 1, 0, CUDAFX_F32, 4);
+  fill (&rgba, &r, 0);
+  fill (&grey, &r, 1);
+  for (int ki = 0; ki < 5; ki++)
+    for (uint32_t seed = 1; seed <= 5 && harness_failures () < 5; seed++)
+      for (int space = 0; space < 2; space++)
+        {
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.colors = colors[ki];
+          p.seed = seed;
+          p.color_space = space;
+          p.max_iterations = seed % 2 ? 1 : 10;
+          char what[96];
+          snprintf (what, sizeof what, "seeding 97x83 rgba K %d seed %u %s", p.colors, seed,
+                    space ? "rgb" : "oklab");
+          compare (&rgba, &p, what);
+          if (seed <= 2)
+            {
+              snprintf (what, sizeof what, "seeding 61x45 grey K %d seed %u %s", p.colors, seed,
+                        space ? "rgb" : "oklab");
+              compare (&grey, &p, what);
+            }
+        }
+  harness_image_free (&rgba);
+  harness_image_free (&grey);
+}
+
+/* A small image for compute-sanitizer (memcheck, racecheck): several
+ * attempts with up to 5 trials per pick, one with 7, colour and grey. */
+TEST (gpu_quantize_seeding_small_image)
+{
+  harness_rng r = { 47 };
+  cudafx_image rgba = harness_image_new (33, 21, 4, 1, CUDAFX_U8, 2);
+  cudafx_image grey = harness_image_new (19, 14, 1, 0, CUDAFX_U8, 0);
+  fill (&rgba, &r, 0);
+  fill (&grey, &r, 0);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.max_iterations = 1;
+  p.colors = 40;
+  compare (&rgba, &p, "33x21 K 40");
+  p.colors = 3;
+  p.color_space = CUDAFX_SPACE_RGB;
+  compare (&rgba, &p, "33x21 K 3 rgb");
+  p.colors = 150;
+  compare (&grey, &p, "19x14 grey K 150");
+  harness_image_free (&rgba);
+  harness_image_free (&grey);
+}
+
+/* A sample of exactly 65536 pixels and one taken from more; fewer distinct
+ * colours than K; 1x1 and 7x3 images. */
+TEST (gpu_quantize_seeding_edge_cases_match_cpu)
+{
+  harness_rng r = { 41 };
+  cudafx_image full = harness_image_new (256, 256, 3, 0, CUDAFX_U8, 0);
+  cudafx_image more = harness_image_new (300, 241, 3, 0, CUDAFX_U8, 5);
+  cudafx_image few = harness_image_new (64, 50, 4, 1, CUDAFX_U8, 0);
+  cudafx_image one = harness_image_new (1, 1, 3, 0, CUDAFX_U8, 0);
+  cudafx_image small = harness_image_new (7, 3, 2, 1, CUDAFX_F32, 0);
+  fill (&full, &r, 0);
+  fill (&more, &r, 1);
+  fill (&one, &r, 0);
+  fill (&small, &r, 0);
+  /* four colours, a quarter of the pixels transparent */
+  for (int y = 0; y < few.height; y++)
+    for (int x = 0; x < few.width; x++)
+      {
+        int b = (x / 5 + y / 3) % 4;
+        for (int c = 0; c < 3; c++)
+          harness_set (&few, x, y, c, 40 + 60 * b + 7 * c);
+        harness_set (&few, x, y, 3, (x + y) % 4 ? 255 : 0);
+      }
+  static const int colors[] = { 2, 3, 16, 100, 256 };
+  for (int ki = 0; ki < 5 && harness_failures () < 5; ki++)
+    for (int space = 0; space < 2; space++)
+      {
+        cudafx_quantize_params p;
+        cudafx_quantize_params_init (&p);
+        p.colors = colors[ki];
+        p.seed = 3 + ki;
+        p.color_space = space;
+        p.max_iterations = 1;
+        char what[96];
+        snprintf (what, sizeof what, "K %d %s", p.colors, space ? "rgb" : "oklab");
+        if (p.colors == 16 || p.colors == 256)
+          {
+            compare (&full, &p, "sample of 65536");
+            compare (&more, &p, "sample of 65536 of 72300");
+          }
+        compare (&few, &p, "four colours");
+        compare (&one, &p, "1x1");
+        compare (&small, &p, "7x3");
+      }
+  harness_image_free (&full);
+  harness_image_free (&more);
+  harness_image_free (&few);
+  harness_image_free (&one);
+  harness_image_free (&small);
+}
+
+/* The seeding runs on the device when the budget allows, the image in one
+ * stripe or several: a fault injected there fails a forced-CUDA call and
+ * sends an auto call to the CPU (a host seeding would not see it). Under a
+ * small memory cap the host seeds, and the same fault point is never
+ * reached. */
+TEST (gpu_quantize_seeding_runs_on_the_device)
+{
+  harness_rng r = { 43 };
+  cudafx_image src = harness_image_new (120, 90, 3, 0, CUDAFX_U8, 0);
+  cudafx_image ref = harness_image_new (120, 90, 3, 0, CUDAFX_U8, 0);
+  cudafx_image out = harness_image_new (120, 90, 3, 0, CUDAFX_U8, 0);
+  fill (&src, &r, 1);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  cudafx_palette want, got;
+  cudafx_options cpu = harness_cpu_options ();
+  CHECK (cudafx_quantize (&src, &ref, &p, &cpu, &want) == CUDAFX_OK, "CPU run failed");
+
+  cudafx_report report;
+  cudafx_options o = harness_cpu_options ();
+  o.report = &report;
+  setenv ("CUDAFX_CUDA_FAIL", "seed", 1);
+  o.backend = CUDAFX_BACKEND_CUDA;
+  cudafx_status s = cudafx_quantize (&src, &out, &p, &o, &got);
+  CHECK (s == CUDAFX_ERR_CUDA && strstr (cudafx_error_message (), "seeding"),
+         "forced CUDA with a seeding fault: status %d (%s)", s, cudafx_error_message ());
+  memset (&report, 0, sizeof report);
+  o.backend = CUDAFX_BACKEND_AUTO;
+  s = cudafx_quantize (&src, &out, &p, &o, &got);
+  CHECK (s == CUDAFX_OK && report.backend_used == CUDAFX_BACKEND_CPU && strstr (report.fallback, "seeding"),
+         "auto with a seeding fault: status %d, backend %d, fallback '%s'", s, report.backend_used,
+         report.fallback);
+  CHECK (s == CUDAFX_OK && same_palette (&want, &got) && harness_same_pixels (&ref, &out),
+         "the CPU fallback differs from the CPU");
+
+  /* a 24 MB cap: room for the seeding, the image in two stripes */
+  setenv ("CUDAFX_CUDA_MEM_LIMIT", "24M", 1);
+  o.backend = CUDAFX_BACKEND_CUDA;
+  cudafx_image big = harness_image_new (1200, 800, 4, 1, CUDAFX_U8, 0);
+  cudafx_image big_ref = harness_image_new (1200, 800, 4, 1, CUDAFX_U8, 0);
+  cudafx_image big_out = harness_image_new (1200, 800, 4, 1, CUDAFX_U8, 0);
+  fill (&big, &r, 1);
+  cudafx_quantize_params two = p;
+  two.max_iterations = 2;
+  cudafx_palette big_want;
+  CHECK (cudafx_quantize (&big, &big_ref, &two, &cpu, &big_want) == CUDAFX_OK, "CPU run failed");
+  s = cudafx_quantize (&big, &big_out, &two, &o, &got);
+  CHECK (s == CUDAFX_ERR_CUDA && strstr (cudafx_error_message (), "seeding"),
+         "24M cap, forced CUDA with a seeding fault: status %d (%s)", s, cudafx_error_message ());
+  unsetenv ("CUDAFX_CUDA_FAIL");
+  s = cudafx_quantize (&big, &big_out, &two, &o, &got);
+  CHECK (s == CUDAFX_OK && same_palette (&big_want, &got) && harness_same_pixels (&big_ref, &big_out),
+         "24M cap: status %d, differs from the CPU", s);
+  harness_image_free (&big);
+  harness_image_free (&big_ref);
+  harness_image_free (&big_out);
+
+  setenv ("CUDAFX_CUDA_FAIL", "seed", 1);
+  setenv ("CUDAFX_CUDA_MEM_LIMIT", "512K", 1);
+  memset (&report, 0, sizeof report);
+  s = cudafx_quantize (&src, &out, &p, &o, &got);
+  CHECK (s == CUDAFX_OK && report.backend_used == CUDAFX_BACKEND_CUDA,
+         "512K cap: the host seeds, so the seeding fault is not reached: status %d (%s)", s,
+         cudafx_error_message ());
+  CHECK (s == CUDAFX_OK && same_palette (&want, &got) && harness_same_pixels (&ref, &out),
+         "512K cap: differs from the CPU");
+  unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+  unsetenv ("CUDAFX_CUDA_FAIL");
+
+  memset (&report, 0, sizeof report);
+  s = cudafx_quantize (&src, &out, &p, &o, &got);
+  CHECK (s == CUDAFX_OK && report.backend_used == CUDAFX_BACKEND_CUDA && report.kernel_ms > 0,
+         "after the faults: status %d, backend %d, kernel %g ms", s, report.backend_used, report.kernel_ms);
+  CHECK (s == CUDAFX_OK && same_palette (&want, &got) && harness_same_pixels (&ref, &out),
+         "after the faults: differs from the CPU");
+  harness_image_free (&src);
+  harness_image_free (&ref);
+  harness_image_free (&out);
 }
