@@ -18,7 +18,11 @@
  * Direct kernels (not rank 1): each thread computes 4 outputs along a row
  * times 4 down a column from a block tile of its pixels plus the radius;
  * every tile row it reads feeds the taps of each of its 4 output rows, in
- * tap order for every output.
+ * tap order for every output. Built for 3x3 and 5x5 (loops unrolled, taps
+ * as instruction operands) and 15x15 (a tile row's taps unrolled), and for
+ * any size. Measured on an H100, 12 MP RGB u8: 5x5 0.193 ms, 15x15 0.718
+ * (the generic build alone: 0.259, 0.996; the earlier one-row kernel:
+ * 0.266, 0.966); f32 5x5 0.383, 15x15 0.761.
  *
  * Separable u8 without alpha with non-negative taps (plan->fixed16: the
  * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
@@ -32,6 +36,8 @@
  * bytes; the vertical pass treats the scratch as plain columns of elements
  * (channels need no care), each thread 4 elements times 8 output rows, with
  * 8 scratch rows in registers, each read once for every output it feeds.
+ * Measured on an H100, 12 MP RGB, sigma 5 (31 taps): 0.246 ms (the earlier
+ * two-pass kernels with fma + integer add a term: 0.487).
  *
  * Other separable kernels (f32, alpha, negative taps): a horizontal pass
  * into a float scratch (rows of the stripe plus halo), then a vertical pass
