@@ -50,8 +50,10 @@
 namespace {
 
 constexpr int TILE_W = 32, TILE_H = 32, THREADS = 128;
-constexpr int RPT = TILE_H / (THREADS / 32); /* CD: rows per thread, one warp per row band */
-constexpr int RUN = 8;                       /* AB: columns per task */
+constexpr int RPT = TILE_W * TILE_H / THREADS; /* CD: rows per thread, warps across columns */
+constexpr int RUN = 8;                         /* AB: columns per task */
+static_assert (TILE_W % 32 == 0 && THREADS % TILE_W == 0 && RPT * THREADS == TILE_W * TILE_H,
+               "CD: whole warps across the tile's columns");
 /* Pixel-pair operations per launch before the search window is split further. */
 constexpr double WORK_PER_CHUNK = 2147483648.0;
 constexpr int CHUNKS_WITH_PROGRESS = 4;
@@ -181,7 +183,7 @@ weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int p
 }
 
 template <int P, int NA, int KIND>
-__global__ void __launch_bounds__ (THREADS, 4)
+__global__ void __launch_bounds__ (THREADS, 512 / THREADS) /* 128 registers at most */
 nlmeans_kernel (cfx_stripe s, nlm_args a)
 {
   constexpr bool U8 = KIND != F32, FLAT = KIND == U8_FLAT;
@@ -223,7 +225,7 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
     }
 
   /* CD's outputs: column tx, tile rows row0 .. row0 + RPT - 1. */
-  const int tx = tid & 31, row0 = (tid >> 5) * RPT;
+  const int tx = tid % TILE_W, row0 = tid / TILE_W * RPT;
   const int out_x = bx0 + tx;
   float *scratch = (float *) s.d_scratch;
   const size_t scratch_row = (size_t) s.width * (NA + 2);
