@@ -7,7 +7,8 @@
  *
  * Same fast formulation as the CPU (Darbon et al., ISBI 2008): the loop runs
  * over search offsets and each offset's squared-difference image is filtered
- * over the patch with separable weights g (flat or Gaussian). Offsets come in
+ * over the patch with separable weights g (flat or Gaussian; flat u8 sums
+ * slide along when they are exact integers). Offsets come in
  * pairs, d(p, p+o) = d(p+o, p): one distance image serves o and -o. One
  * thread block owns a TILE_W x TILE_H tile of output pixels and keeps the
  * tile plus its halo (search + patch radius) in shared memory, loaded once:
@@ -152,6 +153,16 @@ pixel (const unsigned *px, const float *planes, int plane, int i, float (&v)[NA]
       v[c] = planes[c * plane + i];
 }
 
+/* Whether the patch sums are integers below 2^24 however they are summed
+ * (u8, flat patch, the window moved by one sum plus and one minus): then
+ * sliding sums are exact, the same floats as the CPU's sums term by term. */
+template <int P, int NA, bool FLAT>
+__device__ constexpr bool
+exact_sums ()
+{
+  return FLAT && (2 * P + 1) * (2 * P + 2) * NA * 65025 <= (1 << 24);
+}
+
 /* CD for one offset: the patch distances of the thread's RPT pixels from the
  * column of horizontal sums starting at hcol (RPT + 2P rows, top to bottom),
  * their weights, and the weighted neighbours, the first at tile index nb. */
@@ -164,13 +175,19 @@ weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int p
 #pragma unroll
   for (int i = 0; i < RPT + 2 * P; i++)
     hv[i] = hcol[i * hs];
+  float d = 0.0f;
 #pragma unroll
   for (int j = 0; j < RPT; j++)
     {
-      float d = FLAT ? hv[j] : a.g[0] * hv[j];
+      if (exact_sums<P, NA, FLAT> () && j > 0)
+        d = d + hv[j + 2 * P] - hv[j - 1];
+      else
+        {
+          d = FLAT ? hv[j] : a.g[0] * hv[j];
 #pragma unroll
-      for (int i = 1; i <= 2 * P; i++)
-        d += FLAT ? hv[j + i] : a.g[i] * hv[j + i];
+          for (int i = 1; i <= 2 * P; i++)
+            d += FLAT ? hv[j + i] : a.g[i] * hv[j + i];
+        }
       float w = nlmeans_exp_neg (d * a.scale - a.offset);
       float v[NA];
       pixel<NA, U8> (px, planes, plane, nb + j * iws, v);
@@ -267,13 +284,19 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
             for (int k = 0; k < RUN + 2 * P; k++)
               e[k] = distance<NA, U8> (px, planes, plane, q + k, q + k + shift);
             float *hrow = Hs + hr * L.hs + run * RUN;
+            float h = 0.0f;
 #pragma unroll
             for (int k = 0; k < RUN; k++)
               {
-                float h = FLAT ? e[k] : a.g[0] * e[k];
+                if (exact_sums<P, NA, FLAT> () && k > 0)
+                  h = h + e[k + 2 * P] - e[k - 1];
+                else
+                  {
+                    h = FLAT ? e[k] : a.g[0] * e[k];
 #pragma unroll
-                for (int j = 1; j <= 2 * P; j++)
-                  h += FLAT ? e[k + j] : a.g[j] * e[k + j];
+                    for (int j = 1; j <= 2 * P; j++)
+                      h += FLAT ? e[k + j] : a.g[j] * e[k + j];
+                  }
                 hrow[k] = h;
               }
           }

@@ -161,7 +161,7 @@ TEST (gpu_nlmeans_auto_matches_cpu)
   for (int capped = 0; capped < 2; capped++)
     {
       if (capped)
-        setenv ("CUDAFX_CUDA_MEM_LIMIT", "256K", 1);
+        setenv ("CUDAFX_CUDA_MEM_LIMIT", "512K", 1); /* a few stripes */
       for (size_t li = 0; li < sizeof layouts / sizeof *layouts; li++)
         for (int type = 0; type < 2; type++)
           {
