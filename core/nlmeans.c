@@ -31,8 +31,8 @@
  * left to right; vertical d = g_0 h(y-P) + ... + g_2P h(y+P), top to bottom;
  * weight nlmeans_exp_neg (d * dist_scale - dist_offset) (core/nlmeans.h).
  * Only the order in which the weighted values are summed over the offsets
- * differs between the two (here by half-window rows, there in raster order
- * over the window); the centre term is added last on both.
+ * differs between the two (here by half-window rows, there pair by pair, o
+ * then -o); the centre term is added last on both.
  *
  * Noise sigma: Immerkaer's Laplacian-difference operator (1996), made robust
  * with the median absolute value instead of the mean: per colour channel
@@ -46,8 +46,9 @@
  * a tile's working set stays in cache. The tile layout does not depend on the
  * thread count, so neither does the output.
  *
- * cuda/nlmeans.cu is the GPU path; the noise estimate and the parameter
- * choice stay here, on the CPU, for both. */
+ * cuda/nlmeans.cu is the GPU path: it counts the same noise histograms
+ * (core/nlmeans.h's nlmeans_noise_bin) and hands them to
+ * nlmeans_noise_counted here, so both backends get the same sigma and plan. */
 #include "engine.h"
 #include "nlmeans.h"
 #include "../cuda/cudafx_cuda.h"
@@ -59,17 +60,6 @@
 
 #define TILE_H 64
 #define TILE_W 256
-/* Noise histogram: |residual| in bins of 1/4 on the 0..255 scale. */
-#define NOISE_BINS 4096
-#define NOISE_BINS_PER_UNIT 4.0
-
-typedef struct {
-  const cudafx_image *src;
-  cudafx_image       *dst;
-  int                 colours; /* colour channels: channels minus alpha */
-  nlmeans_plan        plan;
-} nlmeans_job;
-
 /* One thread's buffers, sized for the largest tile. */
 typedef struct {
   float *planes;  /* colour planes of the tile plus halo, 0..255 scale */
@@ -362,9 +352,8 @@ work_alloc (nlmeans_work *wk, int colours, int tile_w, int tile_h, int P, int S)
 }
 
 static cudafx_status
-nlmeans_cpu (void *job_, const cudafx_options *o)
+denoise_cpu (const nlmeans_job *job, const cudafx_options *o)
 {
-  const nlmeans_job *job = job_;
   const int W = job->src->width, H = job->src->height;
   const int tiles_x = (W + TILE_W - 1) / TILE_W, tiles_y = (H + TILE_H - 1) / TILE_H;
   const int tile_w = (W + tiles_x - 1) / tiles_x, tile_h = (H + tiles_y - 1) / tiles_y;
@@ -404,42 +393,84 @@ nlmeans_cpu (void *job_, const cudafx_options *o)
   return s;
 }
 
-/* The GPU path (cuda/nlmeans.cu) with the same parameters and weights. */
+static cudafx_status count_noise (const cudafx_image *src, int colours, const cudafx_options *o,
+                                  uint64_t **out);
+
+/* The estimate (if asked) and the filter (if dst) on the CPU. */
+static cudafx_status
+nlmeans_cpu (void *job_, const cudafx_options *o)
+{
+  nlmeans_job *job = job_;
+  if (job->estimate)
+    {
+      uint64_t *hist;
+      cudafx_status s = count_noise (job->src, job->colours, o, &hist);
+      if (s)
+        return s;
+      nlmeans_noise_counted (job, hist);
+      free (hist);
+    }
+  return job->dst ? denoise_cpu (job, o) : CUDAFX_OK;
+}
+
+/* The GPU path (cuda/nlmeans.cu): the same histograms, parameters and weights. */
 static cudafx_status
 nlmeans_cuda (void *job_, const cudafx_options *o)
 {
-  const nlmeans_job *job = job_;
-  return cudafx_nlmeans_cuda (job->src, job->dst, &job->plan, o);
+  return cudafx_nlmeans_cuda (job_, o);
 }
 
-/* Whether one of the three values from v on is clipped to the range's ends. */
-static inline int
-clipped (const float *v)
+/* Noise sigma from the histograms: per colour channel the median of |l|,
+ * with linear interpolation inside its bin; bin b holds [b - 1/2, b + 1/2) /
+ * NLMEANS_NOISE_BINS_PER_UNIT, so integer residuals (u8 data) sit at bin
+ * centres and all zeros give 0. |l| of white noise sigma is half-normal of
+ * scale 6 sigma (the mask's squared taps sum to 36), median 0.6745 * 6 sigma. */
+static double
+noise_sigma (const uint64_t *hist, int colours)
 {
-  return v[0] <= 0.0f || v[0] >= 255.0f || v[1] <= 0.0f || v[1] >= 255.0f || v[2] <= 0.0f
-         || v[2] >= 255.0f;
+  double sum_sq = 0.0;
+  for (int c = 0; c < colours; c++)
+    {
+      const uint64_t *hc = hist + (size_t) c * NLMEANS_NOISE_BINS;
+      uint64_t count = 0;
+      for (int b = 0; b < NLMEANS_NOISE_BINS; b++)
+        count += hc[b];
+      double half = count / 2.0, cum = 0.0, median = 0.0;
+      for (int b = 0; b < NLMEANS_NOISE_BINS; b++)
+        {
+          double nb = (double) hc[b];
+          if (cum + nb >= half && nb > 0)
+            {
+              median = fmax (0.0, b - 0.5 + (half - cum) / nb) / NLMEANS_NOISE_BINS_PER_UNIT;
+              break;
+            }
+          cum += nb;
+        }
+      double sc = median / (6.0 * 0.6744897501960817);
+      sum_sq += sc * sc;
+    }
+  return sqrt (sum_sq / colours);
 }
 
-/* Robust noise sigma of the colour channels, 0..255 scale (see header). */
+/* The noise histograms of the colour channels on the CPU (see header):
+ * per thread, then summed into the first thread's. */
 static cudafx_status
-estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, double *sigma)
+count_noise (const cudafx_image *src, int colours, const cudafx_options *o, uint64_t **out)
 {
   const int W = src->width, H = src->height;
-  *sigma = 0.0;
-  if (W < 3 || H < 3)
-    return CUDAFX_OK;
   int threads = cudafx_thread_count (o);
   size_t hist_n, rows_n;
-  if (size_mul ((size_t) threads * colours, NOISE_BINS, &hist_n) ||
+  *out = NULL;
+  if (size_mul ((size_t) threads * colours, NLMEANS_NOISE_BINS, &hist_n) ||
       size_mul ((size_t) threads * 3, W, &rows_n))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
   uint64_t *hist = calloc (hist_n, sizeof *hist);
   float *rows = malloc (rows_n * sizeof *rows);
-  cudafx_status s = CUDAFX_OK;
   if (!hist || !rows)
     {
-      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
-      goto out;
+      free (hist);
+      free (rows);
+      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
     }
 
 #pragma omp parallel num_threads (threads)
@@ -450,98 +481,88 @@ estimate_sigma (const cudafx_image *src, int colours, const cudafx_options *o, d
     for (int y = 1; y < H - 1; y++)
       for (int c = 0; c < colours; c++)
         {
-          uint64_t *hc = hist + ((size_t) t * colours + c) * NOISE_BINS;
+          uint64_t *hc = hist + ((size_t) t * colours + c) * NLMEANS_NOISE_BINS;
           load_row (src, y - 1, c, 0, W, r0);
           load_row (src, y, c, 0, W, r1);
           load_row (src, y + 1, c, 0, W, r2);
           for (int x = 1; x < W - 1; x++)
             {
-              /* Clipped values carry less noise than sigma (dark or
-               * blown-out areas): leave their neighbourhoods out. */
-              if (clipped (r0 + x - 1) || clipped (r1 + x - 1) || clipped (r2 + x - 1))
-                continue;
-              /* Immerkaer's mask [1 -2 1; -2 4 -2; 1 -2 1]: the difference of
-               * two Laplacians, blind to linear ramps. */
-              float l = (r0[x - 1] + r0[x + 1] + r2[x - 1] + r2[x + 1])
-                        - 2.0f * (r0[x] + r2[x] + r1[x - 1] + r1[x + 1]) + 4.0f * r1[x];
-              double b = fabs ((double) l) * NOISE_BINS_PER_UNIT + 0.5;
-              hc[b < NOISE_BINS - 1 ? (int) b : NOISE_BINS - 1]++;
+              int b = nlmeans_noise_bin (r0 + x - 1, r1 + x - 1, r2 + x - 1);
+              if (b >= 0)
+                hc[b]++;
             }
         }
   }
-
-  double sum_sq = 0.0;
-  for (int c = 0; c < colours; c++)
-    {
-      uint64_t count = 0;
-      for (int t = 0; t < threads; t++)
-        for (int b = 0; b < NOISE_BINS; b++)
-          count += hist[((size_t) t * colours + c) * NOISE_BINS + b];
-      /* Median of |l| with linear interpolation inside its bin; bin b
-       * holds [b - 1/2, b + 1/2) / NOISE_BINS_PER_UNIT, so integer
-       * residuals (u8 data) sit at bin centres and all zeros give 0. */
-      double half = count / 2.0, cum = 0.0, median = 0.0;
-      for (int b = 0; b < NOISE_BINS; b++)
-        {
-          double nb = 0.0;
-          for (int t = 0; t < threads; t++)
-            nb += hist[((size_t) t * colours + c) * NOISE_BINS + b];
-          if (cum + nb >= half && nb > 0)
-            {
-              median = fmax (0.0, b - 0.5 + (half - cum) / nb) / NOISE_BINS_PER_UNIT;
-              break;
-            }
-          cum += nb;
-        }
-      /* |l| of white noise sigma: half-normal of scale 6 sigma (the mask's
-       * squared taps sum to 36), median 0.6745 * 6 sigma. */
-      double sc = median / (6.0 * 0.6744897501960817);
-      sum_sq += sc * sc;
-    }
-  *sigma = sqrt (sum_sq / colours);
-
-out:
-  free (hist);
+  for (int t = 1; t < threads; t++)
+    for (size_t i = 0; i < (size_t) colours * NLMEANS_NOISE_BINS; i++)
+      hist[i] += hist[(size_t) t * colours * NLMEANS_NOISE_BINS + i];
   free (rows);
-  return s;
+  *out = hist;
+  return CUDAFX_OK;
 }
 
-/* Parameters for noise sigma. Grey: Buades, Coll, Morel, IPOL 2011, table 1
- * (search 35x35 is radius 17). Colour: IPOL's table 2 up to sigma 15; above,
- * measured on the colour photos of tests/data (tests/quality, README):
- * 5x5 patches with Gaussian weights (std dev 1.5), the centre weighing as
- * its most similar neighbour and a 21x21 search beat IPOL's 5x5 flat
- * patches, centre 1 and 35x35 search by 0.3 dB at sigma 30, 0.5 dB at 50. */
+/* Parameters for noise sigma, by the first row whose max_sigma is not
+ * exceeded. Grey: Buades, Coll, Morel, IPOL 2011, table 1 (search 35x35 is
+ * radius 17). Colour: IPOL's table 2 up to sigma 15; above, measured on the
+ * colour photos of tests/data (tests/quality, README): 5x5 patches with
+ * Gaussian weights (std dev 1.5), the centre weighing as its most similar
+ * neighbour and a 21x21 search beat IPOL's 5x5 flat patches, centre 1 and
+ * 35x35 search by 0.3 dB at sigma 30, 0.5 dB at 50. */
+typedef struct {
+  double max_sigma;
+  int    P, S;
+  double k; /* h = k sigma */
+  double patch_sigma;
+  int    centre_max;
+} auto_params;
+
+static const auto_params grey_params[] = {
+  { 15, 1, 10, 0.40, 0, 0 },
+  { 30, 2, 10, 0.40, 0, 0 },
+  { 45, 3, 17, 0.35, 0, 0 },
+  { 75, 4, 17, 0.35, 0, 0 },
+  { INFINITY, 5, 17, 0.30, 0, 0 },
+};
+static const auto_params colour_params[] = {
+  { 15, 1, 10, 0.55, 0, 0 },
+  { 30, 2, 10, 0.55, 1.5, 1 },
+  { INFINITY, 2, 10, 0.50, 1.5, 1 },
+};
+
+static const auto_params *
+auto_table (int colours, size_t *n)
+{
+  *n = colours == 1 ? sizeof grey_params / sizeof *grey_params
+                    : sizeof colour_params / sizeof *colour_params;
+  return colours == 1 ? grey_params : colour_params;
+}
+
 static void
 choose_params (double sigma, int colours, cudafx_nlmeans_info *info)
 {
-  int P, S, centre_max = 0;
-  double k, patch_sigma = 0.0;
-  if (colours == 1)
-    {
-      if (sigma <= 15)      { P = 1; S = 10; k = 0.40; }
-      else if (sigma <= 30) { P = 2; S = 10; k = 0.40; }
-      else if (sigma <= 45) { P = 3; S = 17; k = 0.35; }
-      else if (sigma <= 75) { P = 4; S = 17; k = 0.35; }
-      else                  { P = 5; S = 17; k = 0.30; }
-    }
-  else if (sigma <= 15)
-    {
-      P = 1; S = 10; k = 0.55;
-    }
-  else
-    {
-      P = 2; S = 10; k = sigma <= 30 ? 0.55 : 0.50;
-      patch_sigma = 1.5;
-      centre_max = 1;
-    }
-  double h = k * sigma;
+  size_t n;
+  const auto_params *a = auto_table (colours, &n);
+  while (sigma > a->max_sigma)
+    a++;
+  double h = a->k * sigma;
   info->sigma = sigma;
   info->h = h < 0.1 ? 0.1 : h > 100 ? 100 : h;
-  info->patch_radius = P;
-  info->search_radius = S;
-  info->patch_sigma = patch_sigma;
-  info->centre_max = centre_max;
+  info->patch_radius = a->P;
+  info->search_radius = a->S;
+  info->patch_sigma = a->patch_sigma;
+  info->centre_max = a->centre_max;
+}
+
+/* The largest search plus patch radius choose_params can pick. */
+static int
+auto_max_halo (int colours)
+{
+  size_t n;
+  const auto_params *a = auto_table (colours, &n);
+  int halo = 0;
+  for (size_t i = 0; i < n; i++)
+    halo = a[i].S + a[i].P > halo ? a[i].S + a[i].P : halo;
+  return halo;
 }
 
 /* The plan of a run with the parameters in used; s the noise sigma
@@ -581,19 +602,32 @@ cudafx_nlmeans_params_init (cudafx_nlmeans_params *p)
   p->sigma = 0.0;
 }
 
+void
+nlmeans_noise_counted (nlmeans_job *job, const uint64_t *hist)
+{
+  double sigma = noise_sigma (hist, job->colours);
+  if (job->automatic)
+    {
+      choose_params (sigma, job->colours, &job->used);
+      make_plan (&job->used, job->colours, sigma, &job->plan);
+    }
+  else
+    job->used.sigma = sigma;
+}
+
 cudafx_status
 cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudafx_nlmeans_info *info)
 {
   cudafx_status s;
-  double sigma;
   cudafx_clear_error ();
   if ((s = cudafx_check_image ("nl-means", N_("source"), src)))
     return s;
   if (!info)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: info is NULL");
-  if ((s = estimate_sigma (src, colour_channels (src), o, &sigma)))
+  nlmeans_job job = { .src = src, .colours = colour_channels (src), .estimate = 1, .automatic = 1 };
+  if ((s = cudafx_dispatch ("nl-means", nlmeans_cpu, nlmeans_cuda, &job, o)))
     return s;
-  choose_params (sigma, colour_channels (src), info);
+  *info = job.used;
   return CUDAFX_OK;
 }
 
@@ -602,7 +636,6 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
                 const cudafx_options *o, cudafx_nlmeans_info *info)
 {
   cudafx_status s;
-  cudafx_nlmeans_info used;
   if ((s = cudafx_check_pair ("nl-means", src, dst)))
     return s;
   if (!p)
@@ -616,35 +649,31 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
                         p->sigma);
 
   const int colours = colour_channels (src);
-  double subtract = 0.0;
+  nlmeans_job job = { .src = src, .dst = dst, .colours = colours };
   if (p->automatic && p->sigma > 0.0)
     {
-      used.sigma = subtract = p->sigma;
-      choose_params (p->sigma, colours, &used);
+      choose_params (p->sigma, colours, &job.used);
+      make_plan (&job.used, colours, p->sigma, &job.plan);
     }
   else if (p->automatic)
     {
-      if ((s = cudafx_nlmeans_estimate (src, o, &used)))
-        return s;
-      subtract = used.sigma;
+      /* The plan comes from the estimate, which the backend makes first. */
+      job.estimate = job.automatic = 1;
+      job.max_halo = auto_max_halo (colours);
     }
   else
     {
       /* The estimate is only reported in manual mode: skip it when unseen. */
-      used.sigma = 0.0;
-      if (info && (s = estimate_sigma (src, colours, o, &used.sigma)))
-        return s;
-      used.h = p->h;
-      used.patch_radius = p->patch_radius;
-      used.search_radius = p->search_radius;
-      used.patch_sigma = 0.0;
-      used.centre_max = 0;
+      job.estimate = info != NULL;
+      job.used.h = p->h;
+      job.used.patch_radius = p->patch_radius;
+      job.used.search_radius = p->search_radius;
+      make_plan (&job.used, colours, 0.0, &job.plan);
+      job.max_halo = p->patch_radius + p->search_radius;
     }
 
-  nlmeans_job job = { .src = src, .dst = dst, .colours = colours };
-  make_plan (&used, colours, subtract, &job.plan);
   s = cudafx_dispatch ("nl-means", nlmeans_cpu, nlmeans_cuda, &job, o);
   if (s == CUDAFX_OK && info)
-    *info = used;
+    *info = job.used;
   return s;
 }

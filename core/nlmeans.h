@@ -1,12 +1,14 @@
 /* NL-means plan: the parameters and the weight function both backends
- * compute with (engine-internal; core/nlmeans.c makes the plan and is the
- * reference, cuda/nlmeans.cu copies its arithmetic). See core/nlmeans.c's
- * header for the formula and the order of the sums. */
+ * compute with, the noise residual both count, and the job a backend runs
+ * (engine-internal; core/nlmeans.c makes the plan and is the reference,
+ * cuda/nlmeans.cu copies its arithmetic). See core/nlmeans.c's header for the
+ * formula and the order of the sums. */
 #ifndef CUDAFX_NLMEANS_H
 #define CUDAFX_NLMEANS_H
 
 #include "cudafx.h"
 
+#include <math.h>
 #include <stdint.h>
 
 #define NLMEANS_MAX_PATCH_RADIUS 5
@@ -54,5 +56,53 @@ nlmeans_centre_weight (int centre_max, float max_weight)
 {
   return centre_max && max_weight > 0.0f ? max_weight : 1.0f;
 }
+
+/* Noise histogram: |residual| in bins of 1/4 on the 0..255 scale. */
+#define NLMEANS_NOISE_BINS 4096
+#define NLMEANS_NOISE_BINS_PER_UNIT 4.0
+
+/* Whether one of the three values from v on is clipped to the range's ends. */
+static inline NLMEANS_HOST_DEVICE int
+nlmeans_clipped (const float *v)
+{
+  return v[0] <= 0.0f || v[0] >= 255.0f || v[1] <= 0.0f || v[1] >= 255.0f || v[2] <= 0.0f
+         || v[2] >= 255.0f;
+}
+
+/* The noise histogram's bin for the 3x3 neighbourhood whose rows start at
+ * r0, r1, r2 (0..255 scale), or -1 when it holds a clipped value (clipping
+ * hides noise: dark or blown-out areas are left out). Immerkaer's mask
+ * [1 -2 1; -2 4 -2; 1 -2 1], the difference of two Laplacians, blind to
+ * linear ramps; the same float and double arithmetic on both backends, so
+ * their histograms are the same counts. */
+static inline NLMEANS_HOST_DEVICE int
+nlmeans_noise_bin (const float *r0, const float *r1, const float *r2)
+{
+  if (nlmeans_clipped (r0) || nlmeans_clipped (r1) || nlmeans_clipped (r2))
+    return -1;
+  float l = (r0[0] + r0[2] + r2[0] + r2[2]) - 2.0f * (r0[1] + r2[1] + r1[0] + r1[2]) + 4.0f * r1[1];
+  double b = fabs ((double) l) * NLMEANS_NOISE_BINS_PER_UNIT + 0.5;
+  return b < NLMEANS_NOISE_BINS - 1 ? (int) b : NLMEANS_NOISE_BINS - 1;
+}
+
+/* One run of the filter (or of the estimate alone) as a backend gets it. */
+typedef struct {
+  const cudafx_image *src;
+  cudafx_image       *dst;      /* NULL: the noise estimate only */
+  int                 colours;  /* colour channels: channels minus alpha */
+  int                 estimate; /* count the noise first, then nlmeans_noise_counted */
+  int                 automatic; /* the parameters follow the estimate */
+  int                 max_halo; /* the largest S + P the plan can get from the estimate */
+  cudafx_nlmeans_info used;     /* the parameters (and sigma) of the run */
+  nlmeans_plan        plan;
+} nlmeans_job;
+
+/* From the noise histograms, colours x NLMEANS_NOISE_BINS counts over the
+ * whole image: the sigma in job->used, and in automatic mode the parameters
+ * and the plan. Both backends call it. */
+#ifdef __cplusplus
+extern "C"
+#endif
+void nlmeans_noise_counted (nlmeans_job *job, const uint64_t *hist);
 
 #endif /* CUDAFX_NLMEANS_H */

@@ -187,6 +187,30 @@ upload_rows (const char *filter, const cudafx_image *src, int v0, int v1, cudafx
   return CUDAFX_OK;
 }
 
+/* Aligned rows for coalesced access. */
+static size_t
+stripe_pitch (const cudafx_image *src)
+{
+  size_t row_bytes = (size_t) src->width * src->channels * cudafx_type_size (src->type);
+  return (row_bytes + 255) / 256 * 256;
+}
+
+int
+cfx_stripe_rows (const cudafx_image *src, int halo, size_t scratch_row_bytes, size_t *budget,
+                 size_t *need)
+{
+  size_t pitch = stripe_pitch (src);
+  *budget = cfx_memory_budget ();
+  /* Per output row: one input row, one output row, scratch; plus 2*halo rows once. */
+  size_t per_row = 2 * pitch + scratch_row_bytes;
+  size_t fixed = 2 * (size_t) halo * (pitch + scratch_row_bytes);
+  *need = fixed + per_row;
+  if (*budget <= *need)
+    return 0;
+  size_t max_rows = (*budget - fixed) / per_row;
+  return max_rows < (size_t) src->height ? (int) max_rows : src->height;
+}
+
 cudafx_status
 cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst, int halo,
                  cudafx_border border, size_t scratch_row_bytes, cfx_stripe_fn fn, void *ctx,
@@ -198,17 +222,12 @@ cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
     return s;
 
   size_t row_bytes = (size_t) src->width * src->channels * cudafx_type_size (src->type);
-  size_t pitch = (row_bytes + 255) / 256 * 256; /* aligned rows for coalesced access */
-  size_t budget = cfx_memory_budget ();
-  /* Per output row: one input row, one output row, scratch; plus 2*halo rows once. */
-  size_t per_row = 2 * pitch + scratch_row_bytes;
-  size_t fixed = 2 * (size_t) halo * (pitch + scratch_row_bytes);
-  if (budget <= fixed + per_row)
+  size_t pitch = stripe_pitch (src), budget, need;
+  int rows = cfx_stripe_rows (src, halo, scratch_row_bytes, &budget, &need);
+  if (!rows)
     return cudafx_fail (CUDAFX_ERR_CUDA,
                         "%s: CUDA out of memory: %zu bytes of device memory allowed, a stripe needs %zu",
-                        filter, budget, fixed + per_row);
-  size_t max_rows = (budget - fixed) / per_row;
-  int rows = max_rows < (size_t) src->height ? (int) max_rows : src->height;
+                        filter, budget, need);
   int n_stripes = (src->height + rows - 1) / rows;
   rows = (src->height + n_stripes - 1) / n_stripes; /* even stripes */
 
@@ -251,9 +270,9 @@ cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
           (s = cfx_check (cudaEventRecord (ev[1], stream), filter, "event")) ||
           (s = fn (ctx, &st)) ||
           (s = cfx_check (cudaEventRecord (ev[2], stream), filter, "event")) ||
-          (s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, d_dst, pitch, row_bytes, n,
-                                             cudaMemcpyDeviceToHost, stream),
-                          filter, "copy to host")) ||
+          (dst && (s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, d_dst, pitch,
+                                                     row_bytes, n, cudaMemcpyDeviceToHost, stream),
+                                  filter, "copy to host"))) ||
           (s = cfx_check (cudaEventRecord (ev[3], stream), filter, "event")) ||
           (s = cfx_check (cudaStreamSynchronize (stream), filter, "kernel")) ||
           (s = cfx_check (cudaEventElapsedTime (&up_ms, ev[0], ev[1]), filter, "event timing")) ||

@@ -39,7 +39,8 @@ typedef cudafx_status (*cfx_stripe_fn) (void *ctx, const cfx_stripe *s);
 
 /* Runs fn over the image in stripes sized to the device-memory budget,
  * copying each stripe (with halo rows made up by `border`) to the device and
- * its result back. Holds the process-wide GPU lock for the whole call. */
+ * its result back (dst NULL: nothing comes back, fn only reads). Holds the
+ * process-wide GPU lock for the whole call. */
 cudafx_status cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
                                int halo, cudafx_border border, size_t scratch_row_bytes,
                                cfx_stripe_fn fn, void *ctx, const cudafx_options *o);
@@ -48,13 +49,19 @@ cudafx_status cfx_run_stripes (const char *filter, const cudafx_image *src, cuda
  * it (k-means visits the whole image once per iteration). Hold cfx_lock
  * around every use of the others. */
 std::unique_lock<std::mutex> cfx_lock ();
-/* Grow-only device buffers kept across calls (dialog previews call often). */
-enum cfx_slot { CFX_SLOT_SRC, CFX_SLOT_DST, CFX_SLOT_SCRATCH, CFX_N_SLOTS };
+/* Grow-only device buffers kept across calls (dialog previews call often);
+ * AUX for a filter's small extras (nl-means' noise histograms). */
+enum cfx_slot { CFX_SLOT_SRC, CFX_SLOT_DST, CFX_SLOT_SCRATCH, CFX_SLOT_AUX, CFX_N_SLOTS };
 cudafx_status cfx_buffer (cfx_slot slot, size_t bytes, void **out, const char *filter);
 /* After a CUDA fault: the next call starts from fresh buffers. */
 void cfx_release_buffers ();
 /* Bytes a call may hold on the device (CUDAFX_CUDA_MEM_LIMIT caps it). */
 size_t cfx_memory_budget ();
+/* Rows per stripe cfx_run_stripes would use for src with halo and scratch
+ * (at most the image's height; 0: not even one row fits), with the budget
+ * and the bytes of a one-row stripe. */
+int cfx_stripe_rows (const cudafx_image *src, int halo, size_t scratch_row_bytes, size_t *budget,
+                     size_t *need);
 /* 1 when CUDAFX_CUDA_FAIL names this point (alloc, launch, stripeN). */
 int cfx_inject (const char *point);
 

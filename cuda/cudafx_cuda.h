@@ -20,9 +20,11 @@ int cudafx_cuda_probe (char *name, size_t name_size, char *why, size_t why_size)
 /* Launchers: validated arguments in, status out (message via cudafx_fail). */
 cudafx_status cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst,
                                   const cudafx_median_params *p, const cudafx_options *o);
-/* NL-means with the plan core/nlmeans.c made (its header: the formula). */
-cudafx_status cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst,
-                                   const nlmeans_plan *plan, const cudafx_options *o);
+/* NL-means with the plan core/nlmeans.c made (its header: the formula); with
+ * job->estimate the noise histograms are counted on the device first and
+ * handed to nlmeans_noise_counted, which completes the plan (or, without
+ * job->dst, is all the job asks). */
+cudafx_status cudafx_nlmeans_cuda (nlmeans_job *job, const cudafx_options *o);
 
 /* plan from core/convolve.c; border for columns and the stripe's rows. */
 cudafx_status cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst,

@@ -1,200 +1,313 @@
-/* Non-local means on the GPU; core/nlmeans.c is the CPU reference and its
- * header gives the formula (Buades, Coll, Morel 2005; IPOL 2011 weights) and
- * the order of the arithmetic, which this file follows: with nvcc
- * --fmad=false and no fused multiply-add below except in the weighted sums,
- * the patch distances and weights are the same floats as the CPU's; only the
- * order in which the weighted values are summed differs.
+/* Non-local means on the GPU, and its noise estimate; core/nlmeans.c is the
+ * CPU reference and its header gives the formula (Buades, Coll, Morel 2005;
+ * IPOL 2011 weights) and the order of the arithmetic, which this file
+ * follows: with nvcc --fmad=false and no fused multiply-add below except in
+ * the weighted sums, the patch distances and weights are the same floats as
+ * the CPU's; only the order in which the weighted values are summed differs.
  *
  * Same fast formulation as the CPU (Darbon et al., ISBI 2008): the loop runs
  * over search offsets and each offset's squared-difference image is filtered
- * over the patch with separable weights g (flat or Gaussian). One thread
- * block owns a TILE_W x TILE_H tile of output pixels and keeps the tile plus
- * its halo (search + patch radius) as float colour planes in shared memory,
- * loaded once. Per offset o != 0:
- *   A. e = sum_c (I_c(q) - I_c(q+o))^2 for the tile plus the patch halo into
- *      shared memory; each thread keeps I_c(q) of its fixed positions in
- *      registers, so only the shifted pixel is read;
- *   B. horizontal sums g_0 e(x-P) + ... + g_2P e(x+P), each thread a run of
- *      RUN columns;
- *   C. vertical sums g_0 h(y-P) + ... + g_2P h(y+P), each thread one column
- *      and ROWS_PER_THREAD rows, the weight nlmeans_exp_neg (d * scale -
- *      offset), the weighted sum, the sum of weights and the largest weight,
- *      kept in registers across offsets.
+ * over the patch with separable weights g (flat or Gaussian; flat u8 sums
+ * slide along when they are exact integers). Offsets come in
+ * pairs, d(p, p+o) = d(p+o, p): one distance image serves o and -o. One
+ * thread block owns a TILE_W x TILE_H tile of output pixels and keeps the
+ * tile plus its halo (search + patch radius) in shared memory, loaded once:
+ * u8 pixels as one 32-bit word of colour bytes (squared differences summed
+ * over the channels by __vabsdiffu4 and __dp4a, exact integers as on the
+ * CPU), f32 as float colour planes. Per pair o = (dx, dy), dy > 0 or dy = 0
+ * and dx > 0:
+ *   AB. the horizontal patch sums h = g_0 e(x-P) + ... + g_2P e(x+P) of the
+ *       squared differences e(q) = sum_c (I_c(q) - I_c(q+o))^2, for the
+ *       rows and columns both offsets need (the tile, and the tile moved by
+ *       -o), into shared memory; each task one row and RUN columns, its
+ *       squared differences in registers;
+ *   CD. each thread one column and RPT rows of the tile: the vertical sums
+ *       g_0 h(y-P) + ... + g_2P h(y+P) at p (weight of o) and at p - o
+ *       (weight of -o), the weight nlmeans_exp_neg (d * scale - offset),
+ *       the weighted sums, the sum of weights and the largest weight, kept in
+ *       registers across offsets.
  * After the last offset the centre is added with weight 1 or the largest
  * weight (plan.centre_max); alpha is copied. Borders clamp: the stripe
  * runner makes up rows, the tile load clamps columns.
  *
  * The search window's rows are split into chunks (launches), the partial
  * sums kept in the stripe's scratch between them, so a long run reports
- * progress and answers cancel between chunks. */
+ * progress and answers cancel between chunks.
+ *
+ * Noise estimate (automatic mode, or a manual run that reports sigma):
+ * noise_kernel counts core/nlmeans.h's nlmeans_noise_bin per colour channel
+ * into shared-memory histograms of integer counts, added to the device's
+ * with integer atomics: order-free, so the counts, and from them sigma and
+ * the plan (nlmeans_noise_counted, on the host), equal the CPU's. An image
+ * that fits the device in one stripe with the largest halo the estimate
+ * can lead to is uploaded once for the estimate and the filter; a larger one
+ * is counted stripe by stripe (a 1-row halo) before it is filtered. */
 #include "context.cuh"
 
 #include <math.h>
 #include <string.h>
+#include <vector>
 
 namespace {
 
 constexpr int TILE_W = 32, TILE_H = 32, THREADS = 128;
-constexpr int ROWS_PER_THREAD = TILE_H / (THREADS / 32); /* pass C: one warp per row band */
-constexpr int RUN = 8;                                   /* pass B: columns per thread */
-constexpr int RUNS = TILE_W / RUN;
-constexpr int H_STRIDE = TILE_W + 1; /* odd: pass B's writes hit distinct banks */
-constexpr int MAX_N = 4; /* colour channels */
-/* Pixel-offset pairs per launch before the search window is split further. */
+constexpr int RPT = TILE_W * TILE_H / THREADS; /* CD: rows per thread, warps across columns */
+constexpr int RUN = 8;                         /* AB: columns per task */
+static_assert (TILE_W % 32 == 0 && THREADS % TILE_W == 0 && RPT * THREADS == TILE_W * TILE_H,
+               "CD: whole warps across the tile's columns");
+/* Pixel-pair operations per launch before the search window is split further. */
 constexpr double WORK_PER_CHUNK = 2147483648.0;
 constexpr int CHUNKS_WITH_PROGRESS = 4;
+constexpr int NOISE_THREADS = 256;
 
-/* Squared differences of the tile plus the patch halo: E_W x E_H. */
-template <int P> struct e_grid
+/* How a kernel stages and compares pixels. */
+enum pixel_kind { U8_FLAT, U8_WEIGHTED, F32 };
+
+/* Shared-memory layout of a block for patch radius P and search radius S:
+ * the image tile (ih rows of iw columns at an odd stride, so a warp reading
+ * a column of 32 rows hits 32 banks; RUN - 1 spare columns for AB's last
+ * task) and the horizontal sums (hrows x hcols at an odd stride). */
+struct layout
 {
-  static constexpr int W = TILE_W + 2 * P, H = TILE_H + 2 * P;
-  static constexpr int STRIDE = W + 1; /* odd: pass B's reads hit distinct banks */
-  static constexpr int PER_THREAD = (W * H + THREADS - 1) / THREADS;
+  int ih, iw, iws, hrows, hcols, hs;
+  __host__ __device__ layout (int P, int S)
+  {
+    const int R = S + P;
+    ih = TILE_H + 2 * R;
+    iw = TILE_W + 2 * R + RUN - 1;
+    iws = iw | 1;
+    hrows = TILE_H + S + 2 * P;
+    hcols = (TILE_W + S + RUN - 1) / RUN * RUN;
+    hs = hcols | 1;
+  }
 };
 
 struct nlm_args
 {
   int   search_radius, radius; /* S and S + P: the tile's halo */
-  int   dy0, dy1;              /* search rows of this launch: dy0 <= dy < dy1 */
+  int   dy0, dy1;              /* rows of the half window of this launch: dy0 <= dy < dy1 */
   int   first, last;           /* start from zero sums / add the centre, normalise, store */
+  int   colours;               /* of the image; the kernel's NA may be larger (zero channels) */
   float scale, offset;         /* weight = nlmeans_exp_neg (d * scale - offset), d the patch sum */
   int   centre_max;
   float g[2 * NLMEANS_MAX_PATCH_RADIUS + 1]; /* patch weights */
 };
 
-template <int P, int N>
-__global__ void __launch_bounds__ (THREADS)
+/* Integer 0 <= i < 2^23 as a float without a conversion instruction. */
+__device__ __forceinline__ float
+small_uint_float (unsigned i)
+{
+  return __uint_as_float (i | 0x4b000000u) - 8388608.0f;
+}
+
+/* Byte C of a packed pixel as a float. */
+template <int C>
+__device__ __forceinline__ float
+byte_float (unsigned px)
+{
+  return __uint_as_float (__byte_perm (px, 0x4bu, 0x4550 + C)) - 8388608.0f;
+}
+
+/* Squared difference of tile pixels i and j summed over the channels. */
+template <int NA, bool U8>
+__device__ __forceinline__ float
+distance (const unsigned *px, const float *planes, int plane, int i, int j)
+{
+  if constexpr (U8)
+    {
+      unsigned d = __vabsdiffu4 (px[i], px[j]);
+      return small_uint_float (__dp4a (d, d, 0u)); /* at most 4 * 255^2 */
+    }
+  else
+    {
+      float e = 0.0f;
+#pragma unroll
+      for (int c = 0; c < NA; c++)
+        {
+          float d = planes[c * plane + i] - planes[c * plane + j];
+          e += d * d; /* not fused: --fmad=false, as on the CPU */
+        }
+      return e;
+    }
+}
+
+/* Tile pixel i's colour values. */
+template <int NA, bool U8>
+__device__ __forceinline__ void
+pixel (const unsigned *px, const float *planes, int plane, int i, float (&v)[NA])
+{
+  if constexpr (U8)
+    {
+      unsigned p = px[i];
+      v[0] = byte_float<0> (p);
+      if constexpr (NA > 1)
+        v[1] = byte_float<1> (p);
+      if constexpr (NA > 2)
+        v[2] = byte_float<2> (p);
+      if constexpr (NA > 3)
+        v[3] = byte_float<3> (p);
+    }
+  else
+#pragma unroll
+    for (int c = 0; c < NA; c++)
+      v[c] = planes[c * plane + i];
+}
+
+/* Whether the patch sums are integers below 2^24 however they are summed
+ * (u8, flat patch, the window moved by one sum plus and one minus): then
+ * sliding sums are exact, the same floats as the CPU's sums term by term. */
+template <int P, int NA, bool FLAT>
+__device__ constexpr bool
+exact_sums ()
+{
+  return FLAT && (2 * P + 1) * (2 * P + 2) * NA * 65025 <= (1 << 24);
+}
+
+/* CD for one offset: the patch distances of the thread's RPT pixels from the
+ * column of horizontal sums starting at hcol (RPT + 2P rows, top to bottom),
+ * their weights, and the weighted neighbours, the first at tile index nb. */
+template <int P, int NA, bool U8, bool FLAT>
+__device__ __forceinline__ void
+weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int plane, int nb,
+       int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
+{
+  float hv[RPT + 2 * P];
+#pragma unroll
+  for (int i = 0; i < RPT + 2 * P; i++)
+    hv[i] = hcol[i * hs];
+  float d = 0.0f;
+#pragma unroll
+  for (int j = 0; j < RPT; j++)
+    {
+      if (exact_sums<P, NA, FLAT> () && j > 0)
+        d = d + hv[j + 2 * P] - hv[j - 1];
+      else
+        {
+          d = FLAT ? hv[j] : a.g[0] * hv[j];
+#pragma unroll
+          for (int i = 1; i <= 2 * P; i++)
+            d += FLAT ? hv[j + i] : a.g[i] * hv[j + i];
+        }
+      float w = nlmeans_exp_neg (d * a.scale - a.offset);
+      float v[NA];
+      pixel<NA, U8> (px, planes, plane, nb + j * iws, v);
+#pragma unroll
+      for (int c = 0; c < NA; c++)
+        acc[j][c] = __fmaf_rn (w, v[c], acc[j][c]);
+      acc[j][NA] += w;
+      acc[j][NA + 1] = fmaxf (acc[j][NA + 1], w);
+    }
+}
+
+template <int P, int NA, int KIND>
+__global__ void __launch_bounds__ (THREADS, 512 / THREADS) /* 128 registers at most */
 nlmeans_kernel (cfx_stripe s, nlm_args a)
 {
-  using G = e_grid<P>;
-  constexpr int RPT = ROWS_PER_THREAD;
-  extern __shared__ float shm[];
+  constexpr bool U8 = KIND != F32, FLAT = KIND == U8_FLAT;
+  extern __shared__ unsigned shm[];
   const int R = a.radius, S = a.search_radius;
-  const int IW = TILE_W + 2 * R, IH = TILE_H + 2 * R, plane = IW * IH;
-  float *img = shm;                  /* N planes IH x IW: tile rows/columns -R .. TILE+R-1 */
-  float *E = img + N * plane;        /* G::H x G::STRIDE */
-  float *Hs = E + G::H * G::STRIDE;  /* G::H x H_STRIDE */
+  const layout L (P, S);
+  const int plane = L.ih * L.iws;
+  const unsigned *px = shm;          /* U8: ih x iws packed pixels */
+  const float *planes = (float *) shm; /* F32: NA planes ih x iws */
+  float *Hs = (float *) shm + (U8 ? 1 : NA) * plane;
   const int tid = threadIdx.x;
   const int bx0 = blockIdx.x * TILE_W, by0 = blockIdx.y * TILE_H; /* stripe coordinates */
   const int channels = s.channels;
 
-  /* The tile plus halo, 0..255 scale. Rows past the stripe's buffer only
-   * feed outputs past its last row (never stored), so clamping them there
-   * just keeps the reads inside the buffer. */
+  /* The tile plus halo, 0..255 scale; channels past the image's colours are
+   * 0. Rows past the stripe's buffer only feed outputs past its last row
+   * (never stored), so clamping them there just keeps the reads inside. */
   const int buffer_rows = s.rows + 2 * s.halo;
-  for (int i = tid; i < N * plane; i += THREADS)
+  for (int i = tid; i < L.ih * L.iw; i += THREADS)
     {
-      int c = i / plane, rem = i - c * plane, r = rem / IW, col = rem - r * IW;
+      int r = i / L.iw, col = i - r * L.iw;
       int y = min (max (by0 - R + r + s.halo, 0), buffer_rows - 1);
       int x = min (max (bx0 - R + col, 0), s.width - 1);
       const unsigned char *row = s.d_src + (size_t) y * s.src_pitch;
-      size_t e = (size_t) x * channels + c;
-      img[i] = s.type == CUDAFX_U8 ? (float) row[e] : ((const float *) row)[e] * 255.0f;
-    }
-  __syncthreads ();
-
-  /* Pass A's positions of this thread, fixed across offsets: their plane
-   * index and their own colour values. Positions past the grid (last round
-   * only) use a valid index and are not stored. */
-  int   base[G::PER_THREAD];
-  float centre[G::PER_THREAD][N];
+      size_t e = (size_t) x * channels;
+      if (U8)
+        {
+          unsigned v = 0;
 #pragma unroll
-  for (int k = 0; k < G::PER_THREAD; k++)
-    {
-      int idx = min (tid + k * THREADS, G::W * G::H - 1);
-      int r = idx / G::W, c = idx - r * G::W;
-      base[k] = (r - P + R) * IW + (c - P + R);
+          for (int c = 0; c < NA; c++)
+            v |= c < a.colours ? (unsigned) row[e + c] << (8 * c) : 0u;
+          shm[r * L.iws + col] = v;
+        }
+      else
 #pragma unroll
-      for (int ch = 0; ch < N; ch++)
-        centre[k][ch] = img[ch * plane + base[k]];
+        for (int c = 0; c < NA; c++)
+          ((float *) shm)[c * plane + r * L.iws + col]
+            = c < a.colours ? ((const float *) row)[e + c] * 255.0f : 0.0f;
     }
 
-  /* Pass C's outputs: column tx, tile rows row0 .. row0 + RPT - 1. */
-  const int tx = tid & 31, row0 = (tid >> 5) * RPT;
+  /* CD's outputs: column tx, tile rows row0 .. row0 + RPT - 1. */
+  const int tx = tid % TILE_W, row0 = tid / TILE_W * RPT;
   const int out_x = bx0 + tx;
   float *scratch = (float *) s.d_scratch;
-  const size_t scratch_row = (size_t) s.width * (N + 2);
-  /* acc[j]: weighted sums of the N channels, sum of weights, largest weight. */
-  float acc[RPT][N + 2];
+  const size_t scratch_row = (size_t) s.width * (NA + 2);
+  /* acc[j]: weighted sums of the NA channels, sum of weights, largest weight. */
+  float acc[RPT][NA + 2];
 #pragma unroll
   for (int j = 0; j < RPT; j++)
     {
       int out_y = by0 + row0 + j;
       bool inside = out_x < s.width && out_y < s.rows;
 #pragma unroll
-      for (int ch = 0; ch < N + 2; ch++)
+      for (int ch = 0; ch < NA + 2; ch++)
         acc[j][ch] = !a.first && inside
                    ? scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x] : 0.0f;
     }
+  __syncthreads ();
 
   for (int dy = a.dy0; dy < a.dy1; dy++)
-    for (int dx = -S; dx <= S; dx++)
+    for (int dx = dy ? -S : 1; dx <= S; dx++)
       {
-        if (dx == 0 && dy == 0)
-          continue; /* the centre comes after the last offset */
-        const int shift = dy * IW + dx;
+        /* Distance rows -dy .. TILE_H-1 and columns lo .. lo+dw-1 (tile
+         * coordinates): row r feeds output row r through o and output row
+         * r + dy through -o. Horizontal sums also for the P rows above and
+         * below; Hs row hr is tile row hr - dy - P, column hc tile column
+         * hc + lo. */
+        const int lo = dx > 0 ? -dx : 0, dw = TILE_W + abs (dx);
+        const int rows_n = TILE_H + dy + 2 * P, runs = (dw + RUN - 1) / RUN;
+        const unsigned magic = ((1u << 20) + rows_n - 1) / rows_n; /* t / rows_n for t < 2^12 */
+        const int shift = dy * L.iws + dx;
 
-        /* A: squared differences. E is free: pass B of the previous offset
-         * finished before the barrier that preceded pass C. */
-#pragma unroll
-        for (int k = 0; k < G::PER_THREAD; k++)
+        /* AB. Consecutive tasks are consecutive rows: a warp's reads and
+         * writes at odd strides hit distinct banks. */
+        for (int t = tid; t < runs * rows_n; t += THREADS)
           {
-            int idx = tid + k * THREADS;
-            if (idx < G::W * G::H)
-              {
-                float e = 0.0f;
-#pragma unroll
-                for (int ch = 0; ch < N; ch++)
-                  {
-                    float d = centre[k][ch] - img[ch * plane + base[k] + shift];
-                    e += d * d; /* not fused: --fmad=false, as on the CPU */
-                  }
-                E[idx + idx / G::W] = e; /* row idx / W at stride W + 1 */
-              }
-          }
-        __syncthreads ();
-
-        /* B: horizontal patch sums, tile columns, rows -P .. TILE_H+P-1.
-         * Hs is free: every thread left pass C before the barrier above. */
-        for (int t = tid; t < G::H * RUNS; t += THREADS)
-          {
-            int r = t / RUNS, x0 = (t - r * RUNS) * RUN;
+            int run = (int) (((unsigned) t * magic) >> 20), hr = t - run * rows_n;
+            int q = (hr - dy - P + R) * L.iws + lo + run * RUN - P + R; /* e[0]'s pixel */
             float e[RUN + 2 * P];
 #pragma unroll
-            for (int i = 0; i < RUN + 2 * P; i++)
-              e[i] = E[r * G::STRIDE + x0 + i];
+            for (int k = 0; k < RUN + 2 * P; k++)
+              e[k] = distance<NA, U8> (px, planes, plane, q + k, q + k + shift);
+            float *hrow = Hs + hr * L.hs + run * RUN;
+            float h = 0.0f;
 #pragma unroll
             for (int k = 0; k < RUN; k++)
               {
-                float h = a.g[0] * e[k];
+                if (exact_sums<P, NA, FLAT> () && k > 0)
+                  h = h + e[k + 2 * P] - e[k - 1];
+                else
+                  {
+                    h = FLAT ? e[k] : a.g[0] * e[k];
 #pragma unroll
-                for (int j = 1; j <= 2 * P; j++)
-                  h += a.g[j] * e[k + j];
-                Hs[r * H_STRIDE + x0 + k] = h;
+                    for (int j = 1; j <= 2 * P; j++)
+                      h += FLAT ? e[k + j] : a.g[j] * e[k + j];
+                  }
+                hrow[k] = h;
               }
           }
         __syncthreads ();
 
-        /* C: vertical patch sums, weights, weighted sums. */
-        float hv[RPT + 2 * P];
-#pragma unroll
-        for (int i = 0; i < RPT + 2 * P; i++)
-          hv[i] = Hs[(row0 + i) * H_STRIDE + tx];
-        const float *nb = img + (row0 + R + dy) * IW + tx + R + dx;
-#pragma unroll
-        for (int j = 0; j < RPT; j++)
-          {
-            float d = a.g[0] * hv[j];
-#pragma unroll
-            for (int i = 1; i <= 2 * P; i++)
-              d += a.g[i] * hv[j + i];
-            float w = nlmeans_exp_neg (d * a.scale - a.offset);
-#pragma unroll
-            for (int ch = 0; ch < N; ch++)
-              acc[j][ch] = __fmaf_rn (w, nb[ch * plane + j * IW], acc[j][ch]);
-            acc[j][N] += w;
-            acc[j][N + 1] = fmaxf (acc[j][N + 1], w);
-          }
+        /* CD: o at p, then -o at p (its distance at p - o). */
+        weigh<P, NA, U8, FLAT> (Hs + (row0 + dy) * L.hs + tx - lo, L.hs, px, planes, plane,
+                                (row0 + dy + R) * L.iws + tx + dx + R, L.iws, a, acc);
+        weigh<P, NA, U8, FLAT> (Hs + row0 * L.hs + tx - dx - lo, L.hs, px, planes, plane,
+                                (row0 - dy + R) * L.iws + tx - dx + R, L.iws, a, acc);
+        __syncthreads (); /* Hs is rewritten by the next pair's AB */
       }
 
   /* Store: partial sums to the scratch, or the result (alpha copied). */
@@ -207,21 +320,24 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
       if (!a.last)
         {
 #pragma unroll
-          for (int ch = 0; ch < N + 2; ch++)
+          for (int ch = 0; ch < NA + 2; ch++)
             scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x] = acc[j][ch];
           continue;
         }
       const unsigned char *src = s.d_src + (size_t) (out_y + s.halo) * s.src_pitch;
       unsigned char *dst = s.d_dst + (size_t) out_y * s.dst_pitch;
       size_t e = (size_t) out_x * channels;
-      const float wc = nlmeans_centre_weight (a.centre_max, acc[j][N + 1]);
-      const float ws = acc[j][N] + wc;
-      const float *centre_px = img + (row0 + j + R) * IW + tx + R;
+      const float wc = nlmeans_centre_weight (a.centre_max, acc[j][NA + 1]);
+      const float ws = acc[j][NA] + wc;
+      float centre[NA];
+      pixel<NA, U8> (px, planes, plane, (row0 + j + R) * L.iws + tx + R, centre);
 #pragma unroll
-      for (int ch = 0; ch < N; ch++)
+      for (int ch = 0; ch < NA; ch++)
         {
-          float v = (acc[j][ch] + wc * centre_px[ch * plane]) / ws;
-          if (s.type == CUDAFX_U8)
+          if (ch >= a.colours)
+            break;
+          float v = (acc[j][ch] + wc * centre[ch]) / ws;
+          if (U8)
             {
               v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
               dst[e + ch] = (unsigned char) (v + 0.5f);
@@ -229,70 +345,175 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
           else
             ((float *) dst)[e + ch] = v / 255.0f;
         }
-      if (channels > N && s.type == CUDAFX_U8)
-        dst[e + N] = src[e + N];
-      else if (channels > N)
-        ((float *) dst)[e + N] = ((const float *) src)[e + N];
+      if (channels > a.colours && U8)
+        dst[e + a.colours] = src[e + a.colours];
+      else if (channels > a.colours)
+        ((float *) dst)[e + a.colours] = ((const float *) src)[e + a.colours];
     }
 }
 
 typedef void (*nlm_kernel_fn) (cfx_stripe, nlm_args);
 
-template <int P>
-nlm_kernel_fn
-kernel_for_patch (int N)
+/* Colour channels a kernel handles for an image's colours: 2 go as 3 with a
+ * zero channel (rare layouts share the RGB kernels). */
+int
+kernel_channels (int colours)
 {
-  static const nlm_kernel_fn kernels[MAX_N] = {
-    nlmeans_kernel<P, 1>, nlmeans_kernel<P, 2>, nlmeans_kernel<P, 3>, nlmeans_kernel<P, 4>,
-  };
-  return kernels[N - 1];
+  return colours == 2 ? 3 : colours;
 }
 
-/* Kernel for patch radius P (1..5) and N colour channels (1..MAX_N). */
+template <int P>
 nlm_kernel_fn
-kernel_for (int P, int N)
+kernel_for_patch (int NA, int kind)
+{
+  static const nlm_kernel_fn kernels[3][3] = {
+    { nlmeans_kernel<P, 1, U8_FLAT>, nlmeans_kernel<P, 1, U8_WEIGHTED>, nlmeans_kernel<P, 1, F32> },
+    { nlmeans_kernel<P, 3, U8_FLAT>, nlmeans_kernel<P, 3, U8_WEIGHTED>, nlmeans_kernel<P, 3, F32> },
+    { nlmeans_kernel<P, 4, U8_FLAT>, nlmeans_kernel<P, 4, U8_WEIGHTED>, nlmeans_kernel<P, 4, F32> },
+  };
+  return kernels[NA == 1 ? 0 : NA == 3 ? 1 : 2][kind];
+}
+
+/* Kernel for patch radius P (1..5), NA channels (1, 3, 4) and the pixels. */
+nlm_kernel_fn
+kernel_for (int P, int NA, int kind)
 {
   switch (P)
     {
-    case 1:  return kernel_for_patch<1> (N);
-    case 2:  return kernel_for_patch<2> (N);
-    case 3:  return kernel_for_patch<3> (N);
-    case 4:  return kernel_for_patch<4> (N);
-    default: return kernel_for_patch<5> (N);
+    case 1:  return kernel_for_patch<1> (NA, kind);
+    case 2:  return kernel_for_patch<2> (NA, kind);
+    case 3:  return kernel_for_patch<3> (NA, kind);
+    case 4:  return kernel_for_patch<4> (NA, kind);
+    default: return kernel_for_patch<5> (NA, kind);
     }
+}
+
+size_t
+shared_bytes (int P, int S, int NA, bool u8)
+{
+  layout L (P, S);
+  return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ih * L.iws + (size_t) L.hrows * L.hs);
+}
+
+/* The noise histograms of the interior pixels of image rows y_begin ..
+ * y_end - 1 of the stripe (their neighbours are in it: halo >= 1). */
+__global__ void __launch_bounds__ (NOISE_THREADS)
+noise_kernel (cfx_stripe s, int colours, int y_begin, int y_end, unsigned long long *hist)
+{
+  extern __shared__ unsigned counts[]; /* colours x NLMEANS_NOISE_BINS */
+  const int bins = colours * NLMEANS_NOISE_BINS;
+  for (int i = threadIdx.x; i < bins; i += NOISE_THREADS)
+    counts[i] = 0;
+  __syncthreads ();
+  const int channels = s.channels;
+  for (int y = y_begin + blockIdx.y; y < y_end; y += gridDim.y)
+    {
+      const unsigned char *row = s.d_src + (size_t) (y - s.y0 + s.halo) * s.src_pitch;
+      for (int x = 1 + blockIdx.x * NOISE_THREADS + threadIdx.x; x < s.width - 1;
+           x += gridDim.x * NOISE_THREADS)
+        for (int c = 0; c < colours; c++)
+          {
+            float v[3][3]; /* as core/nlmeans.c's load_row */
+#pragma unroll
+            for (int i = 0; i < 3; i++)
+#pragma unroll
+              for (int j = 0; j < 3; j++)
+                {
+                  const unsigned char *r = row + ((ptrdiff_t) i - 1) * (ptrdiff_t) s.src_pitch;
+                  size_t e = (size_t) (x - 1 + j) * channels + c;
+                  v[i][j] = s.type == CUDAFX_U8 ? (float) r[e] : ((const float *) r)[e] * 255.0f;
+                }
+            int b = nlmeans_noise_bin (v[0], v[1], v[2]);
+            if (b >= 0)
+              atomicAdd (&counts[c * NLMEANS_NOISE_BINS + b], 1u);
+          }
+    }
+  __syncthreads ();
+  for (int i = threadIdx.x; i < bins; i += NOISE_THREADS)
+    if (counts[i])
+      atomicAdd (&hist[i], (unsigned long long) counts[i]);
 }
 
 struct nlm_ctx
 {
-  const nlmeans_plan   *plan;
-  int                   colours;
+  nlmeans_job          *job;
+  int                   na; /* the kernels' channels */
   const cudafx_options *o;
+  unsigned long long   *d_hist;
 };
 
-size_t
-shared_bytes (int P, int S, int N)
+/* Counts the stripe's rows into the device's histograms (zeroed by the first
+ * stripe); after the last one, nlmeans_noise_counted gets them. */
+cudafx_status
+count_stripe (void *ctx, const cfx_stripe *s)
 {
-  size_t side = TILE_W + 2 * (size_t) (S + P), e_rows = TILE_H + 2 * (size_t) P;
-  return sizeof (float) * (N * side * side + e_rows * (TILE_W + 2 * P + 1) + e_rows * H_STRIDE);
+  nlm_ctx *m = (nlm_ctx *) ctx;
+  const int colours = m->job->colours;
+  const size_t bytes = sizeof (unsigned long long) * colours * NLMEANS_NOISE_BINS;
+  cudafx_status st;
+  if (s->y0 == 0 &&
+      ((st = cfx_buffer (CFX_SLOT_AUX, bytes, (void **) &m->d_hist, "nl-means")) ||
+       (st = cfx_check (cudaMemsetAsync (m->d_hist, 0, bytes, s->stream), "nl-means", "memset"))))
+    return st;
+
+  const int y_begin = s->y0 > 1 ? s->y0 : 1;
+  const int y_end = s->y0 + s->rows < s->height - 1 ? s->y0 + s->rows : s->height - 1;
+  if (y_begin < y_end && s->width >= 3)
+    {
+      static int sms;
+      if (!sms && (st = cfx_check (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, 0),
+                                   "nl-means", "device query")))
+        return st;
+      const size_t shm = sizeof (unsigned) * colours * NLMEANS_NOISE_BINS;
+      if ((st = cfx_check (cudaFuncSetAttribute ((const void *) noise_kernel,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shm),
+                           "nl-means", "shared-memory attribute")))
+        return st;
+      /* Enough blocks to fill the device twice, each across a row. */
+      int gx = (s->width - 2 + NOISE_THREADS - 1) / NOISE_THREADS;
+      gx = gx < 2 * sms ? gx : 2 * sms;
+      int gy = (2 * sms + gx - 1) / gx;
+      gy = gy < y_end - y_begin ? gy : y_end - y_begin;
+      noise_kernel<<<dim3 (gx, gy), NOISE_THREADS, shm, s->stream>>> (*s, colours, y_begin, y_end,
+                                                                      m->d_hist);
+      if ((st = cfx_check_launch ("nl-means", "noise_kernel")))
+        return st;
+    }
+  if (s->y0 + s->rows < s->height)
+    return CUDAFX_OK;
+  std::vector<uint64_t> hist ((size_t) colours * NLMEANS_NOISE_BINS);
+  if ((st = cfx_check (cudaMemcpyAsync (hist.data (), m->d_hist, bytes, cudaMemcpyDeviceToHost, s->stream),
+                       "nl-means", "copy to host")) ||
+      (st = cfx_check (cudaStreamSynchronize (s->stream), "nl-means", "noise_kernel")))
+    return st;
+  nlmeans_noise_counted (m->job, hist.data ());
+  return CUDAFX_OK;
 }
 
+/* The filter on one stripe with the job's plan. */
 cudafx_status
 nlmeans_stripe (void *ctx, const cfx_stripe *s)
 {
   const nlm_ctx *m = (const nlm_ctx *) ctx;
-  const int P = m->plan->patch_radius, S = m->plan->search_radius;
-  nlm_kernel_fn kernel = kernel_for (P, m->colours);
-  size_t shm = shared_bytes (P, S, m->colours);
+  const nlmeans_plan *plan = &m->job->plan;
+  const int P = plan->patch_radius, S = plan->search_radius;
+  const bool u8 = s->type == CUDAFX_U8;
+  bool flat = true;
+  for (int j = 0; j <= 2 * P; j++)
+    flat = flat && plan->patch_weights[j] == 1.0f;
+  const int kind = !u8 ? F32 : flat ? U8_FLAT : U8_WEIGHTED;
+  nlm_kernel_fn kernel = kernel_for (P, m->na, kind);
+  size_t shm = shared_bytes (P, S, m->na, u8);
   cudafx_status st = cfx_check (cudaFuncSetAttribute ((const void *) kernel,
                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shm),
                                 "nl-means", "shared-memory attribute");
   if (st)
     return st;
 
-  /* Search rows per launch: bounded work, and with a progress callback a
-   * few launches at least, so cancel is answered within a stripe. */
-  const int rows = 2 * S + 1;
-  double work = (double) s->width * s->rows * rows * rows;
+  /* Half-window rows per launch: bounded work, and with a progress callback
+   * a few launches at least, so cancel is answered within a stripe. */
+  const int rows = S + 1;
+  double work = (double) s->width * s->rows * rows * (2 * S + 1);
   int chunks = (int) ceil (work / WORK_PER_CHUNK);
   const cudafx_options *o = m->o;
   if (o && o->progress && chunks < CHUNKS_WITH_PROGRESS)
@@ -304,10 +525,9 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
     return cudafx_fail (CUDAFX_ERR_CUDA, "nl-means: CUDA grid too tall for %d rows", s->rows);
   for (int i = 0; i < chunks; i++)
     {
-      nlm_args a = { S, S + P, -S + rows * i / chunks, -S + rows * (i + 1) / chunks,
-                     i == 0, i == chunks - 1, m->plan->dist_scale, m->plan->dist_offset,
-                     m->plan->centre_max, {} };
-      memcpy (a.g, m->plan->patch_weights, sizeof a.g);
+      nlm_args a = { S, S + P, rows * i / chunks, rows * (i + 1) / chunks, i == 0, i == chunks - 1,
+                     m->job->colours, plan->dist_scale, plan->dist_offset, plan->centre_max, {} };
+      memcpy (a.g, plan->patch_weights, sizeof a.g);
       kernel<<<grid, THREADS, shm, s->stream>>> (*s, a);
       if ((st = cfx_check_launch ("nl-means", "nlmeans_kernel")))
         return st;
@@ -320,17 +540,62 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   return CUDAFX_OK;
 }
 
+/* The estimate and the filter on an image uploaded once (one stripe). */
+cudafx_status
+count_and_filter_stripe (void *ctx, const cfx_stripe *s)
+{
+  if (s->rows != s->height) /* the budget shrank since the call checked it */
+    return cudafx_fail (CUDAFX_ERR_CUDA, "%s: out of memory", "nl-means");
+  cudafx_status st = count_stripe (ctx, s);
+  return st ? st : nlmeans_stripe (ctx, s);
+}
+
 } // namespace
 
 extern "C" cudafx_status
-cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst, const nlmeans_plan *plan,
-                     const cudafx_options *o)
+cudafx_nlmeans_cuda (nlmeans_job *job, const cudafx_options *o)
 {
-  const int colours = src->channels - (src->has_alpha ? 1 : 0);
-  nlm_ctx m = { plan, colours, o };
-  size_t scratch_row; /* partial sums between launches: colours + 2 planes */
-  if (__builtin_mul_overflow ((size_t) src->width, sizeof (float) * (colours + 2), &scratch_row))
+  const cudafx_image *src = job->src;
+  const int na = kernel_channels (job->colours);
+  nlm_ctx m = { job, na, o, NULL };
+  size_t scratch_row; /* partial sums between launches: na + 2 planes */
+  if (__builtin_mul_overflow ((size_t) src->width, sizeof (float) * (na + 2), &scratch_row))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
-  return cfx_run_stripes ("nl-means", src, dst, plan->search_radius + plan->patch_radius,
+  const int halo = job->plan.search_radius + job->plan.patch_radius;
+  if (!job->estimate)
+    return cfx_run_stripes ("nl-means", src, job->dst, halo, CUDAFX_BORDER_CLAMP, scratch_row,
+                            nlmeans_stripe, &m, o);
+
+  /* Estimate and filter with one upload when the image fits one stripe
+   * with the largest halo the plan can need. */
+  if (job->dst)
+    {
+      const int max_halo = job->max_halo > halo ? job->max_halo : halo;
+      size_t budget, need;
+      int rows;
+      {
+        std::unique_lock<std::mutex> guard = cfx_lock ();
+        cudafx_status st = cfx_check (cudaSetDevice (0), "nl-means", "device selection");
+        if (st)
+          return st;
+        rows = cfx_stripe_rows (src, max_halo, scratch_row, &budget, &need);
+      }
+      if (rows == src->height)
+        return cfx_run_stripes ("nl-means", src, job->dst, max_halo, CUDAFX_BORDER_CLAMP, scratch_row,
+                                count_and_filter_stripe, &m, o);
+    }
+
+  /* Else count stripe by stripe first (progress is the filter's). */
+  cudafx_options quiet;
+  if (o)
+    {
+      quiet = *o;
+      quiet.progress = NULL;
+    }
+  cudafx_status st = cfx_run_stripes ("nl-means", src, NULL, 1, CUDAFX_BORDER_CLAMP, 0, count_stripe, &m,
+                                      o ? &quiet : NULL);
+  if (st || !job->dst)
+    return st;
+  return cfx_run_stripes ("nl-means", src, job->dst, job->plan.search_radius + job->plan.patch_radius,
                           CUDAFX_BORDER_CLAMP, scratch_row, nlmeans_stripe, &m, o);
 }

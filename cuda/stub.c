@@ -29,8 +29,7 @@ cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst, const convolve
 }
 
 cudafx_status
-cudafx_nlmeans_cuda (const cudafx_image *src, cudafx_image *dst, const nlmeans_plan *plan,
-                     const cudafx_options *o)
+cudafx_nlmeans_cuda (nlmeans_job *job, const cudafx_options *o)
 {
   return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "nl-means: built without CUDA");
 }

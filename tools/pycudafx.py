@@ -35,7 +35,7 @@ class MedianParams(C.Structure):
 
 class NlmeansParams(C.Structure):
     _fields_ = [("automatic", C.c_int), ("h", C.c_double), ("patch_radius", C.c_int),
-                ("search_radius", C.c_int)]
+                ("search_radius", C.c_int), ("sigma", C.c_double)]
 
 
 class NlmeansInfo(C.Structure):

@@ -1,0 +1,222 @@
+/* Non-local means on the CUDA backend against the CPU reference, run by
+ * `make check-gpu`: the noise estimate gives the same sigma bit for bit (so
+ * the same parameters), over images with clipped areas, grey and colour, u8
+ * and f32, sizes down to 2x2, 3x3 and 1xN, whole and striped under a
+ * device-memory cap; the filter stays within 1 (0..255 scale) of the CPU for
+ * every kernel kind (u8 flat and Gaussian patches, f32), channel layout,
+ * patch radius 1..5, search radii up to 20, tiles, stripes and chunks. */
+#include "../unit/harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Smooth colours plus Gaussian noise of sigma, clipped to the range: a
+ * dark corner (clipped at 0) and a bright band (clipped at 255); alpha random. */
+static void
+fill_noisy (cudafx_image *img, double sigma, harness_rng *r)
+{
+  const int colours = img->channels - img->has_alpha;
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      for (int c = 0; c < img->channels; c++)
+        {
+          double u = harness_uniform (r), v = harness_uniform (r);
+          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          double base = 128 + 70 * sin (x / 13.0 + c) * cos (y / 9.0);
+          if (x < img->width / 4 && y < img->height / 3)
+            base = 5;
+          else if (y % 40 >= 30)
+            base = 250;
+          double val = c < colours ? base + sigma * g : harness_rand (r) % 256;
+          val = val < 0 ? 0 : val > 255 ? 255 : val;
+          /* f32 keeps fractions; u8 rounds in harness_set */
+          harness_set (img, x, y, c, val);
+        }
+}
+
+static cudafx_options
+gpu_options (cudafx_report *report)
+{
+  cudafx_options o = harness_cpu_options ();
+  o.backend = CUDAFX_BACKEND_CUDA;
+  memset (report, 0, sizeof *report);
+  o.report = report;
+  return o;
+}
+
+static int
+record (double fraction, void *user_data)
+{
+  *(double *) user_data = fraction;
+  return 0;
+}
+
+static const struct { int channels, alpha; } layouts[] = {
+  { 1, 0 }, { 2, 1 }, { 3, 0 }, { 4, 1 }, { 2, 0 }, { 4, 0 },
+};
+
+/* cudafx_nlmeans_estimate on both backends: the same info, bit for bit. */
+static void
+compare_estimate (const cudafx_image *img, const char *what)
+{
+  cudafx_nlmeans_info want, got;
+  cudafx_report report;
+  cudafx_options cpu = harness_cpu_options (), gpu = gpu_options (&report);
+  cpu.threads = 3;
+  cudafx_status s1 = cudafx_nlmeans_estimate (img, &cpu, &want);
+  cudafx_status s2 = cudafx_nlmeans_estimate (img, &gpu, &got);
+  CHECK (s1 == CUDAFX_OK && s2 == CUDAFX_OK, "%s: status %d/%d (%s)", what, s1, s2, cudafx_error_message ());
+  if (s1 || s2)
+    return;
+  CHECK (report.backend_used == CUDAFX_BACKEND_CUDA, "%s: ran on backend %d", what, report.backend_used);
+  CHECK (!memcmp (&want.sigma, &got.sigma, sizeof want.sigma) && want.h == got.h &&
+         want.patch_radius == got.patch_radius && want.search_radius == got.search_radius &&
+         want.patch_sigma == got.patch_sigma && want.centre_max == got.centre_max,
+         "%s %dx%d c%d%s %s: sigma %.17g on the CPU, %.17g on the GPU", what, img->width, img->height,
+         img->channels, img->has_alpha ? "+alpha" : "", img->type == CUDAFX_U8 ? "u8" : "f32",
+         want.sigma, got.sigma);
+}
+
+static void
+estimates_match (const char *what)
+{
+  static const struct { int w, h; } sizes[] = {
+    { 2, 2 }, { 3, 3 }, { 1, 40 }, { 40, 1 }, { 3, 50 }, { 50, 3 }, { 37, 29 }, { 301, 203 }, { 700, 90 },
+  };
+  harness_rng rng = { 2024 };
+  char name[96];
+  for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+    for (size_t li = 0; li < sizeof layouts / sizeof *layouts; li++)
+      for (int type = 0; type < 2; type++)
+        {
+          cudafx_image img = harness_image_new (sizes[si].w, sizes[si].h, layouts[li].channels,
+                                                layouts[li].alpha, type, 4 * (si % 3));
+          double sigma = (double) (si * 7 + li * 3 + type * 11) / 2;
+          fill_noisy (&img, sigma, &rng);
+          snprintf (name, sizeof name, "%s noise %g", what, sigma);
+          compare_estimate (&img, name);
+          harness_image_free (&img);
+          if (harness_failures () > 5)
+            return;
+        }
+}
+
+TEST (gpu_nlmeans_estimate_equals_cpu)
+{
+  estimates_match ("whole");
+  /* ~30 rows a stripe: the counts over many stripes, each with its halo row. */
+  setenv ("CUDAFX_CUDA_MEM_LIMIT", "64K", 1);
+  estimates_match ("striped");
+  unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+}
+
+/* nl-means on both backends: the same info exactly, outputs within 1. */
+static void
+compare_filter (const cudafx_image *src, const cudafx_nlmeans_params *p, int progress, const char *what)
+{
+  cudafx_image ref = harness_image_new (src->width, src->height, src->channels, src->has_alpha, src->type, 0);
+  cudafx_image out = harness_image_new (src->width, src->height, src->channels, src->has_alpha, src->type,
+                                        3 * cudafx_type_size (src->type));
+  harness_image_poison (&out);
+  cudafx_nlmeans_info want = { 0 }, got = { 0 };
+  cudafx_report report;
+  cudafx_options cpu = harness_cpu_options (), gpu = gpu_options (&report);
+  double last = 0;
+  if (progress)
+    {
+      gpu.progress = record;
+      gpu.user_data = &last;
+    }
+  cudafx_status s1 = cudafx_nlmeans (src, &ref, p, &cpu, &want);
+  cudafx_status s2 = cudafx_nlmeans (src, &out, p, &gpu, &got);
+  CHECK (s1 == CUDAFX_OK && s2 == CUDAFX_OK, "%s: status %d/%d (%s)", what, s1, s2, cudafx_error_message ());
+  if (!s1 && !s2)
+    {
+      double d = harness_max_diff (&ref, &out);
+      CHECK (report.backend_used == CUDAFX_BACKEND_CUDA, "%s: ran on backend %d", what, report.backend_used);
+      CHECK (d <= 1.0, "%s %dx%d c%d%s %s P %d S %d: differs from the CPU by %g", what, src->width,
+             src->height, src->channels, src->has_alpha ? "+alpha" : "",
+             src->type == CUDAFX_U8 ? "u8" : "f32", got.patch_radius, got.search_radius, d);
+      CHECK (!memcmp (&want.sigma, &got.sigma, sizeof want.sigma) && want.h == got.h &&
+             want.patch_radius == got.patch_radius && want.search_radius == got.search_radius &&
+             want.patch_sigma == got.patch_sigma && want.centre_max == got.centre_max,
+             "%s: info differs: sigma %.17g/%.17g P %d/%d", what, want.sigma, got.sigma,
+             want.patch_radius, got.patch_radius);
+      CHECK (!progress || last == 1.0, "%s: progress ended at %g", what, last);
+    }
+  harness_image_free (&ref);
+  harness_image_free (&out);
+}
+
+/* Automatic mode (estimate, then the filter with the parameters it picks:
+ * Gaussian patches above sigma 15 on colour) and manual mode reporting
+ * sigma, on one upload and, under a device-memory cap, counted and filtered
+ * stripe by stripe. */
+TEST (gpu_nlmeans_auto_matches_cpu)
+{
+  static const double noise[] = { 8, 22, 40 };
+  harness_rng rng = { 99 };
+  char what[96];
+  for (int capped = 0; capped < 2; capped++)
+    {
+      if (capped)
+        setenv ("CUDAFX_CUDA_MEM_LIMIT", "512K", 1); /* a few stripes */
+      for (size_t li = 0; li < sizeof layouts / sizeof *layouts; li++)
+        for (int type = 0; type < 2; type++)
+          {
+            cudafx_image src = harness_image_new (301, 203, layouts[li].channels, layouts[li].alpha, type, 8);
+            double sigma = noise[(li + type) % 3];
+            fill_noisy (&src, sigma, &rng);
+            cudafx_nlmeans_params p;
+            cudafx_nlmeans_params_init (&p);
+            p.automatic = 1;
+            snprintf (what, sizeof what, "auto noise %g%s", sigma, capped ? " striped" : "");
+            compare_filter (&src, &p, 0, what);
+            p.automatic = 0;
+            p.patch_radius = 2;
+            p.search_radius = 4;
+            p.h = 12;
+            snprintf (what, sizeof what, "manual with info%s", capped ? " striped" : "");
+            compare_filter (&src, &p, li == 3, what);
+            harness_image_free (&src);
+            if (harness_failures () > 5)
+              break;
+          }
+      unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+    }
+}
+
+/* Every patch radius with several search radii (up to 20: the largest
+ * tile halo and the most pairs), every kernel kind and layout, images wider
+ * and taller than a tile, split into launches by a progress callback. */
+TEST (gpu_nlmeans_kernels_match_cpu)
+{
+  static const int search[5][2] = { { 1, 20 }, { 3, 11 }, { 10, 20 }, { 5, 15 }, { 2, 20 } };
+  harness_rng rng = { 4321 };
+  char what[96];
+  int run = 0;
+  for (int P = 1; P <= 5; P++)
+    for (int si = 0; si < 2; si++)
+      for (int kind = 0; kind < 3; kind++)
+        {
+          const int S = search[P - 1][si];
+          const int li = run % 6;
+          cudafx_image src = harness_image_new (77 + 9 * P, 45 + S, layouts[li].channels, layouts[li].alpha,
+                                                kind == 2 ? CUDAFX_F32 : CUDAFX_U8, 4);
+          fill_noisy (&src, 18, &rng);
+          cudafx_nlmeans_params p;
+          cudafx_nlmeans_params_init (&p);
+          p.automatic = kind == 1; /* sigma given: Gaussian patches on colour, P 2 S 10 */
+          p.sigma = 20 + 2 * P;
+          p.patch_radius = P;
+          p.search_radius = S;
+          p.h = 6 + 3 * P;
+          snprintf (what, sizeof what, "%s P %d S %d", kind == 1 ? "auto sigma given" : "manual", P, S);
+          compare_filter (&src, &p, run % 2, what);
+          harness_image_free (&src);
+          run++;
+          if (harness_failures () > 5)
+            return;
+        }
+}
