@@ -1,11 +1,12 @@
 /* Colour quantize passes on the GPU: k-means assignment with the centre
  * sums (Lloyd 1982), and the mapping of every pixel to its nearest palette
- * entry. core/quantize.c drives them and stays the reference: sampling,
- * k-means++ seeding, the centre update and convergence test, the palette and
- * Floyd–Steinberg run on the host for both backends, and the per-pixel
- * arithmetic is core/quantize.h's, compiled here without fused multiply-adds
- * (--fmad=false) and with IEEE division, so features, distances and nearest
- * centres equal the CPU's bit for bit.
+ * entry, plain or with Floyd–Steinberg error diffusion. core/quantize.c
+ * drives them and stays the reference: sampling, k-means++ seeding, the
+ * centre update and convergence test and the palette run on the host for both
+ * backends, and the per-pixel arithmetic is core/quantize.h's, compiled here
+ * without fused multiply-adds (--fmad=false) and with IEEE division, so
+ * features, distances, nearest centres and diffused errors equal the CPU's
+ * bit for bit.
  *
  * Determinism: a centre's sums are sums of integer features (|f| < 2^21), so
  * any order of addition gives the same total. Each block adds its pixels'
@@ -18,7 +19,9 @@
  *
  * Memory: the image, its features (float planes) and vote flags stay on the
  * device across the iterations when they fit the budget; otherwise every
- * pass uploads the image in stripes and recomputes their features. */
+ * pass uploads the image in stripes and recomputes their features.
+ *
+ * Floyd–Steinberg: see the dither section below. */
 #include "context.cuh"
 
 #include <new>
@@ -181,17 +184,12 @@ reduce_kernel (const long long *partials, int blocks, int counters, long long *t
   totals[i] += sum;
 }
 
-/* Each pixel to its nearest palette entry (features of the entries in
- * c_centre); alpha copied from the source. */
-__global__ void
-map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
+/* Index of the nearest of the k entries in c_centre, the first on ties. */
+__device__ __forceinline__ int
+nearest_entry (float fx, float fy, float fz, int k)
 {
-  size_t p = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
-  if (p >= v.n)
-    return;
-  float fx, fy, fz, best = INFINITY;
+  float best = INFINITY;
   int label = 0;
-  load_features (v, p, fx, fy, fz);
   for (int j = 0; j < k; j++)
     {
       float d = quantize_distance (fx, fy, fz, c_centre[j]);
@@ -201,23 +199,249 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
           label = j;
         }
     }
-  int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
+  return label;
+}
+
+/* A palette entry (u8 or f32 as dst holds) into pixel (x, y) of dst; alpha
+ * copied from the source. */
+__device__ __forceinline__ void
+write_entry (const stripe_view &v, int x, int y, const unsigned char *u8, const float *f32,
+             unsigned char *dst, size_t dst_pitch)
+{
   size_t at = (size_t) x * v.channels;
   const unsigned char *srow = v.src + (size_t) y * v.src_pitch;
   unsigned char *drow = dst + (size_t) y * dst_pitch;
   if (v.u8)
     {
       for (int c = 0; c < v.dims; c++)
-        drow[at + c] = c_pal_u8[label][c];
+        drow[at + c] = u8[c];
       if (v.has_alpha)
         drow[at + v.channels - 1] = srow[at + v.channels - 1];
     }
   else
     {
       for (int c = 0; c < v.dims; c++)
-        ((float *) drow)[at + c] = c_pal_f32[label][c];
+        ((float *) drow)[at + c] = f32[c];
       if (v.has_alpha)
         ((float *) drow)[at + v.channels - 1] = ((const float *) srow)[at + v.channels - 1];
+    }
+}
+
+/* Each pixel to its nearest palette entry (features of the entries in
+ * c_centre); alpha copied from the source. */
+__global__ void
+map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
+{
+  size_t p = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= v.n)
+    return;
+  float fx, fy, fz;
+  load_features (v, p, fx, fy, fz);
+  int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
+  int label = nearest_entry (fx, fy, fz, k);
+  write_entry (v, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
+}
+
+/* ---- Floyd–Steinberg -------------------------------------------------------
+ *
+ * The sequential scan as a wavefront, every float addition in the scan's
+ * order (core/quantize.c, dither_row, says why that order is enough). A warp
+ * owns DITHER_ROWS = 32 consecutive rows of the stripe, lane r row r, and
+ * walks them in lockstep with a skew of two pixels a row: at step t lane r
+ * takes pixel x = t - 2r. Pixel (x, y) needs the errors of pixels x-1, x,
+ * x+1 of row y-1 and of its left neighbour: the lane above finished x+1 one
+ * step earlier and hands each error down by a shuffle, so every lane keeps a
+ * window of three of the row above's errors; the left one is its own last.
+ *
+ * Between warps: lane 0's row above is the last row of the previous group of
+ * rows (or of the previous stripe). The warp of that group stores its last
+ * row's errors in a boundary row in global memory and publishes how many are
+ * there (fence, then a volatile store) every 32 pixels and at the row's end;
+ * the warp below reads that count (volatile load, then a fence) only when it
+ * starts a new chunk of 32 pixels of the row above, which its lanes then load
+ * together into shared memory. Warps take their groups in order from a
+ * ticket (an atomic counter), not from blockIdx: a warp only ever waits for a
+ * group taken earlier, by a warp that is already running, so the kernel
+ * cannot deadlock whatever the scheduling or how many warps are resident.
+ *
+ * An error travels as a float4: the channels' errors, and w = 1 when the
+ * pixel voted (transparent pixels and pixels outside the image pass none). */
+
+constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
+constexpr int DITHER_CHUNK = 32;    /* pixels of a boundary row published and loaded at once */
+constexpr int DITHER_WARPS = 4;     /* warps per block */
+constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
+constexpr unsigned FULL_WARP = 0xffffffffu;
+
+__constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
+
+struct dither_args
+{
+  float   lo[3], hi[3];   /* the palette's range per channel: values are clamped to it */
+  float4 *bound;          /* row 0: the previous stripe's last row; row g + 1: group g's last */
+  int    *progress;       /* [g]: pixels of boundary row g + 1 published; [groups]: the ticket */
+  int     groups;         /* of DITHER_ROWS rows in the stripe */
+  int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
+  int     everyone_votes;
+};
+
+/* Boundary rows and counters for a stripe of `rows` rows of `width` pixels. */
+size_t
+dither_bound_rows (int rows)
+{
+  return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
+}
+
+__device__ __forceinline__ float
+channel (const float4 &e, int c)
+{
+  return c == 0 ? e.x : c == 1 ? e.y : e.z;
+}
+
+__device__ __forceinline__ float4
+shfl_up_error (float4 e)
+{
+  e.x = __shfl_up_sync (FULL_WARP, e.x, 1);
+  e.y = __shfl_up_sync (FULL_WARP, e.y, 1);
+  e.z = __shfl_up_sync (FULL_WARP, e.z, 1);
+  e.w = __shfl_up_sync (FULL_WARP, e.w, 1);
+  return e;
+}
+
+/* DIMS: v.dims as a constant, so that the pixel's arrays stay in registers. */
+template <int DIMS>
+__global__ void __launch_bounds__ (DITHER_WARPS * 32)
+dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dither_args a)
+{
+  /* the lanes look up different entries at once: shared memory, not constant */
+  __shared__ float s_decode[256];
+  __shared__ float s_value[CUDAFX_MAX_COLORS][3], s_f32[CUDAFX_MAX_COLORS][3];
+  __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
+  __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x)
+    s_decode[i] = c_decode[i];
+  for (int i = threadIdx.x; i < 3 * k; i += blockDim.x)
+    {
+      s_value[i / 3][i % 3] = c_pal_value[i / 3][i % 3];
+      s_f32[i / 3][i % 3] = c_pal_f32[i / 3][i % 3];
+      s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
+    }
+  __syncthreads ();
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, w = v.width;
+  int group = 0;
+  if (lane == 0)
+    group = atomicAdd (&a.progress[a.groups], 1);
+  group = __shfl_sync (FULL_WARP, group, 0);
+  if (group >= a.groups)
+    return;
+  const int y = group * DITHER_ROWS + lane;
+  const int last_lane = min (DITHER_ROWS - 1, v.rows - 1 - group * DITHER_ROWS);
+  const bool has_row = lane <= last_lane;
+  const size_t pixel_bytes = (size_t) v.channels * (v.u8 ? 1 : sizeof (float));
+  const unsigned char *srow = v.src + (size_t) (has_row ? y : 0) * v.src_pitch;
+  /* lane 0's row above: the previous group's last row, or the previous stripe's */
+  const float4 *above = group > 0 ? a.bound + (size_t) group * w : a.above_in ? a.bound : NULL;
+  const volatile int *above_done = group > 0 ? a.progress + group - 1 : NULL;
+  int seen = above_done ? 0 : w; /* pixels of the row above known to be there */
+  float4 *below = a.bound + (size_t) (group + 1) * w;
+
+  const float4 none = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+  float4 up_left = none, up = none, up_right = none; /* row above: pixels x-1, x, x+1 */
+  float4 mine = none; /* this lane's error of the last step: its left neighbour's */
+  for (int t = -1; t < w + 2 * (DITHER_ROWS - 1); t++)
+    {
+      int next = t + 1; /* the pixel of the row above lane 0 takes in this step */
+      if (above && next < w && next % DITHER_CHUNK == 0)
+        {
+          int need = min (next + DITHER_CHUNK, w);
+          while (seen < need)
+            {
+              int count = 0;
+              if (lane == 0)
+                count = *above_done;
+              seen = __shfl_sync (FULL_WARP, count, 0);
+              if (seen < need)
+                __nanosleep (64);
+            }
+          __threadfence (); /* acquire: the errors after their count */
+          __syncwarp ();    /* lane 0 is done with the last chunk */
+          if (next + lane < w)
+            s_above[warp][lane] = __ldcg (above + next + lane);
+          __syncwarp ();
+        }
+      float4 incoming = shfl_up_error (mine);
+      if (lane == 0)
+        incoming = above && next < w ? s_above[warp][next % DITHER_CHUNK] : none;
+      up_left = up;
+      up = up_right;
+      up_right = incoming;
+      const float4 left = mine;
+      mine = none;
+      const int x = t - 2 * lane;
+      if (!has_row || x < 0 || x >= w)
+        continue;
+      if (x + DITHER_PREFETCH < w)
+        asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
+
+      size_t at = (size_t) x * v.channels;
+      float value[3] = { 0.0f, 0.0f, 0.0f }, f[3] = { 0.0f, 0.0f, 0.0f };
+      unsigned char code[3] = { 0, 0, 0 };
+      bool votes;
+      if (v.u8)
+        {
+#pragma unroll
+          for (int c = 0; c < DIMS; c++)
+            {
+              code[c] = srow[at + c];
+              value[c] = (float) code[c];
+            }
+          votes = a.everyone_votes || srow[at + v.channels - 1] != 0;
+        }
+      else
+        {
+          const float *px = (const float *) srow + at;
+#pragma unroll
+          for (int c = 0; c < DIMS; c++)
+            value[c] = px[c] * 255.0f;
+          votes = a.everyone_votes || px[v.channels - 1] != 0.0f;
+        }
+      if (votes)
+        {
+#pragma unroll
+          for (int c = 0; c < DIMS; c++)
+            {
+              /* dither_row's additions to this pixel's error, in its order */
+              float e = 0.0f;
+              if (up_left.w != 0.0f)
+                e += channel (up_left, c) * (1.0f / 16.0f);
+              if (up.w != 0.0f)
+                e += channel (up, c) * (5.0f / 16.0f);
+              if (up_right.w != 0.0f)
+                e += channel (up_right, c) * (3.0f / 16.0f);
+              if (left.w != 0.0f)
+                e += channel (left, c) * (7.0f / 16.0f);
+              e = quantize_sanitize (value[c]) + e;
+              value[c] = e < a.lo[c] ? a.lo[c] : e > a.hi[c] ? a.hi[c] : e;
+            }
+          quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
+        }
+      else
+        quantize_features (DIMS, v.oklab, s_decode, value, v.u8 ? code : NULL, f);
+      int label = nearest_entry (f[0], f[1], f[2], k);
+      write_entry (v, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
+      if (votes)
+        mine = make_float4 (value[0] - s_value[label][0], value[1] - s_value[label][1],
+                            value[2] - s_value[label][2], 1.0f);
+      if (lane == last_lane)
+        {
+          __stcg (below + x, mine);
+          if ((x + 1) % DITHER_CHUNK == 0 || x == w - 1)
+            {
+              __threadfence (); /* release: the errors before their count */
+              *(volatile int *) &a.progress[group] = x + 1;
+            }
+        }
     }
 }
 
@@ -248,6 +472,9 @@ struct quantize_device
   unsigned char        *d_src, *d_dst, *d_votes;
   float                *d_plane[3];
   long long            *d_partials, *d_totals;
+  float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
+  int                  *d_progress;    /* and its counters */
+  float                 dither_lo[3], dither_hi[3];
   cudaEvent_t           ev[4];
   int                   events;        /* how many of ev exist */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
@@ -304,10 +531,43 @@ compute_features (quantize_device *q, const stripe_view &v, int i)
   return s;
 }
 
-enum pass_kind { PASS_ASSIGN, PASS_MAP };
+enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER };
+
+/* Floyd–Steinberg over stripe i: its first group continues from the last
+ * row of stripe i - 1, whose errors the boundary rows still hold. */
+cudafx_status
+launch_dither (quantize_device *q, const stripe_view &v, int i, int k)
+{
+  dither_args a;
+  for (int c = 0; c < 3; c++)
+    {
+      a.lo[c] = q->dither_lo[c];
+      a.hi[c] = q->dither_hi[c];
+    }
+  a.bound = q->d_bound;
+  a.progress = q->d_progress;
+  a.groups = (v.rows + DITHER_ROWS - 1) / DITHER_ROWS;
+  a.above_in = i > 0;
+  a.everyone_votes = q->everyone_votes;
+  size_t row = (size_t) v.width * sizeof (float4);
+  /* stripes before the last have q->rows rows: their last group's row */
+  const float4 *last = q->d_bound + (dither_bound_rows (q->rows) - 1) * v.width;
+  cudafx_status s;
+  if ((a.above_in && (s = cfx_check (cudaMemcpyAsync (q->d_bound, last, row, cudaMemcpyDeviceToDevice, 0),
+                                     FILTER, "copy on device"))) ||
+      (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), 0), FILTER,
+                      "memset")))
+    return s;
+  unsigned blocks = grid_for (a.groups, DITHER_WARPS);
+  if (v.dims == 3)
+    dither_kernel<3><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+  else
+    dither_kernel<1><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+  return cfx_check_launch (FILTER, "dither_kernel");
+}
 
 /* One pass over every stripe: load, the pass's kernels, and for the mapping
- * the copy back to dst; kernel and transfer times go to the report. */
+ * (plain or dithered) the copy back to dst; kernel and transfer times go to the report. */
 cudafx_status
 run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
 {
@@ -327,7 +587,7 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
       if ((s = cfx_check (cudaEventRecord (q->ev[0], 0), FILTER, "event")) ||
           (fresh && (s = upload_stripe (q, v, y0))) ||
           (s = cfx_check (cudaEventRecord (q->ev[1], 0), FILTER, "event")) ||
-          (fresh && (s = compute_features (q, v, i))))
+          (fresh && kind != PASS_DITHER && (s = compute_features (q, v, i))))
         break;
       if (kind == PASS_ASSIGN)
         {
@@ -342,14 +602,16 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
           if ((s = cfx_check_launch (FILTER, "reduce_kernel")))
             break;
         }
-      else
+      else if (kind == PASS_MAP)
         {
           map_kernel<<<grid_for (v.n, THREADS), THREADS>>> (v, k, q->d_dst, q->pitch);
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
             break;
         }
+      else if ((s = launch_dither (q, v, i, k)))
+        break;
       if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")) ||
-          (kind == PASS_MAP &&
+          (kind != PASS_ASSIGN &&
            (s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
                                               q->row_bytes, v.rows, cudaMemcpyDeviceToHost, 0),
                            FILTER, "copy to host"))) ||
@@ -364,10 +626,27 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
           report->kernel_ms += kernel_ms;
           report->transfer_ms += up_ms + down_ms;
         }
-      if (kind == PASS_MAP)
+      if (kind != PASS_ASSIGN)
         s = cudafx_progress (q->o, 0.9 + 0.1 * (y0 + v.rows) / q->src->height);
     }
   return fail_cuda (q, s);
+}
+
+/* The palette the mapping reads, into constant memory. */
+cudafx_status
+upload_palette (const quantize_palette *pal)
+{
+  cudafx_status s;
+  size_t bytes = (size_t) pal->k * sizeof pal->centre[0];
+  if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_centre, pal->centre, bytes, 0, cudaMemcpyHostToDevice, 0),
+                      FILTER, "copy to device")) ||
+      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_u8, pal->u8, (size_t) pal->k * sizeof pal->u8[0], 0,
+                                               cudaMemcpyHostToDevice, 0),
+                      FILTER, "copy to device")))
+    return s;
+  return cfx_check (cudaMemcpyToSymbolAsync (c_pal_f32, pal->f32, (size_t) pal->k * sizeof pal->f32[0], 0,
+                                             cudaMemcpyHostToDevice, 0),
+                    FILTER, "copy to device");
 }
 
 } // namespace
@@ -397,8 +676,10 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
     return fail_cuda (q, s);
 
   /* Stripe rows from the budget: per row the source and result rows, the
-   * feature planes and the vote flags; once, the blocks' partial sums
-   * (as many blocks as a quarter of the budget allows) and the totals. */
+   * feature planes and the vote flags, and the dither's boundary rows (one
+   * per DITHER_ROWS rows, and counters); once, the blocks' partial sums (as
+   * many blocks as a quarter of the budget allows), the totals, and the
+   * dither's two extra boundary rows. */
   q->row_bytes = (size_t) src->width * src->channels * cudafx_type_size (src->type);
   q->pitch = align_up (q->row_bytes);
   size_t budget = cfx_memory_budget ();
@@ -409,8 +690,10 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   if (blocks < 1)
     blocks = 1;
   q->max_blocks = (int) blocks;
-  size_t per_row = 2 * q->pitch + (size_t) src->width * (q->dims * sizeof (float) + !everyone_votes);
-  size_t fixed = (blocks + 1) * block_bytes + 5 * ALIGN; /* + the planes' alignment */
+  size_t bound_row = (size_t) src->width * sizeof (float4);
+  size_t per_row = 2 * q->pitch + (size_t) src->width * (q->dims * sizeof (float) + !everyone_votes) +
+                   bound_row / DITHER_ROWS + 1;
+  size_t fixed = (blocks + 1) * block_bytes + 2 * bound_row + 8 * ALIGN; /* + alignment */
   if (budget <= fixed + per_row)
     return fail_cuda (q, cudafx_fail (CUDAFX_ERR_CUDA,
                                       "%s: CUDA out of memory: %zu bytes of device memory allowed, "
@@ -423,7 +706,9 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   size_t pixels = (size_t) src->width * q->rows;
   size_t plane_bytes = align_up (pixels * sizeof (float));
   size_t vote_bytes = everyone_votes ? 0 : align_up (pixels);
-  size_t scratch = q->dims * plane_bytes + vote_bytes + blocks * block_bytes + block_bytes;
+  size_t bound_bytes = align_up (dither_bound_rows (q->rows) * bound_row);
+  size_t scratch = q->dims * plane_bytes + vote_bytes + blocks * block_bytes + block_bytes + bound_bytes +
+                   align_up (dither_bound_rows (q->rows) * sizeof (int));
   unsigned char *d_scratch;
   if ((s = cfx_buffer (CFX_SLOT_SRC, q->pitch * q->rows, (void **) &q->d_src, FILTER)) ||
       (s = cfx_buffer (CFX_SLOT_DST, q->pitch * q->rows, (void **) &q->d_dst, FILTER)) ||
@@ -434,6 +719,8 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   q->d_votes = d_scratch + q->dims * plane_bytes;
   q->d_partials = (long long *) (q->d_votes + vote_bytes);
   q->d_totals = q->d_partials + blocks * COUNTERS;
+  q->d_bound = (float4 *) (q->d_totals + COUNTERS);
+  q->d_progress = (int *) ((unsigned char *) q->d_bound + bound_bytes);
 
   for (; q->events < 4; q->events++)
     if ((s = cfx_check (cudaEventCreate (&q->ev[q->events]), FILTER, "event creation")))
@@ -470,18 +757,26 @@ cudafx_quantize_cuda_assign (quantize_device *q, const float (*centre)[3], int k
 extern "C" cudafx_status
 cudafx_quantize_cuda_map (quantize_device *q, const quantize_palette *pal, cudafx_image *dst)
 {
+  cudafx_status s = upload_palette (pal);
+  return s ? fail_cuda (q, s) : run_pass (q, PASS_MAP, pal->k, dst);
+}
+
+extern "C" cudafx_status
+cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal, const float (*value)[3],
+                             const float lo[3], const float hi[3], cudafx_image *dst)
+{
   cudafx_status s;
-  size_t bytes = (size_t) pal->k * sizeof pal->centre[0];
-  if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_centre, pal->centre, bytes, 0, cudaMemcpyHostToDevice, 0),
-                      FILTER, "copy to device")) ||
-      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_u8, pal->u8, (size_t) pal->k * sizeof pal->u8[0], 0,
-                                               cudaMemcpyHostToDevice, 0),
-                      FILTER, "copy to device")) ||
-      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_f32, pal->f32, (size_t) pal->k * sizeof pal->f32[0], 0,
+  if ((s = upload_palette (pal)) ||
+      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, value, (size_t) pal->k * sizeof value[0], 0,
                                                cudaMemcpyHostToDevice, 0),
                       FILTER, "copy to device")))
     return fail_cuda (q, s);
-  return run_pass (q, PASS_MAP, pal->k, dst);
+  for (int c = 0; c < 3; c++)
+    {
+      q->dither_lo[c] = lo[c];
+      q->dither_hi[c] = hi[c];
+    }
+  return run_pass (q, PASS_DITHER, pal->k, dst);
 }
 
 extern "C" void
