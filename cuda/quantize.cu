@@ -26,6 +26,7 @@
 
 #include <new>
 #include <stdio.h>
+#include <thread>
 
 namespace {
 
@@ -256,8 +257,8 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * Between warps: lane 0's row above is the last row of the previous group of
  * rows (or of the previous stripe). The warp of that group stores its last
  * row's errors in a boundary row in global memory and publishes how many are
- * there (fence, then a volatile store) every 32 pixels and at the row's end;
- * the warp below reads that count (volatile load, then a fence) only when it
+ * there (a release store) every 32 pixels and at the row's end; the warp
+ * below reads that count (an acquire load) only when it
  * starts a new chunk of 32 pixels of the row above, which its lanes then load
  * together into shared memory. Warps take their groups in order from a
  * ticket (an atomic counter), not from blockIdx: a warp only ever waits for a
@@ -265,12 +266,21 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * cannot deadlock whatever the scheduling or how many warps are resident.
  *
  * An error travels as a float4: the channels' errors, and w = 1 when the
- * pixel voted (transparent pixels and pixels outside the image pass none). */
+ * pixel voted (transparent pixels and pixels outside the image pass none).
+ *
+ * Progress and cancel: each group's last lane, at the end of its row, writes
+ * the rows done to mapped host memory; the host calls the progress callback
+ * at fixed marks as the rows get done (the same calls every run) and on a
+ * cancel raises a stop flag there, which waiting warps read: a warp stops
+ * when its group would wait for a group that stopped. */
 
 constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
 constexpr int DITHER_CHUNK = 32;    /* pixels of a boundary row published and loaded at once */
 constexpr int DITHER_WARPS = 4;     /* warps per block */
 constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
+constexpr int DITHER_SLOTS = 8;     /* palette entries in flight in the nearest search */
+constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
+constexpr int DITHER_STOP_POLL = 16; /* waiting polls between readings of the stop flag */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
 __constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
@@ -283,6 +293,7 @@ struct dither_args
   int     groups;         /* of DITHER_ROWS rows in the stripe */
   int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
   int     everyone_votes;
+  volatile int *host;     /* mapped host memory: [0] rows done, [1] stop */
 };
 
 /* Boundary rows and counters for a stripe of `rows` rows of `width` pixels. */
@@ -292,10 +303,93 @@ dither_bound_rows (int rows)
   return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
 }
 
+/* nearest_entry with DITHER_SLOTS distances in flight (one warp per SM has
+ * no other work to hide their latency): slot u keeps the first minimum of
+ * entries u, u + DITHER_SLOTS, ...; the first minimum of all is the lowest
+ * index among the slots holding the smallest distance. The same entry as
+ * nearest_entry, as distances are never NaN. */
+__device__ __forceinline__ int
+nearest_entry_unrolled (float fx, float fy, float fz, int k)
+{
+  float best[DITHER_SLOTS];
+  int label[DITHER_SLOTS];
+#pragma unroll
+  for (int u = 0; u < DITHER_SLOTS; u++)
+    {
+      best[u] = INFINITY;
+      label[u] = u;
+    }
+  for (int j0 = 0; j0 < k; j0 += DITHER_SLOTS)
+#pragma unroll
+    for (int u = 0; u < DITHER_SLOTS; u++)
+      if (j0 + u < k)
+        {
+          float d = quantize_distance (fx, fy, fz, c_centre[j0 + u]);
+          if (d < best[u])
+            {
+              best[u] = d;
+              label[u] = j0 + u;
+            }
+        }
+  float nearest = best[0];
+  int winner = label[0];
+#pragma unroll
+  for (int u = 1; u < DITHER_SLOTS; u++)
+    if (best[u] < nearest || (best[u] == nearest && label[u] < winner))
+      {
+        nearest = best[u];
+        winner = label[u];
+      }
+  return winner;
+}
+
+/* Pixel x of a source row: its colour channels on the 0..255 scale (u8
+ * codes as floats, exact) and in w its alpha as stored. */
+template <int DIMS>
+__device__ __forceinline__ float4
+load_pixel (const stripe_view &v, const unsigned char *srow, int x)
+{
+  size_t at = (size_t) x * v.channels;
+  float c[3] = { 0.0f, 0.0f, 0.0f }, alpha = 0.0f;
+  if (v.u8)
+    {
+#pragma unroll
+      for (int i = 0; i < DIMS; i++)
+        c[i] = (float) srow[at + i];
+      if (v.has_alpha)
+        alpha = (float) srow[at + v.channels - 1];
+    }
+  else
+    {
+      const float *px = (const float *) srow + at;
+#pragma unroll
+      for (int i = 0; i < DIMS; i++)
+        c[i] = px[i] * 255.0f;
+      if (v.has_alpha)
+        alpha = px[v.channels - 1];
+    }
+  return make_float4 (c[0], c[1], c[2], alpha);
+}
+
 __device__ __forceinline__ float
 channel (const float4 &e, int c)
 {
   return c == 0 ? e.x : c == 1 ? e.y : e.z;
+}
+
+/* A group's progress: written with release after its errors, read with acquire. */
+__device__ __forceinline__ void
+publish (int *count, int value)
+{
+  asm volatile ("st.release.gpu.s32 [%0], %1;" :: "l" (count), "r" (value) : "memory");
+}
+
+__device__ __forceinline__ int
+published (const int *count)
+{
+  int value;
+  asm volatile ("ld.acquire.gpu.s32 %0, [%1];" : "=r" (value) : "l" (count) : "memory");
+  return value;
 }
 
 __device__ __forceinline__ float4
@@ -342,30 +436,36 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   const unsigned char *srow = v.src + (size_t) (has_row ? y : 0) * v.src_pitch;
   /* lane 0's row above: the previous group's last row, or the previous stripe's */
   const float4 *above = group > 0 ? a.bound + (size_t) group * w : a.above_in ? a.bound : NULL;
-  const volatile int *above_done = group > 0 ? a.progress + group - 1 : NULL;
+  const int *above_done = group > 0 ? a.progress + group - 1 : NULL;
   int seen = above_done ? 0 : w; /* pixels of the row above known to be there */
   float4 *below = a.bound + (size_t) (group + 1) * w;
 
   const float4 none = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
   float4 up_left = none, up = none, up_right = none; /* row above: pixels x-1, x, x+1 */
-  float4 mine = none; /* this lane's error of the last step: its left neighbour's */
+  float4 mine = none;  /* this lane's error of the last step: its left neighbour's */
+  float4 ahead = none; /* its next pixel, loaded a step early: the load's latency hides behind a step */
   for (int t = -1; t < w + 2 * (DITHER_ROWS - 1); t++)
     {
       int next = t + 1; /* the pixel of the row above lane 0 takes in this step */
       if (above && next < w && next % DITHER_CHUNK == 0)
         {
           int need = min (next + DITHER_CHUNK, w);
-          while (seen < need)
+          for (int polls = 1; seen < need; polls++)
             {
-              int count = 0;
+              int count = 0, stop = 0;
               if (lane == 0)
-                count = *above_done;
+                {
+                  count = published (above_done);
+                  /* host memory is far: read only when waiting long */
+                  stop = count < need && polls % DITHER_STOP_POLL == 0 && a.host[1];
+                }
               seen = __shfl_sync (FULL_WARP, count, 0);
+              if (__shfl_sync (FULL_WARP, stop, 0))
+                return;
               if (seen < need)
                 __nanosleep (64);
             }
-          __threadfence (); /* acquire: the errors after their count */
-          __syncwarp ();    /* lane 0 is done with the last chunk */
+          __syncwarp (); /* after lane 0's acquire, and its use of the last chunk */
           if (next + lane < w)
             s_above[warp][lane] = __ldcg (above + next + lane);
           __syncwarp ();
@@ -379,33 +479,17 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       const float4 left = mine;
       mine = none;
       const int x = t - 2 * lane;
+      const float4 px = ahead;
+      if (has_row && x + 1 >= 0 && x + 1 < w)
+        ahead = load_pixel<DIMS> (v, srow, x + 1);
       if (!has_row || x < 0 || x >= w)
         continue;
       if (x + DITHER_PREFETCH < w)
         asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
 
-      size_t at = (size_t) x * v.channels;
-      float value[3] = { 0.0f, 0.0f, 0.0f }, f[3] = { 0.0f, 0.0f, 0.0f };
-      unsigned char code[3] = { 0, 0, 0 };
-      bool votes;
-      if (v.u8)
-        {
-#pragma unroll
-          for (int c = 0; c < DIMS; c++)
-            {
-              code[c] = srow[at + c];
-              value[c] = (float) code[c];
-            }
-          votes = a.everyone_votes || srow[at + v.channels - 1] != 0;
-        }
-      else
-        {
-          const float *px = (const float *) srow + at;
-#pragma unroll
-          for (int c = 0; c < DIMS; c++)
-            value[c] = px[c] * 255.0f;
-          votes = a.everyone_votes || px[v.channels - 1] != 0.0f;
-        }
+      float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
+      unsigned char code[3] = { (unsigned char) px.x, (unsigned char) px.y, (unsigned char) px.z };
+      const bool votes = a.everyone_votes || px.w != 0.0f;
       if (votes)
         {
 #pragma unroll
@@ -428,7 +512,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         }
       else
         quantize_features (DIMS, v.oklab, s_decode, value, v.u8 ? code : NULL, f);
-      int label = nearest_entry (f[0], f[1], f[2], k);
+      int label = nearest_entry_unrolled (f[0], f[1], f[2], k);
       write_entry (v, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
         mine = make_float4 (value[0] - s_value[label][0], value[1] - s_value[label][1],
@@ -437,10 +521,9 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         {
           __stcg (below + x, mine);
           if ((x + 1) % DITHER_CHUNK == 0 || x == w - 1)
-            {
-              __threadfence (); /* release: the errors before their count */
-              *(volatile int *) &a.progress[group] = x + 1;
-            }
+            publish (&a.progress[group], x + 1);
+          if (x == w - 1)
+            a.host[0] = y + 1;
         }
     }
 }
@@ -475,6 +558,7 @@ struct quantize_device
   float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
   int                  *d_progress;    /* and its counters */
   float                 dither_lo[3], dither_hi[3];
+  volatile int         *h_flags, *d_flags; /* dither_args.host: mapped, host and device addresses */
   cudaEvent_t           ev[4];
   int                   events;        /* how many of ev exist */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
@@ -533,10 +617,12 @@ compute_features (quantize_device *q, const stripe_view &v, int i)
 
 enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER };
 
-/* Floyd–Steinberg over stripe i: its first group continues from the last
- * row of stripe i - 1, whose errors the boundary rows still hold. */
+/* Floyd–Steinberg over stripe i (rows y0 ..): its first group continues
+ * from the last row of stripe i - 1, whose errors the boundary rows still
+ * hold. Calls the progress callback as the rows get done (the stripe's end
+ * is run_pass's); on a cancel, stops the kernel and waits for it. */
 cudafx_status
-launch_dither (quantize_device *q, const stripe_view &v, int i, int k)
+launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
 {
   dither_args a;
   for (int c = 0; c < 3; c++)
@@ -549,6 +635,8 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int k)
   a.groups = (v.rows + DITHER_ROWS - 1) / DITHER_ROWS;
   a.above_in = i > 0;
   a.everyone_votes = q->everyone_votes;
+  a.host = q->d_flags;
+  q->h_flags[0] = q->h_flags[1] = 0;
   size_t row = (size_t) v.width * sizeof (float4);
   /* stripes before the last have q->rows rows: their last group's row */
   const float4 *last = q->d_bound + (dither_bound_rows (q->rows) - 1) * v.width;
@@ -563,7 +651,24 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int k)
     dither_kernel<3><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
   else
     dither_kernel<1><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
-  return cfx_check_launch (FILTER, "dither_kernel");
+  if ((s = cfx_check_launch (FILTER, "dither_kernel")))
+    return s;
+  int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */
+  for (int rows = mark; rows < v.rows; rows += mark)
+    {
+      cudaError_t e = cudaSuccess;
+      while (q->h_flags[0] < rows && (e = cudaStreamQuery (0)) == cudaErrorNotReady)
+        std::this_thread::yield ();
+      if (q->h_flags[0] < rows && e != cudaSuccess)
+        return cfx_check (e, FILTER, "kernel");
+      if ((s = cudafx_progress (q->o, 0.9 + 0.1 * (y0 + rows) / q->src->height)))
+        {
+          q->h_flags[1] = 1;
+          cudaStreamSynchronize (0); /* the kernel stops soon; the buffers are free after */
+          return s;
+        }
+    }
+  return CUDAFX_OK;
 }
 
 /* One pass over every stripe: load, the pass's kernels, and for the mapping
@@ -608,7 +713,7 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
             break;
         }
-      else if ((s = launch_dither (q, v, i, k)))
+      else if ((s = launch_dither (q, v, i, y0, k)))
         break;
       if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")) ||
           (kind != PASS_ASSIGN &&
@@ -771,6 +876,12 @@ cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal, co
                                                cudaMemcpyHostToDevice, 0),
                       FILTER, "copy to device")))
     return fail_cuda (q, s);
+  if (!q->h_flags &&
+      ((s = cfx_check (cudaHostAlloc ((void **) &q->h_flags, 2 * sizeof (int), cudaHostAllocMapped), FILTER,
+                       "host allocation")) ||
+       (s = cfx_check (cudaHostGetDevicePointer ((void **) &q->d_flags, (void *) q->h_flags, 0), FILTER,
+                       "host mapping"))))
+    return fail_cuda (q, s);
   for (int c = 0; c < 3; c++)
     {
       q->dither_lo[c] = lo[c];
@@ -788,5 +899,7 @@ cudafx_quantize_cuda_close (quantize_device *q)
     cfx_release_buffers (); /* after a fault, start the next call from clean buffers */
   for (int e = 0; e < q->events; e++)
     cudaEventDestroy (q->ev[e]);
+  if (q->h_flags)
+    cudaFreeHost ((void *) q->h_flags);
   delete q; /* releases the GPU lock */
 }
