@@ -270,9 +270,10 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
  * the rows done to mapped host memory; the host calls the progress callback
- * at fixed marks as the rows get done (the same calls every run) and on a
- * cancel raises a stop flag there, which waiting warps read: a warp stops
- * when its group would wait for a group that stopped. */
+ * at fixed marks as the rows get done (the same calls every run). A cancel
+ * waits for the kernel's end (a stripe's worth, milliseconds): warps reading
+ * a stop flag from host memory while they wait made the kernel ten times
+ * slower on the H100. */
 
 constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
 constexpr int DITHER_CHUNK = 32;    /* pixels of a boundary row published and loaded at once */
@@ -280,7 +281,6 @@ constexpr int DITHER_WARPS = 4;     /* warps per block */
 constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
 constexpr int DITHER_SLOTS = 8;     /* palette entries in flight in the nearest search */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
-constexpr int DITHER_STOP_POLL = 16; /* waiting polls between readings of the stop flag */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
 __constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
@@ -293,7 +293,7 @@ struct dither_args
   int     groups;         /* of DITHER_ROWS rows in the stripe */
   int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
   int     everyone_votes;
-  volatile int *host;     /* mapped host memory: [0] rows done, [1] stop */
+  volatile int *rows_done; /* in mapped host memory */
 };
 
 /* Boundary rows and counters for a stripe of `rows` rows of `width` pixels. */
@@ -450,18 +450,12 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       if (above && next < w && next % DITHER_CHUNK == 0)
         {
           int need = min (next + DITHER_CHUNK, w);
-          for (int polls = 1; seen < need; polls++)
+          while (seen < need)
             {
-              int count = 0, stop = 0;
+              int count = 0;
               if (lane == 0)
-                {
-                  count = published (above_done);
-                  /* host memory is far: read only when waiting long */
-                  stop = count < need && polls % DITHER_STOP_POLL == 0 && a.host[1];
-                }
+                count = published (above_done);
               seen = __shfl_sync (FULL_WARP, count, 0);
-              if (__shfl_sync (FULL_WARP, stop, 0))
-                return;
               if (seen < need)
                 __nanosleep (64);
             }
@@ -488,7 +482,11 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
 
       float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
-      unsigned char code[3] = { (unsigned char) px.x, (unsigned char) px.y, (unsigned char) px.z };
+      unsigned char code[3] = { 0, 0, 0 };
+      if (v.u8)
+#pragma unroll
+        for (int c = 0; c < DIMS; c++)
+          code[c] = (unsigned char) value[c];
       const bool votes = a.everyone_votes || px.w != 0.0f;
       if (votes)
         {
@@ -523,7 +521,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
           if ((x + 1) % DITHER_CHUNK == 0 || x == w - 1)
             publish (&a.progress[group], x + 1);
           if (x == w - 1)
-            a.host[0] = y + 1;
+            *a.rows_done = y + 1;
         }
     }
 }
@@ -558,7 +556,7 @@ struct quantize_device
   float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
   int                  *d_progress;    /* and its counters */
   float                 dither_lo[3], dither_hi[3];
-  volatile int         *h_flags, *d_flags; /* dither_args.host: mapped, host and device addresses */
+  volatile int         *h_rows_done, *d_rows_done; /* dither_args.rows_done: host, device address */
   cudaEvent_t           ev[4];
   int                   events;        /* how many of ev exist */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
@@ -620,7 +618,7 @@ enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER };
 /* Floyd–Steinberg over stripe i (rows y0 ..): its first group continues
  * from the last row of stripe i - 1, whose errors the boundary rows still
  * hold. Calls the progress callback as the rows get done (the stripe's end
- * is run_pass's); on a cancel, stops the kernel and waits for it. */
+ * is run_pass's); on a cancel, waits for the kernel's end. */
 cudafx_status
 launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
 {
@@ -635,8 +633,8 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
   a.groups = (v.rows + DITHER_ROWS - 1) / DITHER_ROWS;
   a.above_in = i > 0;
   a.everyone_votes = q->everyone_votes;
-  a.host = q->d_flags;
-  q->h_flags[0] = q->h_flags[1] = 0;
+  a.rows_done = q->d_rows_done;
+  *q->h_rows_done = 0;
   size_t row = (size_t) v.width * sizeof (float4);
   /* stripes before the last have q->rows rows: their last group's row */
   const float4 *last = q->d_bound + (dither_bound_rows (q->rows) - 1) * v.width;
@@ -651,20 +649,19 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
     dither_kernel<3><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
   else
     dither_kernel<1><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
-  if ((s = cfx_check_launch (FILTER, "dither_kernel")))
-    return s;
+  if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
+    return s; /* no callback: run_pass waits for the kernel */
   int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */
   for (int rows = mark; rows < v.rows; rows += mark)
     {
       cudaError_t e = cudaSuccess;
-      while (q->h_flags[0] < rows && (e = cudaStreamQuery (0)) == cudaErrorNotReady)
+      while (*q->h_rows_done < rows && (e = cudaStreamQuery (0)) == cudaErrorNotReady)
         std::this_thread::yield ();
-      if (q->h_flags[0] < rows && e != cudaSuccess)
+      if (*q->h_rows_done < rows && e != cudaSuccess)
         return cfx_check (e, FILTER, "kernel");
       if ((s = cudafx_progress (q->o, 0.9 + 0.1 * (y0 + rows) / q->src->height)))
         {
-          q->h_flags[1] = 1;
-          cudaStreamSynchronize (0); /* the kernel stops soon; the buffers are free after */
+          cudaStreamSynchronize (0); /* the buffers are free after the kernel */
           return s;
         }
     }
@@ -876,11 +873,11 @@ cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal, co
                                                cudaMemcpyHostToDevice, 0),
                       FILTER, "copy to device")))
     return fail_cuda (q, s);
-  if (!q->h_flags &&
-      ((s = cfx_check (cudaHostAlloc ((void **) &q->h_flags, 2 * sizeof (int), cudaHostAllocMapped), FILTER,
+  if (!q->h_rows_done &&
+      ((s = cfx_check (cudaHostAlloc ((void **) &q->h_rows_done, sizeof (int), cudaHostAllocMapped), FILTER,
                        "host allocation")) ||
-       (s = cfx_check (cudaHostGetDevicePointer ((void **) &q->d_flags, (void *) q->h_flags, 0), FILTER,
-                       "host mapping"))))
+       (s = cfx_check (cudaHostGetDevicePointer ((void **) &q->d_rows_done, (void *) q->h_rows_done, 0),
+                       FILTER, "host mapping"))))
     return fail_cuda (q, s);
   for (int c = 0; c < 3; c++)
     {
@@ -899,7 +896,7 @@ cudafx_quantize_cuda_close (quantize_device *q)
     cfx_release_buffers (); /* after a fault, start the next call from clean buffers */
   for (int e = 0; e < q->events; e++)
     cudaEventDestroy (q->ev[e]);
-  if (q->h_flags)
-    cudaFreeHost ((void *) q->h_flags);
+  if (q->h_rows_done)
+    cudaFreeHost ((void *) q->h_rows_done);
   delete q; /* releases the GPU lock */
 }
