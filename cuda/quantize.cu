@@ -257,8 +257,9 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * Between warps: lane 0's row above is the last row of the previous group of
  * rows (or of the previous stripe). The warp of that group stores its last
  * row's errors in a boundary row in global memory and publishes how many are
- * there (a release store) every 32 pixels and at the row's end; the warp
- * below reads that count (an acquire load) only when it
+ * there (a fence, then a volatile store) every 32 pixels and at the row's
+ * end; the warp below reads that count (volatile loads, then a fence) only
+ * when it
  * starts a new chunk of 32 pixels of the row above, which its lanes then load
  * together into shared memory. Warps take their groups in order from a
  * ticket (an atomic counter), not from blockIdx: a warp only ever waits for a
@@ -309,7 +310,7 @@ dither_bound_rows (int rows)
  * index among the slots holding the smallest distance. The same entry as
  * nearest_entry, as distances are never NaN. */
 __device__ __forceinline__ int
-nearest_entry_unrolled (float fx, float fy, float fz, int k)
+nearest_entry_unrolled (const float (*centre)[3], float fx, float fy, float fz, int k)
 {
   float best[DITHER_SLOTS];
   int label[DITHER_SLOTS];
@@ -324,7 +325,7 @@ nearest_entry_unrolled (float fx, float fy, float fz, int k)
     for (int u = 0; u < DITHER_SLOTS; u++)
       if (j0 + u < k)
         {
-          float d = quantize_distance (fx, fy, fz, c_centre[j0 + u]);
+          float d = quantize_distance (fx, fy, fz, centre[j0 + u]);
           if (d < best[u])
             {
               best[u] = d;
@@ -377,21 +378,6 @@ channel (const float4 &e, int c)
   return c == 0 ? e.x : c == 1 ? e.y : e.z;
 }
 
-/* A group's progress: written with release after its errors, read with acquire. */
-__device__ __forceinline__ void
-publish (int *count, int value)
-{
-  asm volatile ("st.release.gpu.s32 [%0], %1;" :: "l" (count), "r" (value) : "memory");
-}
-
-__device__ __forceinline__ int
-published (const int *count)
-{
-  int value;
-  asm volatile ("ld.acquire.gpu.s32 %0, [%1];" : "=r" (value) : "l" (count) : "memory");
-  return value;
-}
-
 __device__ __forceinline__ float4
 shfl_up_error (float4 e)
 {
@@ -407,8 +393,10 @@ template <int DIMS>
 __global__ void __launch_bounds__ (DITHER_WARPS * 32)
 dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dither_args a)
 {
-  /* the lanes look up different entries at once: shared memory, not constant */
+  /* the lanes look up different entries at once: shared memory, not
+   * constant; the centres too (256 of them overflow the constant cache) */
   __shared__ float s_decode[256];
+  __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
   __shared__ float s_value[CUDAFX_MAX_COLORS][3], s_f32[CUDAFX_MAX_COLORS][3];
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
   __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
@@ -416,6 +404,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
     s_decode[i] = c_decode[i];
   for (int i = threadIdx.x; i < 3 * k; i += blockDim.x)
     {
+      s_centre[i / 3][i % 3] = c_centre[i / 3][i % 3];
       s_value[i / 3][i % 3] = c_pal_value[i / 3][i % 3];
       s_f32[i / 3][i % 3] = c_pal_f32[i / 3][i % 3];
       s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
@@ -436,7 +425,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   const unsigned char *srow = v.src + (size_t) (has_row ? y : 0) * v.src_pitch;
   /* lane 0's row above: the previous group's last row, or the previous stripe's */
   const float4 *above = group > 0 ? a.bound + (size_t) group * w : a.above_in ? a.bound : NULL;
-  const int *above_done = group > 0 ? a.progress + group - 1 : NULL;
+  const volatile int *above_done = group > 0 ? a.progress + group - 1 : NULL;
   int seen = above_done ? 0 : w; /* pixels of the row above known to be there */
   float4 *below = a.bound + (size_t) (group + 1) * w;
 
@@ -454,12 +443,15 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
             {
               int count = 0;
               if (lane == 0)
-                count = published (above_done);
+                count = *above_done;
               seen = __shfl_sync (FULL_WARP, count, 0);
               if (seen < need)
                 __nanosleep (64);
             }
-          __syncwarp (); /* after lane 0's acquire, and its use of the last chunk */
+          /* acquire: the fence after reading the count orders the loads of the
+           * errors after it (an acquire load in the loop costs a fence a poll) */
+          __threadfence ();
+          __syncwarp (); /* lane 0 is done with the last chunk */
           if (next + lane < w)
             s_above[warp][lane] = __ldcg (above + next + lane);
           __syncwarp ();
@@ -510,7 +502,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         }
       else
         quantize_features (DIMS, v.oklab, s_decode, value, v.u8 ? code : NULL, f);
-      int label = nearest_entry_unrolled (f[0], f[1], f[2], k);
+      int label = nearest_entry_unrolled (s_centre, f[0], f[1], f[2], k);
       write_entry (v, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
         mine = make_float4 (value[0] - s_value[label][0], value[1] - s_value[label][1],
@@ -519,7 +511,10 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         {
           __stcg (below + x, mine);
           if ((x + 1) % DITHER_CHUNK == 0 || x == w - 1)
-            publish (&a.progress[group], x + 1);
+            {
+              __threadfence (); /* release: the errors before their count */
+              *(volatile int *) &a.progress[group] = x + 1;
+            }
           if (x == w - 1)
             *a.rows_done = y + 1;
         }
