@@ -82,23 +82,20 @@
  * the palette's range; it takes the nearest entry in the chosen space, and
  * the error (value - entry, RGB, float) goes 7/16 right, 3/16 down-left,
  * 5/16 down, 1/16 down-right. Transparent pixels take their plain nearest
- * entry and neither receive nor pass on error. The CPU runs it as a wavefront
- * on its threads, each row two pixels behind the one above, which keeps every
+ * entry and neither receive nor pass on error. Both backends run it as a
+ * wavefront, each row two pixels behind the one above, which keeps every
  * float addition in the sequential order: the same output for any thread
- * count (see dither_row).
+ * count (see dither_row) and on the device (cuda/quantize.cu, where a warp
+ * takes 32 rows, a lane each, and waits on the warp above's progress).
  *
  * Backends. The per-pixel arithmetic (features, distance) is quantize.h's,
  * shared with cuda/quantize.cu. On the CUDA backend the device does the
- * passes over every pixel (assignment sums, mapping) and the seeding
- * attempts on the sample (cuda/quantize.cu's seeding section: the same
- * integer arithmetic, so the same centres; the host seeds when the device
- * budget leaves no room for it); the sample, the choice of the attempt, the
- * image's centre update and convergence test and the palette stay here for
- * both, so the palette is the CPU's. Floyd–Steinberg also stays
- * here: every pixel's error depends on its left neighbour's and the row
- * above's, a chain of width + 2 * height steps; a wavefront kernel needs
- * blocks waiting on each other's progress, which has not yet been shown
- * deadlock-free and exact on a GPU (planned: rows staggered by two pixels).
+ * passes over every pixel (assignment sums, mapping, Floyd–Steinberg) and
+ * the seeding attempts on the sample (cuda/quantize.cu's seeding section:
+ * the same integer arithmetic, so the same centres; the host seeds when the
+ * device budget leaves no room for it); the sample, the choice of the
+ * attempt, the image's centre update and convergence test and the palette
+ * stay here for both, so the palette is the CPU's.
  */
 #include "quantize.h"
 #include "../cuda/cudafx_cuda.h"
@@ -782,6 +779,22 @@ dither_row (dither_state *d, int y)
   return 1;
 }
 
+/* The palette's range per channel (0..255 scale): dithered values are
+ * clamped to it. */
+static void
+palette_range (const quantize_ctx *q, float *lo, float *hi)
+{
+  for (int c = 0; c < 3; c++)
+    {
+      lo[c] = hi[c] = q->pal_value[0][c];
+      for (int j = 1; j < q->k; j++)
+        {
+          lo[c] = fminf (lo[c], q->pal_value[j][c]);
+          hi[c] = fmaxf (hi[c], q->pal_value[j][c]);
+        }
+    }
+}
+
 /* Floyd–Steinberg (see the header) on the CPU's threads. Progress and cancel
  * stay on the calling thread (thread 0): hosts' callbacks are not
  * thread-safe. */
@@ -802,15 +815,7 @@ dither_image (quantize_ctx *q, const cudafx_options *o)
   for (int t = 0; t < threads; t++)
     atomic_init (&d.done[t].at, 0);
   atomic_init (&d.stop, 0);
-  for (int c = 0; c < 3; c++)
-    {
-      d.lo[c] = d.hi[c] = q->pal_value[0][c];
-      for (int j = 1; j < q->k; j++)
-        {
-          d.lo[c] = fminf (d.lo[c], q->pal_value[j][c]);
-          d.hi[c] = fmaxf (d.hi[c], q->pal_value[j][c]);
-        }
-    }
+  palette_range (q, d.lo, d.hi);
 #pragma omp parallel num_threads (threads)
   {
     /* the team may be smaller than asked (nested, limits): a ring of
@@ -936,9 +941,9 @@ assign_pass (quantize_ctx *q, quantize_device *gpu, const cudafx_options *o, dou
   return s;
 }
 
-/* One run on either backend: sampling, seeding, the palette and Floyd–
- * Steinberg on the host; the passes over every pixel (assignment sums and
- * the mapping) by the CPU's threads, or on the device when on_gpu. */
+/* One run on either backend: sampling, seeding and the palette on the host;
+ * the passes over every pixel (assignment sums, the mapping or Floyd–
+ * Steinberg) by the CPU's threads, or on the device when on_gpu. */
 static cudafx_status
 quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
 {
@@ -1054,8 +1059,13 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
   if (job->palette)
     memset (job->palette, 0, sizeof *job->palette);
   q->k = build_palette (q, (const int32_t (*)[3]) centres, q->k, job->palette);
-  /* Floyd–Steinberg stays on the host for both backends: see the header. */
-  if (p->dither == CUDAFX_DITHER_FLOYD_STEINBERG)
+  if (p->dither == CUDAFX_DITHER_FLOYD_STEINBERG && gpu)
+    {
+      float lo[3], hi[3];
+      palette_range (q, lo, hi);
+      s = cudafx_quantize_cuda_dither (gpu, &q->pal, (const float (*)[3]) q->pal_value, lo, hi, q->dst);
+    }
+  else if (p->dither == CUDAFX_DITHER_FLOYD_STEINBERG)
     s = dither_image (q, o);
   else if (gpu)
     s = cudafx_quantize_cuda_map (gpu, &q->pal, q->dst);

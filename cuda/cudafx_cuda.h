@@ -54,6 +54,12 @@ cudafx_status cudafx_quantize_cuda_assign (quantize_device *q, const float (*cen
 /* Every pixel of dst becomes its nearest palette entry; alpha is copied. */
 cudafx_status cudafx_quantize_cuda_map (quantize_device *q, const quantize_palette *pal,
                                         cudafx_image *dst);
+/* The same with Floyd–Steinberg error diffusion, exactly as the CPU's
+ * (core/quantize.c): value holds the entries on the 0..255 scale, lo and hi
+ * their range per channel. */
+cudafx_status cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal,
+                                           const float (*value)[3], const float lo[3],
+                                           const float hi[3], cudafx_image *dst);
 void cudafx_quantize_cuda_close (quantize_device *q);
 
 #ifdef __cplusplus

@@ -1,13 +1,13 @@
 /* Colour quantize passes on the GPU: k-means assignment with the centre
  * sums (Lloyd 1982), the mapping of every pixel to its nearest palette
- * entry, and the seeding attempts on the sample (k-means++ and Lloyd, see
- * the seeding section). core/quantize.c drives them and stays the
- * reference: sampling, the choice of the attempt, the centre update and
- * convergence test on the image, the palette and Floyd–Steinberg run on the
- * host for both backends, and the per-pixel arithmetic is core/quantize.h's,
- * compiled here without fused multiply-adds (--fmad=false) and with IEEE
- * division, so features, distances and nearest centres equal the CPU's bit
- * for bit.
+ * entry, plain or with Floyd–Steinberg error diffusion, and the seeding
+ * attempts on the sample (k-means++ and Lloyd, see the seeding section).
+ * core/quantize.c drives them and stays the reference: sampling, the choice
+ * of the attempt, the centre update and convergence test on the image and
+ * the palette run on the host for both backends, and the per-pixel
+ * arithmetic is core/quantize.h's, compiled here without fused multiply-adds
+ * (--fmad=false) and with IEEE division, so features, distances, nearest
+ * centres and diffused errors equal the CPU's bit for bit.
  *
  * Determinism: a centre's sums are sums of integer features (|f| < 2^21), so
  * any order of addition gives the same total. Each block adds its pixels'
@@ -23,12 +23,15 @@
  * pass uploads the image in stripes and recomputes their features. The
  * seeding's workspace (about 5 MB) is taken first when it costs at most a
  * quarter of the budget; otherwise the host seeds. The seeding runs on its
- * own stream while a one-stripe image goes up on stream 0. */
+ * own stream while a one-stripe image goes up on stream 0.
+ *
+ * Floyd–Steinberg: see the dither section below. */
 #include "context.cuh"
 
 #include <cub/block/block_scan.cuh>
 #include <new>
 #include <stdio.h>
+#include <thread>
 
 namespace {
 
@@ -187,17 +190,12 @@ reduce_kernel (const long long *partials, int blocks, int counters, long long *t
   totals[i] += sum;
 }
 
-/* Each pixel to its nearest palette entry (features of the entries in
- * c_centre); alpha copied from the source. */
-__global__ void
-map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
+/* Index of the nearest of the k entries in c_centre, the first on ties. */
+__device__ __forceinline__ int
+nearest_entry (float fx, float fy, float fz, int k)
 {
-  size_t p = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
-  if (p >= v.n)
-    return;
-  float fx, fy, fz, best = INFINITY;
+  float best = INFINITY;
   int label = 0;
-  load_features (v, p, fx, fy, fz);
   for (int j = 0; j < k; j++)
     {
       float d = quantize_distance (fx, fy, fz, c_centre[j]);
@@ -207,21 +205,29 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
           label = j;
         }
     }
-  int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
+  return label;
+}
+
+/* A palette entry (u8 or f32 as dst holds) into pixel (x, y) of dst; alpha
+ * copied from the source. */
+__device__ __forceinline__ void
+write_entry (const stripe_view &v, int x, int y, const unsigned char *u8, const float *f32,
+             unsigned char *dst, size_t dst_pitch)
+{
   size_t at = (size_t) x * v.channels;
   const unsigned char *srow = v.src + (size_t) y * v.src_pitch;
   unsigned char *drow = dst + (size_t) y * dst_pitch;
   if (v.u8)
     {
       for (int c = 0; c < v.dims; c++)
-        drow[at + c] = c_pal_u8[label][c];
+        drow[at + c] = u8[c];
       if (v.has_alpha)
         drow[at + v.channels - 1] = srow[at + v.channels - 1];
     }
   else
     {
       for (int c = 0; c < v.dims; c++)
-        ((float *) drow)[at + c] = c_pal_f32[label][c];
+        ((float *) drow)[at + c] = f32[c];
       if (v.has_alpha)
         ((float *) drow)[at + v.channels - 1] = ((const float *) srow)[at + v.channels - 1];
     }
@@ -636,6 +642,299 @@ constexpr size_t SEED_PART_BYTES =
 constexpr size_t SEED_BYTES = 3 * SEED_PLANE_BYTES + SEED_D2_BYTES + SEED_PART_BYTES + sizeof (seed_state);
 
 
+/* Each pixel to its nearest palette entry (features of the entries in
+ * c_centre); alpha copied from the source. */
+__global__ void
+map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
+{
+  size_t p = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= v.n)
+    return;
+  float fx, fy, fz;
+  load_features (v, p, fx, fy, fz);
+  int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
+  int label = nearest_entry (fx, fy, fz, k);
+  write_entry (v, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
+}
+
+/* ---- Floyd–Steinberg -------------------------------------------------------
+ *
+ * The sequential scan as a wavefront, every float addition in the scan's
+ * order (core/quantize.c, dither_row, says why that order is enough). A warp
+ * owns DITHER_ROWS = 32 consecutive rows of the stripe, lane r row r, and
+ * walks them in lockstep with a skew of two pixels a row: at step t lane r
+ * takes pixel x = t - 2r. Pixel (x, y) needs the errors of pixels x-1, x,
+ * x+1 of row y-1 and of its left neighbour: the lane above finished x+1 one
+ * step earlier and hands each error down by a shuffle, so every lane keeps a
+ * window of three of the row above's errors; the left one is its own last.
+ *
+ * Between warps: lane 0's row above is the last row of the previous group of
+ * rows (or of the previous stripe). The warp of that group stores its last
+ * row's errors in a boundary row in global memory and publishes how many are
+ * there (a fence, then a volatile store) every 32 pixels and at the row's
+ * end; the warp below reads that count (volatile loads, then a fence) only
+ * when it
+ * starts a new chunk of 32 pixels of the row above, which its lanes then load
+ * together into shared memory. Warps take their groups in order from a
+ * ticket (an atomic counter), not from blockIdx: a warp only ever waits for a
+ * group taken earlier, by a warp that is already running, so the kernel
+ * cannot deadlock whatever the scheduling or how many warps are resident.
+ *
+ * An error travels as a float4: the channels' errors, and w = 1 when the
+ * pixel voted (transparent pixels and pixels outside the image pass none).
+ *
+ * Progress and cancel: each group's last lane, at the end of its row, writes
+ * the rows done to mapped host memory; the host calls the progress callback
+ * at fixed marks as the rows get done (the same calls every run). A cancel
+ * waits for the kernel's end (a stripe's worth, milliseconds): warps reading
+ * a stop flag from host memory while they wait made the kernel ten times
+ * slower on the H100. */
+
+constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
+constexpr int DITHER_CHUNK = 32;    /* pixels of a boundary row published and loaded at once */
+constexpr int DITHER_WARPS = 4;     /* warps per block */
+constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
+constexpr int DITHER_SLOTS = 8;     /* palette entries in flight in the nearest search */
+constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
+constexpr unsigned FULL_WARP = 0xffffffffu;
+
+__constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
+
+struct dither_args
+{
+  float   lo[3], hi[3];   /* the palette's range per channel: values are clamped to it */
+  float4 *bound;          /* row 0: the previous stripe's last row; row g + 1: group g's last */
+  int    *progress;       /* [g]: pixels of boundary row g + 1 published; [groups]: the ticket */
+  int     groups;         /* of DITHER_ROWS rows in the stripe */
+  int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
+  int     everyone_votes;
+  volatile int *rows_done; /* in mapped host memory */
+};
+
+/* Boundary rows and counters for a stripe of `rows` rows of `width` pixels. */
+size_t
+dither_bound_rows (int rows)
+{
+  return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
+}
+
+/* nearest_entry with DITHER_SLOTS distances in flight (one warp per SM has
+ * no other work to hide their latency): slot u keeps the first minimum of
+ * entries u, u + DITHER_SLOTS, ...; the first minimum of all is the lowest
+ * index among the slots holding the smallest distance. The same entry as
+ * nearest_entry, as distances are never NaN. */
+__device__ __forceinline__ int
+nearest_entry_unrolled (const float (*centre)[3], float fx, float fy, float fz, int k)
+{
+  float best[DITHER_SLOTS];
+  int label[DITHER_SLOTS];
+#pragma unroll
+  for (int u = 0; u < DITHER_SLOTS; u++)
+    {
+      best[u] = INFINITY;
+      label[u] = u;
+    }
+  for (int j0 = 0; j0 < k; j0 += DITHER_SLOTS)
+#pragma unroll
+    for (int u = 0; u < DITHER_SLOTS; u++)
+      if (j0 + u < k)
+        {
+          float d = quantize_distance (fx, fy, fz, centre[j0 + u]);
+          if (d < best[u])
+            {
+              best[u] = d;
+              label[u] = j0 + u;
+            }
+        }
+  float nearest = best[0];
+  int winner = label[0];
+#pragma unroll
+  for (int u = 1; u < DITHER_SLOTS; u++)
+    if (best[u] < nearest || (best[u] == nearest && label[u] < winner))
+      {
+        nearest = best[u];
+        winner = label[u];
+      }
+  return winner;
+}
+
+/* Pixel x of a source row: its colour channels on the 0..255 scale (u8
+ * codes as floats, exact) and in w its alpha as stored. */
+template <int DIMS>
+__device__ __forceinline__ float4
+load_pixel (const stripe_view &v, const unsigned char *srow, int x)
+{
+  size_t at = (size_t) x * v.channels;
+  float c[3] = { 0.0f, 0.0f, 0.0f }, alpha = 0.0f;
+  if (v.u8)
+    {
+#pragma unroll
+      for (int i = 0; i < DIMS; i++)
+        c[i] = (float) srow[at + i];
+      if (v.has_alpha)
+        alpha = (float) srow[at + v.channels - 1];
+    }
+  else
+    {
+      const float *px = (const float *) srow + at;
+#pragma unroll
+      for (int i = 0; i < DIMS; i++)
+        c[i] = px[i] * 255.0f;
+      if (v.has_alpha)
+        alpha = px[v.channels - 1];
+    }
+  return make_float4 (c[0], c[1], c[2], alpha);
+}
+
+__device__ __forceinline__ float
+channel (const float4 &e, int c)
+{
+  return c == 0 ? e.x : c == 1 ? e.y : e.z;
+}
+
+__device__ __forceinline__ float4
+shfl_up_error (float4 e)
+{
+  e.x = __shfl_up_sync (FULL_WARP, e.x, 1);
+  e.y = __shfl_up_sync (FULL_WARP, e.y, 1);
+  e.z = __shfl_up_sync (FULL_WARP, e.z, 1);
+  e.w = __shfl_up_sync (FULL_WARP, e.w, 1);
+  return e;
+}
+
+/* DIMS: v.dims as a constant, so that the pixel's arrays stay in registers. */
+template <int DIMS>
+__global__ void __launch_bounds__ (DITHER_WARPS * 32)
+dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dither_args a)
+{
+  /* the lanes look up different entries at once: shared memory, not
+   * constant; the centres too (256 of them overflow the constant cache) */
+  __shared__ float s_decode[256];
+  __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
+  __shared__ float s_value[CUDAFX_MAX_COLORS][3], s_f32[CUDAFX_MAX_COLORS][3];
+  __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
+  __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x)
+    s_decode[i] = c_decode[i];
+  for (int i = threadIdx.x; i < 3 * k; i += blockDim.x)
+    {
+      s_centre[i / 3][i % 3] = c_centre[i / 3][i % 3];
+      s_value[i / 3][i % 3] = c_pal_value[i / 3][i % 3];
+      s_f32[i / 3][i % 3] = c_pal_f32[i / 3][i % 3];
+      s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
+    }
+  __syncthreads ();
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, w = v.width;
+  int group = 0;
+  if (lane == 0)
+    group = atomicAdd (&a.progress[a.groups], 1);
+  group = __shfl_sync (FULL_WARP, group, 0);
+  if (group >= a.groups)
+    return;
+  const int y = group * DITHER_ROWS + lane;
+  const int last_lane = min (DITHER_ROWS - 1, v.rows - 1 - group * DITHER_ROWS);
+  const bool has_row = lane <= last_lane;
+  const size_t pixel_bytes = (size_t) v.channels * (v.u8 ? 1 : sizeof (float));
+  const unsigned char *srow = v.src + (size_t) (has_row ? y : 0) * v.src_pitch;
+  /* lane 0's row above: the previous group's last row, or the previous stripe's */
+  const float4 *above = group > 0 ? a.bound + (size_t) group * w : a.above_in ? a.bound : NULL;
+  const volatile int *above_done = group > 0 ? a.progress + group - 1 : NULL;
+  int seen = above_done ? 0 : w; /* pixels of the row above known to be there */
+  float4 *below = a.bound + (size_t) (group + 1) * w;
+
+  const float4 none = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+  float4 up_left = none, up = none, up_right = none; /* row above: pixels x-1, x, x+1 */
+  float4 mine = none;  /* this lane's error of the last step: its left neighbour's */
+  float4 ahead = none; /* its next pixel, loaded a step early: the load's latency hides behind a step */
+  for (int t = -1; t < w + 2 * (DITHER_ROWS - 1); t++)
+    {
+      int next = t + 1; /* the pixel of the row above lane 0 takes in this step */
+      if (above && next < w && next % DITHER_CHUNK == 0)
+        {
+          int need = min (next + DITHER_CHUNK, w);
+          while (seen < need)
+            {
+              int count = 0;
+              if (lane == 0)
+                count = *above_done;
+              seen = __shfl_sync (FULL_WARP, count, 0);
+              if (seen < need)
+                __nanosleep (64);
+            }
+          /* acquire: the fence after reading the count orders the loads of the
+           * errors after it (an acquire load in the loop costs a fence a poll) */
+          __threadfence ();
+          __syncwarp (); /* lane 0 is done with the last chunk */
+          if (next + lane < w)
+            s_above[warp][lane] = __ldcg (above + next + lane);
+          __syncwarp ();
+        }
+      float4 incoming = shfl_up_error (mine);
+      if (lane == 0)
+        incoming = above && next < w ? s_above[warp][next % DITHER_CHUNK] : none;
+      up_left = up;
+      up = up_right;
+      up_right = incoming;
+      const float4 left = mine;
+      mine = none;
+      const int x = t - 2 * lane;
+      const float4 px = ahead;
+      if (has_row && x + 1 >= 0 && x + 1 < w)
+        ahead = load_pixel<DIMS> (v, srow, x + 1);
+      if (!has_row || x < 0 || x >= w)
+        continue;
+      if (x + DITHER_PREFETCH < w)
+        asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
+
+      float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
+      unsigned char code[3] = { 0, 0, 0 };
+      if (v.u8)
+#pragma unroll
+        for (int c = 0; c < DIMS; c++)
+          code[c] = (unsigned char) value[c];
+      const bool votes = a.everyone_votes || px.w != 0.0f;
+      if (votes)
+        {
+#pragma unroll
+          for (int c = 0; c < DIMS; c++)
+            {
+              /* dither_row's additions to this pixel's error, in its order */
+              float e = 0.0f;
+              if (up_left.w != 0.0f)
+                e += channel (up_left, c) * (1.0f / 16.0f);
+              if (up.w != 0.0f)
+                e += channel (up, c) * (5.0f / 16.0f);
+              if (up_right.w != 0.0f)
+                e += channel (up_right, c) * (3.0f / 16.0f);
+              if (left.w != 0.0f)
+                e += channel (left, c) * (7.0f / 16.0f);
+              e = quantize_sanitize (value[c]) + e;
+              value[c] = e < a.lo[c] ? a.lo[c] : e > a.hi[c] ? a.hi[c] : e;
+            }
+          quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
+        }
+      else
+        quantize_features (DIMS, v.oklab, s_decode, value, v.u8 ? code : NULL, f);
+      int label = nearest_entry_unrolled (s_centre, f[0], f[1], f[2], k);
+      write_entry (v, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
+      if (votes)
+        mine = make_float4 (value[0] - s_value[label][0], value[1] - s_value[label][1],
+                            value[2] - s_value[label][2], 1.0f);
+      if (lane == last_lane)
+        {
+          __stcg (below + x, mine);
+          if ((x + 1) % DITHER_CHUNK == 0 || x == w - 1)
+            {
+              __threadfence (); /* release: the errors before their count */
+              *(volatile int *) &a.progress[group] = x + 1;
+            }
+          if (x == w - 1)
+            *a.rows_done = y + 1;
+        }
+    }
+}
+
 size_t
 align_up (size_t bytes)
 {
@@ -665,6 +964,10 @@ struct quantize_device
   long long            *d_partials, *d_totals;
   unsigned char        *d_seed;        /* the seeding's workspace, NULL: the host seeds */
   cudaEvent_t           ev[8];         /* 0-3 the passes (stream 0), 4-7 the seeding */
+  float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
+  int                  *d_progress;    /* and its counters */
+  float                 dither_lo[3], dither_hi[3];
+  volatile int         *h_rows_done, *d_rows_done; /* dither_args.rows_done: host, device address */
   int                   events;        /* how many of ev exist */
   cudaStream_t          seed_stream;   /* the seeding's, beside the image's upload */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
@@ -756,10 +1059,63 @@ preload (quantize_device *q)
   return cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event");
 }
 
-enum pass_kind { PASS_ASSIGN, PASS_MAP };
+enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER };
+
+/* Floyd–Steinberg over stripe i (rows y0 ..): its first group continues
+ * from the last row of stripe i - 1, whose errors the boundary rows still
+ * hold. Calls the progress callback as the rows get done (the stripe's end
+ * is run_pass's); on a cancel, waits for the kernel's end. */
+cudafx_status
+launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
+{
+  dither_args a;
+  for (int c = 0; c < 3; c++)
+    {
+      a.lo[c] = q->dither_lo[c];
+      a.hi[c] = q->dither_hi[c];
+    }
+  a.bound = q->d_bound;
+  a.progress = q->d_progress;
+  a.groups = (v.rows + DITHER_ROWS - 1) / DITHER_ROWS;
+  a.above_in = i > 0;
+  a.everyone_votes = q->everyone_votes;
+  a.rows_done = q->d_rows_done;
+  *q->h_rows_done = 0;
+  size_t row = (size_t) v.width * sizeof (float4);
+  /* stripes before the last have q->rows rows: their last group's row */
+  const float4 *last = q->d_bound + (dither_bound_rows (q->rows) - 1) * v.width;
+  cudafx_status s;
+  if ((a.above_in && (s = cfx_check (cudaMemcpyAsync (q->d_bound, last, row, cudaMemcpyDeviceToDevice, 0),
+                                     FILTER, "copy on device"))) ||
+      (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), 0), FILTER,
+                      "memset")))
+    return s;
+  unsigned blocks = grid_for (a.groups, DITHER_WARPS);
+  if (v.dims == 3)
+    dither_kernel<3><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+  else
+    dither_kernel<1><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+  if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
+    return s; /* no callback: run_pass waits for the kernel */
+  int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */
+  for (int rows = mark; rows < v.rows; rows += mark)
+    {
+      cudaError_t e = cudaSuccess;
+      while (*q->h_rows_done < rows && (e = cudaStreamQuery (0)) == cudaErrorNotReady)
+        std::this_thread::yield ();
+      if (*q->h_rows_done < rows && e != cudaSuccess)
+        return cfx_check (e, FILTER, "kernel");
+      if ((s = cudafx_progress (q->o, 0.9 + 0.1 * (y0 + rows) / q->src->height)))
+        {
+          cudaStreamSynchronize (0); /* the buffers are free after the kernel */
+          return s;
+        }
+    }
+  return CUDAFX_OK;
+}
 
 /* One pass over every stripe: load, the pass's kernels, and for the mapping
- * the copy back to dst; kernel and transfer times go to the report. */
+ * (plain or dithered) the copy back to dst; kernel and transfer times go to the report. */
 cudafx_status
 run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
 {
@@ -779,7 +1135,7 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
       if ((s = cfx_check (cudaEventRecord (q->ev[0], 0), FILTER, "event")) ||
           (fresh && (s = upload_stripe (q, v, y0))) ||
           (s = cfx_check (cudaEventRecord (q->ev[1], 0), FILTER, "event")) ||
-          (fresh && (s = compute_features (q, v, i))))
+          (fresh && kind != PASS_DITHER && (s = compute_features (q, v, i))))
         break;
       if (kind == PASS_ASSIGN)
         {
@@ -794,15 +1150,17 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
           if ((s = cfx_check_launch (FILTER, "reduce_kernel")))
             break;
         }
-      else
+      else if (kind == PASS_MAP)
         {
           map_kernel<<<grid_for (v.n, THREADS), THREADS>>> (v, k, q->d_dst, q->pitch);
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
             break;
         }
+      else if ((s = launch_dither (q, v, i, y0, k)))
+        break;
       if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")))
         break;
-      if (kind == PASS_MAP)
+      if (kind != PASS_ASSIGN)
         {
           touch_pages (dst, y0, v.rows, q->row_bytes, cudafx_thread_count (q->o)); /* as the kernel runs */
           if ((s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
@@ -821,10 +1179,27 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
           report->kernel_ms += kernel_ms;
           report->transfer_ms += up_ms + down_ms;
         }
-      if (kind == PASS_MAP)
+      if (kind != PASS_ASSIGN)
         s = cudafx_progress (q->o, 0.9 + 0.1 * (y0 + v.rows) / q->src->height);
     }
   return fail_cuda (q, s);
+}
+
+/* The palette the mapping reads, into constant memory. */
+cudafx_status
+upload_palette (const quantize_palette *pal)
+{
+  cudafx_status s;
+  size_t bytes = (size_t) pal->k * sizeof pal->centre[0];
+  if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_centre, pal->centre, bytes, 0, cudaMemcpyHostToDevice, 0),
+                      FILTER, "copy to device")) ||
+      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_u8, pal->u8, (size_t) pal->k * sizeof pal->u8[0], 0,
+                                               cudaMemcpyHostToDevice, 0),
+                      FILTER, "copy to device")))
+    return s;
+  return cfx_check (cudaMemcpyToSymbolAsync (c_pal_f32, pal->f32, (size_t) pal->k * sizeof pal->f32[0], 0,
+                                             cudaMemcpyHostToDevice, 0),
+                    FILTER, "copy to device");
 }
 
 } // namespace
@@ -854,8 +1229,10 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
     return fail_cuda (q, s);
 
   /* Stripe rows from the budget: per row the source and result rows, the
-   * feature planes and the vote flags; once, the blocks' partial sums
-   * (as many blocks as a quarter of the budget allows) and the totals. */
+   * feature planes and the vote flags, and the dither's boundary rows (one
+   * per DITHER_ROWS rows, and counters); once, the blocks' partial sums (as
+   * many blocks as a quarter of the budget allows), the totals, and the
+   * dither's two extra boundary rows. */
   q->row_bytes = (size_t) src->width * src->channels * cudafx_type_size (src->type);
   q->pitch = align_up (q->row_bytes);
   size_t budget = cfx_memory_budget ();
@@ -869,8 +1246,10 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   if (blocks < 1)
     blocks = 1;
   q->max_blocks = (int) blocks;
-  size_t per_row = 2 * q->pitch + (size_t) src->width * (q->dims * sizeof (float) + !everyone_votes);
-  size_t fixed = (blocks + 1) * block_bytes + 5 * ALIGN; /* + the planes' alignment */
+  size_t bound_row = (size_t) src->width * sizeof (float4);
+  size_t per_row = 2 * q->pitch + (size_t) src->width * (q->dims * sizeof (float) + !everyone_votes) +
+                   bound_row / DITHER_ROWS + 1;
+  size_t fixed = (blocks + 1) * block_bytes + 2 * bound_row + 8 * ALIGN; /* + alignment */
   if (budget <= fixed + per_row)
     return fail_cuda (q, cudafx_fail (CUDAFX_ERR_CUDA,
                                       "%s: CUDA out of memory: %zu bytes of device memory allowed, "
@@ -883,7 +1262,9 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   size_t pixels = (size_t) src->width * q->rows;
   size_t plane_bytes = align_up (pixels * sizeof (float));
   size_t vote_bytes = everyone_votes ? 0 : align_up (pixels);
-  size_t scratch = seed_bytes + q->dims * plane_bytes + vote_bytes + blocks * block_bytes + block_bytes;
+  size_t bound_bytes = align_up (dither_bound_rows (q->rows) * bound_row);
+  size_t scratch = seed_bytes + q->dims * plane_bytes + vote_bytes + blocks * block_bytes + block_bytes +
+                   bound_bytes + align_up (dither_bound_rows (q->rows) * sizeof (int));
   unsigned char *d_scratch;
   if ((s = cfx_buffer (CFX_SLOT_SRC, q->pitch * q->rows, (void **) &q->d_src, FILTER)) ||
       (s = cfx_buffer (CFX_SLOT_DST, q->pitch * q->rows, (void **) &q->d_dst, FILTER)) ||
@@ -896,6 +1277,8 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   q->d_votes = d_scratch + q->dims * plane_bytes;
   q->d_partials = (long long *) (q->d_votes + vote_bytes);
   q->d_totals = q->d_partials + blocks * COUNTERS;
+  q->d_bound = (float4 *) (q->d_totals + COUNTERS);
+  q->d_progress = (int *) ((unsigned char *) q->d_bound + bound_bytes);
 
   for (; q->events < 8; q->events++)
     if ((s = cfx_check (cudaEventCreate (&q->ev[q->events]), FILTER, "event creation")))
@@ -1026,18 +1409,32 @@ cudafx_quantize_cuda_assign (quantize_device *q, const float (*centre)[3], int k
 extern "C" cudafx_status
 cudafx_quantize_cuda_map (quantize_device *q, const quantize_palette *pal, cudafx_image *dst)
 {
+  cudafx_status s = upload_palette (pal);
+  return s ? fail_cuda (q, s) : run_pass (q, PASS_MAP, pal->k, dst);
+}
+
+extern "C" cudafx_status
+cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal, const float (*value)[3],
+                             const float lo[3], const float hi[3], cudafx_image *dst)
+{
   cudafx_status s;
-  size_t bytes = (size_t) pal->k * sizeof pal->centre[0];
-  if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_centre, pal->centre, bytes, 0, cudaMemcpyHostToDevice, 0),
-                      FILTER, "copy to device")) ||
-      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_u8, pal->u8, (size_t) pal->k * sizeof pal->u8[0], 0,
-                                               cudaMemcpyHostToDevice, 0),
-                      FILTER, "copy to device")) ||
-      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_f32, pal->f32, (size_t) pal->k * sizeof pal->f32[0], 0,
+  if ((s = upload_palette (pal)) ||
+      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, value, (size_t) pal->k * sizeof value[0], 0,
                                                cudaMemcpyHostToDevice, 0),
                       FILTER, "copy to device")))
     return fail_cuda (q, s);
-  return run_pass (q, PASS_MAP, pal->k, dst);
+  if (!q->h_rows_done &&
+      ((s = cfx_check (cudaHostAlloc ((void **) &q->h_rows_done, sizeof (int), cudaHostAllocMapped), FILTER,
+                       "host allocation")) ||
+       (s = cfx_check (cudaHostGetDevicePointer ((void **) &q->d_rows_done, (void *) q->h_rows_done, 0),
+                       FILTER, "host mapping"))))
+    return fail_cuda (q, s);
+  for (int c = 0; c < 3; c++)
+    {
+      q->dither_lo[c] = lo[c];
+      q->dither_hi[c] = hi[c];
+    }
+  return run_pass (q, PASS_DITHER, pal->k, dst);
 }
 
 extern "C" void
@@ -1051,5 +1448,7 @@ cudafx_quantize_cuda_close (quantize_device *q)
     cudaEventDestroy (q->ev[e]);
   if (q->seed_stream)
     cudaStreamDestroy (q->seed_stream);
+  if (q->h_rows_done)
+    cudaFreeHost ((void *) q->h_rows_done);
   delete q; /* releases the GPU lock */
 }

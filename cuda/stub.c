@@ -63,6 +63,13 @@ cudafx_quantize_cuda_map (quantize_device *q, const quantize_palette *pal, cudaf
   return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "quantize: built without CUDA");
 }
 
+cudafx_status
+cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal, const float (*value)[3],
+                             const float lo[3], const float hi[3], cudafx_image *dst)
+{
+  return cudafx_fail (CUDAFX_ERR_CUDA_NOT_BUILT, "quantize: built without CUDA");
+}
+
 void
 cudafx_quantize_cuda_close (quantize_device *q)
 {

@@ -195,7 +195,7 @@ def main():
 
     # Colour quantize (rgb, as the peers): k-means with exactly the peers'
     # 10 iterations at most (cudafx stops earlier when no centre moves: the
-    # table says how many ran), and Floyd-Steinberg mapping (on the host).
+    # table says how many ran), plain and with Floyd-Steinberg mapping.
     t_pix = torch.from_numpy(img.reshape(-1, 3).astype(np.float32)).cuda()
     pix = img.reshape(-1, 3).astype(np.float32)
     iterations = {}
@@ -210,8 +210,15 @@ def main():
         if not args.skip_opencv:
             peers.append(("cv2.kmeans %d CPU threads" % os.cpu_count(), lambda k=k: cv2_kmeans_ms(pix, k, 10)))
         add("quantize K=%d 10 it" % k, lambda k=k: quantize(k), peers)
+    for k in (16, 256) if "quantize" in only else ():
+        add("quantize K=%d + F-S dither" % k, lambda k=k: quantize(k, 1), [])
+        # the same palette and iterations as the plain run: the difference is
+        # the F-S kernel less the plain map kernel
+        times = {r[0]: r[1:3] for r in rows}
+        plain, dithered = times["quantize K=%d 10 it" % k], times["quantize K=%d + F-S dither" % k]
+        if plain[0] is not None and dithered[0] is not None:
+            rows.append(("F-S mapping K=%d (- plain)" % k, dithered[0] - plain[0], dithered[1] - plain[1], []))
     if "quantize" in only:
-        add("quantize K=16 + F-S dither", lambda: quantize(16, 1), [])
         # one iteration: what seeding, one pass and the mapping cost
         for k in (16, 256):
             add("quantize K=%d 1 it" % k, lambda k=k: eng.quantize(img, colors=k, color_space=1,
@@ -239,8 +246,9 @@ def main():
         print("%-28s %10.3f %10.2f %7.2f  %s" % (name, k, w, w / copy_ms, ptxt))
     for (k, dither), n in sorted(iterations.items()):
         print("quantize K=%d%s: %d k-means iterations run" % (k, " dither" if dither else "", n))
-    print("quantize: kernel ms covers the device passes and the seeding attempts (k-means++ and Lloyd on "
-          "the sample); sampling, the palette and Floyd-Steinberg run on the host and show in call ms only")
+    print("quantize: kernel ms covers the device passes, the seeding attempts (k-means++ and Lloyd on "
+          "the sample) and Floyd-Steinberg; sampling and the palette run on the host and show in call ms only")
+    print("F-S mapping: the dithered run less the plain one, i.e. the F-S kernel less the plain map kernel")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
  * again when the device-memory cap forces stripes and a small grid. The
  * seeding on the device: the same palettes after one Lloyd iteration (which
  * shows the starting centres) over K, seeds and sample sizes, and proof
- * that it ran there (a fault injected into it). */
+ * that it ran there (a fault injected into it). The Floyd–Steinberg kernel
+ * gets its own cases: images of one row or column, heights that end groups
+ * of 32 rows part way, stripes. */
 #include "../unit/harness.h"
 
 #include <stdlib.h>
@@ -363,4 +365,101 @@ TEST (gpu_quantize_seeding_runs_on_the_device)
   harness_image_free (&src);
   harness_image_free (&ref);
   harness_image_free (&out);
+}
+
+/* Floyd–Steinberg on the device for every layout and type of one size; K and
+ * the colour space rotate so that each pairing occurs. Returns whether the
+ * CPU's dithered output differed from its plain mapping in some case (the
+ * comparison then covers the diffused errors, not just the nearest entries). */
+static int
+compare_dither_sizes (int w, int h, harness_rng *r)
+{
+  static const int layouts[][2] = { { 3, 0 }, { 4, 1 }, { 1, 0 }, { 2, 1 } };
+  static const int colors[] = { 2, 16, 256 };
+  int diffused = 0;
+  for (int li = 0; li < 4; li++)
+    for (int t = 0; t < 2 && harness_failures () < 5; t++)
+      {
+        cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+        int ch = layouts[li][0], alpha = layouts[li][1];
+        cudafx_image src = harness_image_new (w, h, ch, alpha, type, 3 * cudafx_type_size (type));
+        fill (&src, r, li % 2);
+        for (int i = 0; i < 2; i++)
+          {
+            int combo = 2 * (2 * li + t) + i;
+            cudafx_quantize_params p;
+            cudafx_quantize_params_init (&p);
+            p.colors = colors[combo % 3];
+            p.color_space = (combo / 3) % 2;
+            p.max_iterations = 4;
+            p.seed = (uint32_t) combo;
+            p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+            char what[128];
+            snprintf (what, sizeof what, "dither %dx%d ch %d alpha %d %s %s K %d", w, h, ch, alpha,
+                      t ? "f32" : "u8", p.color_space ? "rgb" : "oklab", p.colors);
+            compare (&src, &p, what);
+
+            cudafx_image plain = harness_image_new (w, h, ch, alpha, type, 0);
+            cudafx_image dithered = harness_image_new (w, h, ch, alpha, type, 0);
+            cudafx_options cpu = harness_cpu_options ();
+            CHECK (cudafx_quantize (&src, &dithered, &p, &cpu, NULL) == CUDAFX_OK, "%s on the CPU", what);
+            p.dither = CUDAFX_DITHER_NONE;
+            CHECK (cudafx_quantize (&src, &plain, &p, &cpu, NULL) == CUDAFX_OK, "%s on the CPU", what);
+            diffused |= !harness_same_pixels (&plain, &dithered);
+            harness_image_free (&plain);
+            harness_image_free (&dithered);
+          }
+        harness_image_free (&src);
+      }
+  return diffused;
+}
+
+TEST (gpu_quantize_dither_small_images)
+{
+  /* one pixel, one column (one lane per group), one row, 65 rows: groups of
+   * 32, 32 and 1 rows */
+  static const int sizes[][2] = { { 1, 1 }, { 1, 70 }, { 70, 1 }, { 33, 65 } };
+  harness_rng r = { 37 };
+  for (int si = 0; si < 4; si++)
+    compare_dither_sizes (sizes[si][0], sizes[si][1], &r);
+}
+
+TEST (gpu_quantize_dither_larger_images)
+{
+  static const int sizes[][2] = { { 250, 41 }, { 200, 300 } };
+  harness_rng r = { 41 };
+  for (int si = 0; si < 2; si++)
+    CHECK (compare_dither_sizes (sizes[si][0], sizes[si][1], &r),
+           "%dx%d: dithering never changed the CPU's output", sizes[si][0], sizes[si][1]);
+}
+
+TEST (gpu_quantize_dither_stripes)
+{
+  /* 64K: stripes of a few rows, each continuing the last one's errors; 512K:
+   * stripes of several groups of 32 rows */
+  static const char *limits[] = { "64K", "512K" };
+  harness_rng r = { 43 };
+  cudafx_image rgba = harness_image_new (301, 203, 4, 1, CUDAFX_U8, 9);
+  cudafx_image grey = harness_image_new (211, 230, 1, 0, CUDAFX_F32, 4);
+  fill (&rgba, &r, 0);
+  fill (&grey, &r, 1);
+  for (int i = 0; i < 2; i++)
+    {
+      setenv ("CUDAFX_CUDA_MEM_LIMIT", limits[i], 1);
+      for (int space = 0; space < 2; space++)
+        {
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.color_space = space;
+          p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+          p.max_iterations = 4;
+          p.colors = 16;
+          compare (&rgba, &p, limits[i]);
+          p.colors = 7;
+          compare (&grey, &p, limits[i]);
+        }
+    }
+  unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+  harness_image_free (&rgba);
+  harness_image_free (&grey);
 }
