@@ -29,10 +29,9 @@
  * then all vote). n = number of voting pixels.
  *
  * Seeding (on the device on the CUDA backend, see Backends). Sample S =
- * min (n, 65536) voting
- * pixels: sample j is the voting pixel of rank floor (j * n / S) in raster
- * order. A = clamp (floor (128 / K), 1, 8) independent attempts; attempt a
- * uses the PRNG splitmix64 with state
+ * min (n, 65536) voting pixels: sample j is the voting pixel of rank
+ * floor (j * n / S) in raster order. A = clamp (floor (128 / K), 1, 8)
+ * independent attempts; attempt a uses the PRNG splitmix64 with state
  * seed + a * 2^32 and uniform u = (next >> 11) * 2^-53, and runs:
  *  1. Greedy k-means++ (as in scikit-learn), T = 2 + floor (log (K)) trials
  *     per centre. First centre: sample floor (u * S). D2[j] = squared distance
