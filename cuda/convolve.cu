@@ -520,13 +520,13 @@ convolve_rows_fixed_kernel (cfx_stripe s, fixed_args f, cudafx_border border)
           ((uint4 *) out)[q] = make_uint4 (w[0], w[1], w[2], w[3]);
         }
     }
-  else
+  else /* the row's last pixels, then zeros over the padding, which the vertical pass reads */
 #pragma unroll
     for (int p = 0; p < ROWS_P; p++)
-      if (x0 + p < s.width)
 #pragma unroll
-        for (int c = 0; c < CH; c++)
-          out[p * CH + c] = (unsigned short) __float_as_uint (acc[p][c]);
+      for (int c = 0; c < CH; c++)
+        if ((x0 + p) * CH + c < f.scratch_pitch)
+          out[p * CH + c] = x0 + p < s.width ? (unsigned short) __float_as_uint (acc[p][c]) : 0;
 }
 
 /* Fixed point, vertical, and the u8 result (sum / 256 + offset): columns of
@@ -547,7 +547,7 @@ convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
   const int last_row = s.rows + 2 * s.halo - 1;
   const unsigned short *column = (const unsigned short *) s.d_scratch + e0;
   auto load = [&] (int t) {
-    /* the last group may read past the row's elements, never past its padding */
+    /* the last group may read past the row's elements into its padding (zeros) */
     return __ldg ((const uint2 *) (column + (size_t) min (y0 + t, last_row) * f.scratch_pitch));
   };
   auto unpack = [] (uint2 q, float *v) { /* exact: 2^23 + lane, less 2^23 */
