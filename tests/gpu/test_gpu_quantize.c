@@ -149,13 +149,18 @@ TEST (gpu_quantize_larger_images_match_cpu)
       }
 }
 
-TEST (gpu_quantize_stripes_match_cpu)
+/* Colour (RGBA u8, K 16) and grey (f32, K grey_colors) images under device
+ * memory caps that force stripes: 64K gives a few rows per stripe (and two
+ * assignment blocks), 512K fewer, larger stripes (for the dither, several
+ * groups of 32 rows); both colour spaces, the rest of the parameters from base. */
+static void
+compare_capped (unsigned long long seed, int grey_w, int grey_h, const cudafx_quantize_params *base,
+                int grey_colors)
 {
-  /* 64K: a few rows per stripe and two blocks; 512K: fewer, larger stripes */
   static const char *limits[] = { "64K", "512K" };
-  harness_rng r = { 31 };
+  harness_rng r = { seed };
   cudafx_image rgba = harness_image_new (301, 203, 4, 1, CUDAFX_U8, 9);
-  cudafx_image grey = harness_image_new (301, 203, 1, 0, CUDAFX_F32, 4);
+  cudafx_image grey = harness_image_new (grey_w, grey_h, 1, 0, CUDAFX_F32, 4);
   fill (&rgba, &r, 0);
   fill (&grey, &r, 1);
   for (int i = 0; i < 2; i++)
@@ -163,18 +168,24 @@ TEST (gpu_quantize_stripes_match_cpu)
       setenv ("CUDAFX_CUDA_MEM_LIMIT", limits[i], 1);
       for (int space = 0; space < 2; space++)
         {
-          cudafx_quantize_params p;
-          cudafx_quantize_params_init (&p);
+          cudafx_quantize_params p = *base;
           p.color_space = space;
           p.colors = 16;
           compare (&rgba, &p, limits[i]);
-          p.colors = 5;
+          p.colors = grey_colors;
           compare (&grey, &p, limits[i]);
         }
     }
   unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
   harness_image_free (&rgba);
   harness_image_free (&grey);
+}
+
+TEST (gpu_quantize_stripes_match_cpu)
+{
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  compare_capped (31, 301, 203, &p, 5);
 }
 
 /* Seeding on the device: every K of the issue, seeds 1..5, both spaces, on
@@ -435,31 +446,10 @@ TEST (gpu_quantize_dither_larger_images)
 
 TEST (gpu_quantize_dither_stripes)
 {
-  /* 64K: stripes of a few rows, each continuing the last one's errors; 512K:
-   * stripes of several groups of 32 rows */
-  static const char *limits[] = { "64K", "512K" };
-  harness_rng r = { 43 };
-  cudafx_image rgba = harness_image_new (301, 203, 4, 1, CUDAFX_U8, 9);
-  cudafx_image grey = harness_image_new (211, 230, 1, 0, CUDAFX_F32, 4);
-  fill (&rgba, &r, 0);
-  fill (&grey, &r, 1);
-  for (int i = 0; i < 2; i++)
-    {
-      setenv ("CUDAFX_CUDA_MEM_LIMIT", limits[i], 1);
-      for (int space = 0; space < 2; space++)
-        {
-          cudafx_quantize_params p;
-          cudafx_quantize_params_init (&p);
-          p.color_space = space;
-          p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
-          p.max_iterations = 4;
-          p.colors = 16;
-          compare (&rgba, &p, limits[i]);
-          p.colors = 7;
-          compare (&grey, &p, limits[i]);
-        }
-    }
-  unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
-  harness_image_free (&rgba);
-  harness_image_free (&grey);
+  /* each stripe continues the last one's errors */
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+  p.max_iterations = 4;
+  compare_capped (43, 211, 230, &p, 7);
 }
