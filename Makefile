@@ -242,7 +242,8 @@ quality: $(SHLIB)
 # GIMP 3 plug-in: compiled and linked inside a Debian 13 chroot that
 # tests/gimp/chroot.sh creates once (root, network to the host's Debian mirror)
 # and keeps outside the clone; the engine library comes from the host.
-GIMP3_SRCS := plugin/gimp3.c plugin/procedures.c plugin/region.c $(wildcard ui/*.c)
+GIMP3_SRCS := plugin/gimp3.c plugin/procedures.c plugin/region.c plugin/dialog-common.c \
+               $(wildcard ui/*.c)
 
 $(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h $(LIB) \
                        tests/gimp/build-plugin.sh tests/gimp/chroot.sh

@@ -36,20 +36,22 @@ cudafx_dialog_backend_text (void)
 }
 
 gchar *
-cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection)
+cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, double *sigma)
 {
   cudafx_nlmeans_info info;
   GError             *error = NULL;
   gchar              *text;
 
+  *sigma = 0;
   if (!selection)
-    return g_strdup (_("Noise σ: the selection is empty"));
+    return g_strdup (_("Noise σ: the selection does not touch the layer"));
   if (!cudafx_region_noise (source, selection, &info, &error))
     {
       text = g_strdup_printf (_("Noise σ could not be estimated: %s"), error->message);
       g_error_free (error);
       return text;
     }
+  *sigma = info.sigma;
   return g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode uses strength %.1f, "
                             "patch radius %d, search radius %d"),
                           info.sigma, info.h, info.patch_radius, info.search_radius);

@@ -18,10 +18,12 @@ gchar *cudafx_dialog_title (const cudafx_filter_desc *desc);
 /* "Backend available: CUDA: <device>" or "… CPU, N threads — no CUDA device (why)". */
 gchar *cudafx_dialog_backend_text (void);
 
-/* The estimated noise σ of selection in source (NULL: the selection does not
- * touch the drawable) and what nl-means' automatic mode makes of it, or why
- * it could not be estimated. */
-gchar *cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection);
+/* The noise σ nl-means' automatic mode will find on selection of source
+ * (NULL: the selection does not touch the drawable) and what it makes of it,
+ * or why it could not be estimated. *sigma is that σ, 0 when unknown: a
+ * preview of part of the selection filters with it, as the run will. */
+gchar *cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection,
+                                 double *sigma);
 
 /* Why the kernel grid cannot show a size×size kernel, or NULL when it can. */
 gchar *cudafx_dialog_kernel_note (int size);

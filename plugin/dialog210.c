@@ -29,6 +29,8 @@ typedef struct {
   cudafx_proc_args         *args;
   GtkWidget                *preview;
   GtkWidget                *status;                    /* why the preview failed */
+  GeglBuffer               *whole;                     /* quantize: the whole selection filtered, or NULL */
+  double                    nlmeans_sigma;             /* the noise σ a run estimates; 0 when unknown */
   /* Per argument, by table position: a number's adjustment (scale entry or
    * spin button), the control (spin, combo, check; NULL for scale entries)
    * and its label. */
@@ -127,23 +129,37 @@ set_status (dialog_state *state, const gchar *text)
   gtk_widget_set_visible (state->status, text != NULL);
 }
 
+/* The selection's bounds in the drawable, or NULL when it does not touch it. */
+static const GeglRectangle *
+selection_of (gint32 drawable, GeglRectangle *bounds)
+{
+  return gimp_drawable_mask_intersect (drawable, &bounds->x, &bounds->y, &bounds->width,
+                                       &bounds->height) ? bounds : NULL;
+}
+
 static void
 render_preview (GimpPreview *preview, dialog_state *state)
 {
-  GeglRectangle area;
-  GeglBuffer   *source = gimp_drawable_get_buffer (state->drawable);
-  GError       *error = NULL;
-  guchar       *pixels;
-  int           rowstride;
+  GeglRectangle    area, bounds;
+  GeglBuffer      *source = gimp_drawable_get_buffer (state->drawable), *result = NULL;
+  cudafx_proc_args args = *state->args;
+  const Babl      *format = cudafx_region_u8_format (source, NULL);
+  GError          *error = NULL;
 
   gimp_preview_get_position (preview, &area.x, &area.y);
   gimp_preview_get_size (preview, &area.width, &area.height);
-  pixels = cudafx_region_preview (source, &area, state->args, &rowstride, &error);
-  g_object_unref (source);
-  if (pixels)
+  args.nlmeans_sigma = state->nlmeans_sigma;
+  result = cudafx_region_preview (source, selection_of (state->drawable, &bounds), &area, &args,
+                                  &state->whole, NULL, &error);
+  if (result)
     {
+      int     rowstride = area.width * babl_format_get_bytes_per_pixel (format);
+      guchar *pixels = g_malloc ((gsize) rowstride * area.height);
+
+      gegl_buffer_get (result, &area, 1.0, format, pixels, rowstride, GEGL_ABYSS_NONE);
       gimp_preview_draw_buffer (preview, pixels, rowstride);
       g_free (pixels);
+      g_object_unref (result);
       set_status (state, NULL);
     }
   else
@@ -154,6 +170,15 @@ render_preview (GimpPreview *preview, dialog_state *state)
       g_free (text);
       g_error_free (error);
     }
+  g_object_unref (source);
+}
+
+/* The arguments changed: the preview (and quantize's cached palette run) with them. */
+static void
+settings_changed (dialog_state *state)
+{
+  g_clear_object (&state->whole);
+  gimp_preview_invalidate (GIMP_PREVIEW (state->preview));
 }
 
 /* Once the preview has its size: show the middle of the selection, where the
@@ -253,7 +278,7 @@ grid_to_args (dialog_state *state)
   state->syncing = TRUE;
   set_control (state, index_of (state, "preset"), CUDAFX_PRESET_CUSTOM);
   state->syncing = FALSE;
-  gimp_preview_invalidate (GIMP_PREVIEW (state->preview));
+  settings_changed (state);
 }
 
 static void
@@ -369,7 +394,7 @@ argument_changed (dialog_state *state, int i, double v)
           state->syncing = FALSE;
         }
     }
-  gimp_preview_invalidate (GIMP_PREVIEW (state->preview));
+  settings_changed (state);
 }
 
 static int
@@ -510,15 +535,15 @@ add_note (GtkTable *table, int row, const gchar *text)
   return label;
 }
 
-/* The noise σ of the selection, under nl-means' automatic toggle. */
+/* The noise σ automatic mode will find, under nl-means' automatic toggle;
+ * kept for the preview, which filters only a part of the selection. */
 static gchar *
-noise_text (gint32 drawable)
+noise_text (dialog_state *state)
 {
-  GeglRectangle area;
-  GeglBuffer   *source = gimp_drawable_get_buffer (drawable);
-  gboolean      touches = gimp_drawable_mask_intersect (drawable, &area.x, &area.y,
-                                                        &area.width, &area.height);
-  gchar        *text = cudafx_dialog_noise_text (source, touches ? &area : NULL);
+  GeglRectangle bounds;
+  GeglBuffer   *source = gimp_drawable_get_buffer (state->drawable);
+  gchar        *text = cudafx_dialog_noise_text (source, selection_of (state->drawable, &bounds),
+                                                 &state->nlmeans_sigma);
 
   g_object_unref (source);
   return text;
@@ -556,7 +581,7 @@ controls_table (dialog_state *state)
         }
       if (arg_of (state, i)->type == CUDAFX_ARG_BOOLEAN && !strcmp (name, "auto"))
         {
-          gchar *text = noise_text (state->drawable);
+          gchar *text = noise_text (state);
 
           add_note (table, ++row, text);
           g_free (text);
@@ -629,5 +654,6 @@ cudafx_dialog210_run (gint32 drawable, cudafx_proc_args *args)
 
   ok = gimp_dialog_run (GIMP_DIALOG (dialog)) == GTK_RESPONSE_OK;
   gtk_widget_destroy (dialog);
+  g_clear_object (&state.whole);
   return ok;
 }

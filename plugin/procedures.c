@@ -12,7 +12,7 @@ G_DEFINE_QUARK (cudafx-proc-error-quark, cudafx_proc_error)
 
 /* The host arguments, after each filter's table arguments; msgids as in core/params.c. */
 static const cudafx_arg quantize_host_args[] = {
-  { "create-palette", N_("Create _palette"),
+  { "create-palette", N_("Create p_alette"),
     N_("Also create a GIMP palette of the colors found, named \"cudafx N colors\" "
        "(GIMP makes the name unique); quantize returns it"),
     CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0 },

@@ -39,6 +39,12 @@ cudafx_region_format (GeglBuffer *source, GError **error)
   return layout_format (source, u8 ? "u8" : "float", error);
 }
 
+const Babl *
+cudafx_region_u8_format (GeglBuffer *source, GError **error)
+{
+  return layout_format (source, "u8", error);
+}
+
 gboolean
 cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image *image,
                     GError **error)
@@ -137,37 +143,53 @@ out:
   return ok;
 }
 
-guchar *
-cudafx_region_preview (GeglBuffer *source, const GeglRectangle *area,
-                       const cudafx_proc_args *args, int *rowstride, GError **error)
+GeglBuffer *
+cudafx_region_preview (GeglBuffer *source, const GeglRectangle *selection,
+                       const GeglRectangle *area, const cudafx_proc_args *args,
+                       GeglBuffer **whole, cudafx_run_result *run, GError **error)
 {
-  const Babl *format = layout_format (source, "u8", error);
   GeglBuffer *result;
-  guchar     *pixels = NULL;
 
-  if (!format)
-    return NULL;
-  /* Sparse: only the tiles the area touches take memory. */
-  result = gegl_buffer_new (gegl_buffer_get_extent (source), gegl_buffer_get_format (source));
-  if (cudafx_region_process (source, result, area, args, NULL, NULL, NULL, error))
+  if (args->filter != CUDAFX_FILTER_QUANTIZE)
     {
-      *rowstride = area->width * babl_format_get_bytes_per_pixel (format);
-      pixels = g_malloc ((gsize) *rowstride * area->height);
-      gegl_buffer_get (result, area, 1.0, format, pixels, *rowstride, GEGL_ABYSS_NONE);
+      /* Sparse: only the tiles the area touches take memory. */
+      result = gegl_buffer_new (gegl_buffer_get_extent (source), gegl_buffer_get_format (source));
+      if (!cudafx_region_process (source, result, area, args, NULL, NULL, run, error))
+        g_clear_object (&result);
+      return result;
     }
-  g_object_unref (result);
-  return pixels;
+  if (!*whole)
+    {
+      if (!selection)
+        {
+          g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                               _("the selection does not touch the layer"));
+          return NULL;
+        }
+      *whole = gegl_buffer_new (gegl_buffer_get_extent (source), gegl_buffer_get_format (source));
+      if (!cudafx_region_process (source, *whole, selection, args, NULL, NULL, run, error))
+        {
+          g_clear_object (whole);
+          return NULL;
+        }
+    }
+  return g_object_ref (*whole);
 }
 
 gboolean
-cudafx_region_noise (GeglBuffer *source, const GeglRectangle *area, cudafx_nlmeans_info *info,
-                     GError **error)
+cudafx_region_noise (GeglBuffer *source, const GeglRectangle *selection,
+                     cudafx_nlmeans_info *info, GError **error)
 {
-  cudafx_image   image;
-  cudafx_options options;
-  cudafx_status  status;
+  cudafx_proc_args args;
+  GeglRectangle    read;
+  cudafx_image     image;
+  cudafx_options   options;
+  cudafx_status    status;
 
-  if (!cudafx_region_read (source, area, &image, error))
+  cudafx_proc_args_init (&args, CUDAFX_FILTER_NLMEANS);
+  args.values[cudafx_proc_arg_index (CUDAFX_FILTER_NLMEANS, "auto")] = 1;
+  if (!cudafx_region_input (source, selection, &args, &read, error) ||
+      !cudafx_region_read (source, &read, &image, error))
     return FALSE;
   cudafx_options_init (&options);
   status = cudafx_nlmeans_estimate (&image, &options, info);

@@ -17,6 +17,10 @@
  * space (the CLI uses the same formats, so results match). NULL with an error for palette formats. */
 const Babl *cudafx_region_format (GeglBuffer *source, GError **error);
 
+/* The 8-bit format of the same layout and colour space ("R'G'B'(A) u8" or
+ * "Y'(A) u8"): what GIMP 2.10's preview draws. */
+const Babl *cudafx_region_u8_format (GeglBuffer *source, GError **error);
+
 /* Reads rect of source, in cudafx_region_format, into a new image view whose
  * pixels the caller frees with g_free (image->data). */
 gboolean cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image *image,
@@ -35,16 +39,20 @@ gboolean cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow,
                                 cudafx_progress_fn progress, void *user_data,
                                 cudafx_run_result *result, GError **error);
 
-/* What the dialogs' previews draw: area of source filtered exactly as a run
- * filters a selection (the halo of real neighbours included), as 8-bit
- * pixels in the buffer's layout and colour space ("R'G'B'(A) u8" or
- * "Y'(A) u8"), *rowstride bytes per row. NULL with an error on failure;
- * free with g_free. */
-guchar *cudafx_region_preview (GeglBuffer *source, const GeglRectangle *area,
-                               const cudafx_proc_args *args, int *rowstride, GError **error);
+/* What a dialog's preview of area shows, filtered exactly as a run filters
+ * selection (NULL: the selection does not touch the drawable): area with the
+ * filter's halo of real neighbours; for quantize, whose palette depends on
+ * all of it, the whole selection, filtered once into *whole and reused until
+ * the caller clears *whole (a change of settings). A buffer the size of
+ * source holding at least area filtered (unref it), or NULL with an error. */
+GeglBuffer *cudafx_region_preview (GeglBuffer *source, const GeglRectangle *selection,
+                                   const GeglRectangle *area, const cudafx_proc_args *args,
+                                   GeglBuffer **whole, cudafx_run_result *run, GError **error);
 
-/* The noise σ of area and the parameters nl-means' automatic mode picks for it. */
-gboolean cudafx_region_noise (GeglBuffer *source, const GeglRectangle *area,
+/* The noise σ nl-means' automatic mode finds for a run on selection (which
+ * estimates it on what it reads: selection and halo) and the parameters it
+ * picks from it. */
+gboolean cudafx_region_noise (GeglBuffer *source, const GeglRectangle *selection,
                               cudafx_nlmeans_info *info, GError **error);
 
 #endif /* CUDAFX_REGION_H */

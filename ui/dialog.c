@@ -16,11 +16,10 @@
 #include <libgimp/gimpui.h>
 
 #include "args.h"
-#include "procedures.h"
+#include "dialog-common.h"
 #include "region.h"
 
-/* The kernel grid edits kernels up to this size (odd sizes from 3). */
-#define GRID_MAX 7
+#define GRID_MAX CUDAFX_KERNEL_GRID_MAX
 /* Side of the preview area, in screen pixels, when the drawable is larger. */
 #define PREVIEW_SIDE 320
 
@@ -64,46 +63,23 @@ report_text (const cudafx_report *report)
                           report->threads_used);
 }
 
-/* Filters what the preview shows into result, exactly as a run filters it:
- * the preview's area with its halo, or for quantize the whole selection once
- * per change of settings (the palette depends on all of it). */
-static gboolean
-filter_for_preview (dialog_state *state, GeglBuffer *source, const GeglRectangle *area,
-                    GeglBuffer **result, cudafx_run_result *run, GError **error)
+/* area filtered as a run filters the selection (region.c), into a buffer to unref. */
+static GeglBuffer *
+preview_result (dialog_state *state, GeglBuffer *source, const GeglRectangle *area,
+                cudafx_run_result *run, GError **error)
 {
   cudafx_proc_args args;
-  GeglRectangle    selection;
+  GeglRectangle    bounds;
+  gboolean         touches;
 
   cudafx_proc_args_init (&args, state->filter);
   if (!cudafx_config_read_args (state->config, &args, error))
-    return FALSE;
+    return NULL;
   args.nlmeans_sigma = state->nlmeans_sigma;
-  if (state->filter != CUDAFX_FILTER_QUANTIZE)
-    {
-      *result = gegl_buffer_new (gegl_buffer_get_extent (source), gegl_buffer_get_format (source));
-      return cudafx_region_process (source, *result, area, &args, NULL, NULL, run, error);
-    }
-
-  if (!state->whole)
-    {
-      if (!gimp_drawable_mask_intersect (state->drawable, &selection.x, &selection.y,
-                                         &selection.width, &selection.height))
-        {
-          g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                               _("the selection does not touch the layer"));
-          return FALSE;
-        }
-      state->whole = gegl_buffer_new (gegl_buffer_get_extent (source),
-                                      gegl_buffer_get_format (source));
-      if (!cudafx_region_process (source, state->whole, &selection, &args, NULL, NULL, run,
-                                  error))
-        {
-          g_clear_object (&state->whole);
-          return FALSE;
-        }
-    }
-  *result = g_object_ref (state->whole);
-  return TRUE;
+  touches = gimp_drawable_mask_intersect (state->drawable, &bounds.x, &bounds.y, &bounds.width,
+                                          &bounds.height);
+  return cudafx_region_preview (source, touches ? &bounds : NULL, area, &args, &state->whole,
+                                run, error);
 }
 
 static void
@@ -111,7 +87,7 @@ render_preview (GimpPreview *preview, dialog_state *state)
 {
   cudafx_run_result run = { 0 };
   GeglRectangle     area;
-  GeglBuffer       *source, *result = NULL;
+  GeglBuffer       *source, *result;
   const Babl       *format = preview_format (state->drawable);
   int               bpp = babl_format_get_bytes_per_pixel (format);
   gboolean          cached = state->whole != NULL;
@@ -122,7 +98,8 @@ render_preview (GimpPreview *preview, dialog_state *state)
   gimp_preview_get_position (preview, &area.x, &area.y);
   gimp_preview_get_size (preview, &area.width, &area.height);
   source = gimp_drawable_get_buffer (state->drawable);
-  if (filter_for_preview (state, source, &area, &result, &run, &error))
+  result = preview_result (state, source, &area, &run, &error);
+  if (result)
     {
       guchar *pixels = g_malloc ((gsize) area.width * area.height * bpp);
       gchar  *backend = report_text (&run.report);
@@ -145,7 +122,8 @@ render_preview (GimpPreview *preview, dialog_state *state)
   if (text)
     gtk_label_set_text (GTK_LABEL (state->status), text);
   g_free (text);
-  g_clear_object (&result);
+  if (result)
+    g_object_unref (result);
   g_object_unref (source);
 }
 
@@ -166,46 +144,19 @@ settings_changed (GObject *config, GParamSpec *pspec, dialog_state *state)
   gimp_preview_invalidate (GIMP_PREVIEW (state->preview));
 }
 
-/* The noise σ automatic mode will find, estimated on what a run reads: the
- * selection with automatic mode's halo. Also kept for the preview, which
- * filters only a part of that area. */
+/* The noise σ automatic mode will find; kept for the preview, which filters
+ * only a part of the selection. */
 static gchar *
 noise_estimate_text (dialog_state *state)
 {
-  cudafx_proc_args    args;
-  GeglRectangle       area, read;
-  GeglBuffer         *buffer;
-  cudafx_image        image = { 0 };
-  cudafx_options      options;
-  cudafx_nlmeans_info info;
-  GError             *error = NULL;
-  gchar              *text;
+  GeglRectangle bounds;
+  GeglBuffer   *source = gimp_drawable_get_buffer (state->drawable);
+  gboolean      touches = gimp_drawable_mask_intersect (state->drawable, &bounds.x, &bounds.y,
+                                                        &bounds.width, &bounds.height);
+  gchar        *text = cudafx_dialog_noise_text (source, touches ? &bounds : NULL,
+                                                 &state->nlmeans_sigma);
 
-  if (!gimp_drawable_mask_intersect (state->drawable, &area.x, &area.y, &area.width,
-                                     &area.height))
-    return g_strdup (_("Noise σ: the selection does not touch the layer"));
-  cudafx_proc_args_init (&args, CUDAFX_FILTER_NLMEANS);
-  args.values[cudafx_proc_arg_index (CUDAFX_FILTER_NLMEANS, "auto")] = 1;
-  buffer = gimp_drawable_get_buffer (state->drawable);
-  if (!cudafx_region_input (buffer, &area, &args, &read, &error) ||
-      !cudafx_region_read (buffer, &read, &image, &error))
-    text = g_strdup_printf (_("Noise σ could not be estimated: %s"), error->message);
-  else
-    {
-      cudafx_options_init (&options);
-      if (cudafx_nlmeans_estimate (&image, &options, &info) == CUDAFX_OK)
-        {
-          state->nlmeans_sigma = info.sigma;
-          text = g_strdup_printf (_("Estimated noise σ %.1f: automatic mode uses strength %.1f, "
-                                    "patch radius %d, search radius %d."),
-                                  info.sigma, info.h, info.patch_radius, info.search_radius);
-        }
-      else
-        text = g_strdup_printf (_("Noise σ could not be estimated: %s"), cudafx_error_message ());
-    }
-  g_clear_error (&error);
-  g_free (image.data);
-  g_object_unref (buffer);
+  g_object_unref (source);
   return text;
 }
 
@@ -262,11 +213,7 @@ kernel_to_grid (dialog_state *state)
   state->syncing = TRUE;
   if (!config_kernel (state, taps, &n))
     note = g_strdup (_("The kernel is not valid: see the preview's message."));
-  else if (n < 3 || n > GRID_MAX)
-    note = g_strdup_printf (_("This kernel is %d×%d; the grid shows kernels from 3×3 to %d×%d. "
-                              "Choosing a size makes a custom kernel of its centre."),
-                            n, n, GRID_MAX, GRID_MAX);
-  else
+  else if (!(note = cudafx_dialog_kernel_note (n)))
     {
       show_grid_size (state, n);
       for (int i = 0; i < n; i++)
@@ -344,17 +291,13 @@ static void
 size_chosen (GtkComboBox *combo, dialog_state *state)
 {
   double old[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
-  double taps[GRID_MAX * GRID_MAX] = { 0 };
-  int    old_n, n = 3 + 2 * gtk_combo_box_get_active (combo), shift;
+  double taps[GRID_MAX * GRID_MAX];
+  int    old_n, n = 3 + 2 * gtk_combo_box_get_active (combo);
 
   if (state->syncing || gtk_combo_box_get_active (combo) < 0 ||
       !config_kernel (state, old, &old_n) || n == old_n)
     return;
-  shift = (old_n - n) / 2;
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < n; j++)
-      if (i + shift >= 0 && i + shift < old_n && j + shift >= 0 && j + shift < old_n)
-        taps[i * n + j] = old[(i + shift) * old_n + j + shift];
+  cudafx_kernel_recentre (old, old_n, taps, n);
   set_custom_kernel (state, taps, n);
 }
 
@@ -475,19 +418,6 @@ add_divisor (GimpProcedureDialog *dialog, dialog_state *state)
 
 /* ---- the dialog --------------------------------------------------------------- */
 
-/* "Median (GPU)" from "_Median (GPU)...". */
-static gchar *
-dialog_title (const cudafx_filter_desc *desc)
-{
-  gchar *title = gimp_strip_uline (_(desc->menu_label));
-
-  if (g_str_has_suffix (title, "..."))
-    title[strlen (title) - 3] = '\0';
-  else if (g_str_has_suffix (title, "…"))
-    title[strlen (title) - strlen ("…")] = '\0';
-  return title;
-}
-
 /* Quantize's palette arguments (create a palette, convert to indexed), when
  * the table has them, are grouped in a frame of their own. */
 static gboolean
@@ -565,11 +495,10 @@ cudafx_dialog_run (GimpProcedure *procedure, GimpProcedureConfig *config,
   GList                    *options = NULL, *palette = NULL;
   const gchar              *kernel_id = NULL;
   gchar                    *title, *text;
-  char                      backend[256];
   gboolean                  ok;
 
   gimp_ui_init ("cudafx");
-  title = dialog_title (desc);
+  title = cudafx_dialog_title (desc);
   dialog = GIMP_PROCEDURE_DIALOG (gimp_procedure_dialog_new (procedure, config, title));
   g_free (title);
 
@@ -614,8 +543,7 @@ cudafx_dialog_run (GimpProcedure *procedure, GimpProcedureConfig *config,
                                         "palette-box");
       options = g_list_append (options, "palette-frame");
     }
-  cudafx_backend_describe (backend, sizeof backend);
-  text = g_strdup_printf (_("Backend available: %s"), backend);
+  text = cudafx_dialog_backend_text ();
   add_note (dialog, "backend-label", text);
   g_free (text);
   options = g_list_append (options, "backend-label");
