@@ -423,27 +423,15 @@ u8_bits (float sum, float offset)
   return __float_as_uint (__fadd_rd (v + 0.5f, 0x1p23f));
 }
 
-/* Direct u8 sums of 3x3 and 5x5 kernels without alpha. Like
- * convolve_direct_kernel each thread computes DIRECT_P x DIRECT_R outputs,
- * taps in row-major order for every output, but every loop is unrolled (the
- * taps are instruction operands), the channels are summed one after the
- * other (16 accumulators live, not 16 * CH) and the results leave as packed
- * words. The tile starts a whole group left of the block (tile column tc is
- * pixel bx - SMALL_LEFT + tc), so each group of four pixels is stored as one
- * float4 a plane; a thread loads SMALL_BATCH groups before converting any,
- * so the block waits for memory about once. Each output's sum starts with
- * its first product rather than 0.0f + product: the same value, up to the
- * sign of a zero, which no u8 result shows. */
-template <int CH, int N>
-__global__ void __launch_bounds__ (WARP * MAX_WARPS, 3) /* 3 blocks fit a H100's shared memory; without it ptxas spills */
-convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
+/* Fills the small kernels' tile: th rows of G groups of four pixels from
+ * group m0 of the stripe's input row by on, CH planes of floats (plane
+ * floats apart). A thread loads SMALL_BATCH groups before converting any,
+ * so the block waits for memory about once. INTERIOR: every group lies
+ * inside the rows (no border map). */
+template <int CH, int G, bool INTERIOR>
+__device__ __forceinline__ void
+fill_small_tile (const cfx_stripe &s, int m0, int by, int th, cudafx_border border, float4 *tile4, int plane)
 {
-  constexpr int r = N / 2, G = SMALL_TW / 4;
-  static_assert (r <= SMALL_LEFT && SMALL_LEFT - r + DIRECT_P + N - 1 <= 12, "three groups per window");
-  extern __shared__ float4 tile4[];
-  float *tile = (float *) tile4; /* [CH][th][SMALL_TW] */
-  const int th = blockDim.y * DIRECT_R + N - 1, plane = th * SMALL_TW;
-  const int bx = blockIdx.x * WARP * DIRECT_P, by = blockIdx.y * blockDim.y * DIRECT_R;
   const int last_row = s.rows + 2 * s.halo - 1; /* rows past the stripe feed no stored output */
   const int threads = blockDim.x * blockDim.y, units = th * G;
   for (int u0 = threadIdx.y * WARP + threadIdx.x; u0 < units; u0 += SMALL_BATCH * threads)
@@ -452,11 +440,11 @@ convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
 #pragma unroll
       for (int b = 0; b < SMALL_BATCH; b++)
         {
-          const int u = u0 + b * threads, ty = u / G, m = bx / 4 - SMALL_LEFT / 4 + u % G;
+          const int u = u0 + b * threads, m = m0 + u % G;
           if (u >= units)
             break;
-          const unsigned char *row = s.d_src + (size_t) min (by + ty, last_row) * s.src_pitch;
-          if (m >= 0 && 4 * m + 4 <= s.width)
+          const unsigned char *row = s.d_src + (size_t) min (by + u / G, last_row) * s.src_pitch;
+          if (INTERIOR || (m >= 0 && 4 * m + 4 <= s.width))
 #pragma unroll
             for (int q = 0; q < CH; q++)
               words[b][q] = __ldg ((const unsigned *) row + (size_t) m * CH + q);
@@ -493,6 +481,33 @@ convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
               = make_float4 (v[c], v[CH + c], v[2 * CH + c], v[3 * CH + c]);
         }
     }
+}
+
+/* Direct u8 sums of 3x3 and 5x5 kernels without alpha. Like
+ * convolve_direct_kernel each thread computes DIRECT_P x DIRECT_R outputs,
+ * taps in row-major order for every output, but every loop is unrolled (the
+ * taps are instruction operands), the channels are summed one after the
+ * other (16 accumulators live, not 16 * CH) and the results leave as packed
+ * words. The tile starts a whole group left of the block (tile column tc is
+ * pixel bx - SMALL_LEFT + tc), so each group of four pixels is stored as one
+ * float4 a plane (fill_small_tile). Each output's sum starts with
+ * its first product rather than 0.0f + product: the same value, up to the
+ * sign of a zero, which no u8 result shows. */
+template <int CH, int N>
+__global__ void __launch_bounds__ (WARP * MAX_WARPS, 3) /* 3 blocks fit a H100's shared memory; without it ptxas spills */
+convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
+{
+  constexpr int r = N / 2, G = SMALL_TW / 4;
+  static_assert (r <= SMALL_LEFT && SMALL_LEFT - r + DIRECT_P + N - 1 <= 12, "three groups per window");
+  extern __shared__ float4 tile4[];
+  float *tile = (float *) tile4; /* [CH][th][SMALL_TW] */
+  const int th = blockDim.y * DIRECT_R + N - 1, plane = th * SMALL_TW;
+  const int bx = blockIdx.x * WARP * DIRECT_P, by = blockIdx.y * blockDim.y * DIRECT_R;
+  /* blocks whose groups all lie inside the rows take the path without border tests */
+  if (bx >= SMALL_LEFT && bx + SMALL_TW - SMALL_LEFT <= s.width)
+    fill_small_tile<CH, G, true> (s, bx / 4 - SMALL_LEFT / 4, by, th, border, tile4, plane);
+  else
+    fill_small_tile<CH, G, false> (s, bx / 4 - SMALL_LEFT / 4, by, th, border, tile4, plane);
   __syncthreads ();
   const int x0 = bx + threadIdx.x * DIRECT_P, y0 = by + threadIdx.y * DIRECT_R;
   if (x0 >= s.width || y0 >= s.rows)
@@ -849,10 +864,22 @@ launch_small (const convolve_plan &pl, cudafx_border border, const cfx_stripe *s
   a.offset = pl.offset;
   const size_t row_bytes = sizeof (float) * CH * SMALL_TW;
   size_t shared;
-  const int warps = warps_that_fit (row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
-  cudafx_status st = allow_shared (convolve_small_kernel<CH, N>, shared);
-  if (st)
-    return st;
+  int warps = warps_that_fit (row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
+  if (const char *e = getenv ("CUDAFX_CONVOLVE_SMALL_WARPS")) /* round-2 experiment only */
+    if (atoi (e) > 0 && atoi (e) < warps)
+      {
+        warps = atoi (e);
+        shared = row_bytes * (N - 1 + warps * DIRECT_R);
+      }
+  /* the attribute once per kernel and size: a call's launch stays short */
+  static size_t allowed = 0;
+  if (shared > allowed)
+    {
+      cudafx_status st = allow_shared (convolve_small_kernel<CH, N>, shared);
+      if (st)
+        return st;
+      allowed = shared;
+    }
   dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P), (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
   convolve_small_kernel<CH, N><<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
   return cfx_check_launch ("convolve", "convolve_small_kernel");
