@@ -27,8 +27,13 @@
  * u8 3x3 and 5x5 without alpha take a leaner build of the same scheme
  * (convolve_small_kernel): only the taps as parameters, a tile aligned to
  * whole groups (one float4 store a plane per group, every load of a
- * thread's share issued before any conversion), channels summed one after
- * the other and the bytes packed into words before they are stored.
+ * thread's share issued before any conversion), the channels summed one
+ * after the other in a loop that is not unrolled (ncu found the unrolled
+ * code, 45 KB straight, stalling on instruction fetch) and the bytes packed
+ * into words before they are stored. Measured on an H100 (median of 9
+ * report.kernel_ms, 12 MP RGB): 5x5 0.193 -> 0.137 ms, 3x3 0.095; of those
+ * about 0.013 ms is the launch (0.015 ms on a 256x64 image), ncu: 5x5
+ * kernel 0.101 ms at 1.96 GHz.
  *
  * Separable u8 without alpha with non-negative taps (plan->fixed16: the
  * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
@@ -402,22 +407,30 @@ constexpr int SMALL_LEFT = 4; /* tile columns left of the block's first output: 
 constexpr int SMALL_TW = WARP * DIRECT_P + 2 * SMALL_LEFT;
 constexpr int SMALL_BATCH = 5; /* groups a thread loads before converting any */
 
-/* Byte b of w moved to position q of word, the other bytes kept. */
-template <int Q>
+/* Word q of a row's 4 * CH bytes (element e = p * CH + c) from pixel
+ * words that hold channel c in byte CH - 1 - c: with CH >= 2 the four
+ * bytes come from two neighbouring pixels, one byte permute. */
+template <int CH>
 __device__ __forceinline__ unsigned
-put_byte (unsigned word, unsigned w)
+row_word (const unsigned *pixel, int q)
 {
-  return __byte_perm (word, w, (Q == 0 ? 0x3214 : Q == 1 ? 0x3240 : Q == 2 ? 0x3410 : 0x4210));
+  if (CH == 1)
+    return __byte_perm (__byte_perm (pixel[4 * q], pixel[4 * q + 1], 0x0040),
+                        __byte_perm (pixel[4 * q + 2], pixel[4 * q + 3], 0x0040), 0x5410);
+  const int first = 4 * q / CH;
+  unsigned selector = 0;
+  for (int b = 0; b < 4; b++)
+    selector |= (unsigned) (((4 * q + b) / CH == first ? 0 : 4) + CH - 1 - (4 * q + b) % CH) << 4 * b;
+  return __byte_perm (pixel[first], pixel[min (first + 1, DIRECT_P - 1)], selector);
 }
 
-/* u8 result of a sum as the CPU's store_row computes it: v = sum + offset,
+/* u8 result of v = sum + offset as the CPU's store_row computes it: v
  * clamped to 0..255, then (int) (v + 0.5f); the truncation is a rounded-down
  * add of 2^23, whose encoding then holds the integer in its low byte (no
  * conversion unit). */
 __device__ __forceinline__ unsigned
-u8_bits (float sum, float offset)
+u8_bits (float v)
 {
-  float v = sum + offset;
   v = v > 0.0f ? v : 0.0f;
   v = v < 255.0f ? v : 255.0f;
   return __float_as_uint (__fadd_rd (v + 0.5f, 0x1p23f));
@@ -485,15 +498,15 @@ fill_small_tile (const cfx_stripe &s, int m0, int by, int th, cudafx_border bord
 
 /* Direct u8 sums of 3x3 and 5x5 kernels without alpha. Like
  * convolve_direct_kernel each thread computes DIRECT_P x DIRECT_R outputs,
- * taps in row-major order for every output, but every loop is unrolled (the
- * taps are instruction operands), the channels are summed one after the
- * other (16 accumulators live, not 16 * CH) and the results leave as packed
- * words. The tile starts a whole group left of the block (tile column tc is
+ * taps in row-major order for every output, but a channel's loops are
+ * unrolled (the taps are instruction operands), the channels are summed one
+ * after the other (16 accumulators live, not 16 * CH; ROLL: in a loop) and
+ * the results leave as packed words. The tile starts a whole group left of the block (tile column tc is
  * pixel bx - SMALL_LEFT + tc), so each group of four pixels is stored as one
  * float4 a plane (fill_small_tile). Each output's sum starts with
  * its first product rather than 0.0f + product: the same value, up to the
  * sign of a zero, which no u8 result shows. */
-template <int CH, int N>
+template <int CH, int N, bool ROLL>
 __global__ void __launch_bounds__ (WARP * MAX_WARPS, 3) /* 3 blocks fit a H100's shared memory; without it ptxas spills */
 convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
 {
@@ -512,8 +525,11 @@ convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
   const int x0 = bx + threadIdx.x * DIRECT_P, y0 = by + threadIdx.y * DIRECT_R;
   if (x0 >= s.width || y0 >= s.rows)
     return;
-  unsigned packed[DIRECT_R][CH] = {}; /* row k: the CH words of its 4 pixels' bytes, filled channel by channel */
-#pragma unroll
+  /* each output pixel's bytes, channel 0 in the highest used byte: the
+   * channel loop stays rolled (one copy of the code, which the instruction
+   * cache holds) and shifts every result in */
+  unsigned pixel[DIRECT_R][DIRECT_P] = {};
+#pragma unroll (ROLL ? 1 : CH)
   for (int c = 0; c < CH; c++)
     {
       float acc[DIRECT_R][DIRECT_P];
@@ -545,23 +561,24 @@ convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
                   }
             }
         }
+      if (a.offset != 0.0f) /* sum + 0.0f is sum, up to the sign of a zero */
+#pragma unroll
+        for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+          for (int p = 0; p < DIRECT_P; p++)
+            acc[k][p] = acc[k][p] + a.offset;
 #pragma unroll
       for (int k = 0; k < DIRECT_R; k++)
 #pragma unroll
         for (int p = 0; p < DIRECT_P; p++)
-          {
-            const int e = p * CH + c; /* element of the row's 4 * CH bytes */
-            const unsigned bits = u8_bits (acc[k][p], a.offset);
-            unsigned &word = packed[k][e / 4];
-            switch (e % 4)
-              {
-              case 0: word = put_byte<0> (word, bits); break;
-              case 1: word = put_byte<1> (word, bits); break;
-              case 2: word = put_byte<2> (word, bits); break;
-              default: word = put_byte<3> (word, bits); break;
-              }
-          }
+          pixel[k][p] = __byte_perm (pixel[k][p], u8_bits (acc[k][p]), 0x2104); /* << 8, new byte in */
     }
+  unsigned packed[DIRECT_R][CH]; /* row k's 4 * CH bytes as CH words */
+#pragma unroll
+  for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+    for (int q = 0; q < CH; q++)
+      packed[k][q] = row_word<CH> (pixel[k], q);
 #pragma unroll
   for (int k = 0; k < DIRECT_R; k++)
     {
@@ -864,24 +881,22 @@ launch_small (const convolve_plan &pl, cudafx_border border, const cfx_stripe *s
   a.offset = pl.offset;
   const size_t row_bytes = sizeof (float) * CH * SMALL_TW;
   size_t shared;
-  int warps = warps_that_fit (row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
-  if (const char *e = getenv ("CUDAFX_CONVOLVE_SMALL_WARPS")) /* round-2 experiment only */
-    if (atoi (e) > 0 && atoi (e) < warps)
-      {
-        warps = atoi (e);
-        shared = row_bytes * (N - 1 + warps * DIRECT_R);
-      }
+  const int warps = warps_that_fit (row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
   /* the attribute once per kernel and size: a call's launch stays short */
   static size_t allowed = 0;
+  static const bool unroll = getenv ("CUDAFX_CONVOLVE_SMALL_UNROLL") != NULL; /* round-3 experiment only */
+  auto kernel = unroll ? convolve_small_kernel<CH, N, false> : convolve_small_kernel<CH, N, true>;
   if (shared > allowed)
     {
-      cudafx_status st = allow_shared (convolve_small_kernel<CH, N>, shared);
+      cudafx_status st = allow_shared (convolve_small_kernel<CH, N, false>, shared);
+      if (!st)
+        st = allow_shared (convolve_small_kernel<CH, N, true>, shared);
       if (st)
         return st;
       allowed = shared;
     }
   dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P), (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
-  convolve_small_kernel<CH, N><<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
+  kernel<<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
   return cfx_check_launch ("convolve", "convolve_small_kernel");
 }
 
