@@ -28,12 +28,13 @@
  * (convolve_small_kernel): only the taps as parameters, a tile aligned to
  * whole groups (one float4 store a plane per group, every load of a
  * thread's share issued before any conversion), the channels summed one
- * after the other in a loop that is not unrolled (ncu found the unrolled
- * code, 45 KB straight, stalling on instruction fetch) and the bytes packed
- * into words before they are stored. Measured on an H100 (median of 9
- * report.kernel_ms, 12 MP RGB): 5x5 0.193 -> 0.137 ms, 3x3 0.095; of those
- * about 0.013 ms is the launch (0.015 ms on a 256x64 image), ncu: 5x5
- * kernel 0.101 ms at 1.96 GHz.
+ * after the other in a loop that is not unrolled (unrolled, the 45 KB of
+ * straight code stalled on instruction fetch: ncu no_instruction 2.1 warps
+ * per issue, now 0.2) and the bytes packed into words before they are
+ * stored. Measured on an H100, 12 MP RGB u8, median of 9 report.kernel_ms:
+ * 5x5 0.193 -> 0.120 ms (channel loop unrolled: 0.131), 3x3 0.089; ncu
+ * puts the 5x5 kernel at 0.090 ms at 1.97 GHz, and about 0.015 ms of
+ * kernel_ms is the launch (a 256x64 image).
  *
  * Separable u8 without alpha with non-negative taps (plan->fixed16: the
  * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
@@ -500,13 +501,15 @@ fill_small_tile (const cfx_stripe &s, int m0, int by, int th, cudafx_border bord
  * convolve_direct_kernel each thread computes DIRECT_P x DIRECT_R outputs,
  * taps in row-major order for every output, but a channel's loops are
  * unrolled (the taps are instruction operands), the channels are summed one
- * after the other (16 accumulators live, not 16 * CH; ROLL: in a loop) and
- * the results leave as packed words. The tile starts a whole group left of the block (tile column tc is
- * pixel bx - SMALL_LEFT + tc), so each group of four pixels is stored as one
- * float4 a plane (fill_small_tile). Each output's sum starts with
- * its first product rather than 0.0f + product: the same value, up to the
- * sign of a zero, which no u8 result shows. */
-template <int CH, int N, bool ROLL>
+ * after the other in a loop that is not unrolled (16 accumulators live, not
+ * 16 * CH; one copy of the code) and the results leave as packed words. The
+ * tile starts a whole group left of the block (tile column tc is pixel
+ * bx - SMALL_LEFT + tc), so each group of four pixels is stored as one
+ * float4 a plane (fill_small_tile). Each output's sum starts with its first
+ * product rather than 0.0f + product, and the offset is added only when it
+ * is nonzero: the same values up to the sign of a zero, which no u8 result
+ * shows. */
+template <int CH, int N>
 __global__ void __launch_bounds__ (WARP * MAX_WARPS, 3) /* 3 blocks fit a H100's shared memory; without it ptxas spills */
 convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
 {
@@ -526,10 +529,9 @@ convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
   if (x0 >= s.width || y0 >= s.rows)
     return;
   /* each output pixel's bytes, channel 0 in the highest used byte: the
-   * channel loop stays rolled (one copy of the code, which the instruction
-   * cache holds) and shifts every result in */
+   * channel loop, not unrolled, shifts every result in */
   unsigned pixel[DIRECT_R][DIRECT_P] = {};
-#pragma unroll (ROLL ? 1 : CH)
+#pragma unroll 1
   for (int c = 0; c < CH; c++)
     {
       float acc[DIRECT_R][DIRECT_P];
@@ -884,19 +886,15 @@ launch_small (const convolve_plan &pl, cudafx_border border, const cfx_stripe *s
   const int warps = warps_that_fit (row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
   /* the attribute once per kernel and size: a call's launch stays short */
   static size_t allowed = 0;
-  static const bool unroll = getenv ("CUDAFX_CONVOLVE_SMALL_UNROLL") != NULL; /* round-3 experiment only */
-  auto kernel = unroll ? convolve_small_kernel<CH, N, false> : convolve_small_kernel<CH, N, true>;
   if (shared > allowed)
     {
-      cudafx_status st = allow_shared (convolve_small_kernel<CH, N, false>, shared);
-      if (!st)
-        st = allow_shared (convolve_small_kernel<CH, N, true>, shared);
+      cudafx_status st = allow_shared (convolve_small_kernel<CH, N>, shared);
       if (st)
         return st;
       allowed = shared;
     }
   dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P), (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
-  kernel<<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
+  convolve_small_kernel<CH, N><<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
   return cfx_check_launch ("convolve", "convolve_small_kernel");
 }
 
