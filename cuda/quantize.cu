@@ -694,7 +694,6 @@ constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
 constexpr int DITHER_CHUNK = 32;    /* pixels of a boundary row published and loaded at once */
 constexpr int DITHER_WARPS = 4;     /* warps per block */
 constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
-constexpr int DITHER_SLOTS = 8;     /* palette entries in flight in the nearest search */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
@@ -716,46 +715,6 @@ size_t
 dither_bound_rows (int rows)
 {
   return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
-}
-
-/* nearest_entry with DITHER_SLOTS distances in flight (one warp per SM has
- * no other work to hide their latency): slot u keeps the first minimum of
- * entries u, u + DITHER_SLOTS, ...; the first minimum of all is the lowest
- * index among the slots holding the smallest distance. The same entry as
- * nearest_entry, as distances are never NaN. */
-__device__ __forceinline__ int
-nearest_entry_unrolled (const float (*centre)[3], float fx, float fy, float fz, int k)
-{
-  float best[DITHER_SLOTS];
-  int label[DITHER_SLOTS];
-#pragma unroll
-  for (int u = 0; u < DITHER_SLOTS; u++)
-    {
-      best[u] = INFINITY;
-      label[u] = u;
-    }
-  for (int j0 = 0; j0 < k; j0 += DITHER_SLOTS)
-#pragma unroll
-    for (int u = 0; u < DITHER_SLOTS; u++)
-      if (j0 + u < k)
-        {
-          float d = quantize_distance (fx, fy, fz, centre[j0 + u]);
-          if (d < best[u])
-            {
-              best[u] = d;
-              label[u] = j0 + u;
-            }
-        }
-  float nearest = best[0];
-  int winner = label[0];
-#pragma unroll
-  for (int u = 1; u < DITHER_SLOTS; u++)
-    if (best[u] < nearest || (best[u] == nearest && label[u] < winner))
-      {
-        nearest = best[u];
-        winner = label[u];
-      }
-  return winner;
 }
 
 /* Pixel x of a source row: its colour channels on the 0..255 scale (u8
@@ -807,10 +766,8 @@ template <int DIMS>
 __global__ void __launch_bounds__ (DITHER_WARPS * 32)
 dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dither_args a)
 {
-  /* the lanes look up different entries at once: shared memory, not
-   * constant; the centres too (256 of them overflow the constant cache) */
+  /* the lanes look up different entries at once: shared memory, not constant */
   __shared__ float s_decode[256];
-  __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
   __shared__ float s_value[CUDAFX_MAX_COLORS][3], s_f32[CUDAFX_MAX_COLORS][3];
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
   __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
@@ -818,7 +775,6 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
     s_decode[i] = c_decode[i];
   for (int i = threadIdx.x; i < 3 * k; i += blockDim.x)
     {
-      s_centre[i / 3][i % 3] = c_centre[i / 3][i % 3];
       s_value[i / 3][i % 3] = c_pal_value[i / 3][i % 3];
       s_f32[i / 3][i % 3] = c_pal_f32[i / 3][i % 3];
       s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
@@ -916,7 +872,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         }
       else
         quantize_features (DIMS, v.oklab, s_decode, value, v.u8 ? code : NULL, f);
-      int label = nearest_entry_unrolled (s_centre, f[0], f[1], f[2], k);
+      int label = nearest_entry (f[0], f[1], f[2], k);
       write_entry (v, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
         mine = make_float4 (value[0] - s_value[label][0], value[1] - s_value[label][1],
