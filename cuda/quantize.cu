@@ -31,6 +31,7 @@
 #include <cub/block/block_scan.cuh>
 #include <new>
 #include <stdio.h>
+#include <stdlib.h>
 #include <thread>
 
 namespace {
@@ -698,6 +699,9 @@ constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
 __constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
+/* The centres sorted along dither_args.axis: x, y, z as c_centre's, w the
+ * entry's index (int bits). */
+__constant__ float4 c_sorted[CUDAFX_MAX_COLORS];
 
 struct dither_args
 {
@@ -708,6 +712,8 @@ struct dither_args
   int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
   int     everyone_votes;
   volatile int *rows_done; /* in mapped host memory */
+  int     axis;           /* the feature c_sorted is sorted by */
+  int     chunk;          /* EXPERIMENT: pixels per publish, a power of 2 <= DITHER_CHUNK */
 };
 
 /* Boundary rows and counters for a stripe of `rows` rows of `width` pixels. */
@@ -715,6 +721,125 @@ size_t
 dither_bound_rows (int rows)
 {
   return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
+}
+
+enum dither_search { SEARCH_PLAIN, SEARCH_SLOTS, SEARCH_PRUNED }; /* EXPERIMENT */
+constexpr int DITHER_SLOTS = 8;
+
+/* EXPERIMENT: nearest_entry with DITHER_SLOTS distances in flight: slot u
+ * keeps the first minimum of entries u, u + DITHER_SLOTS, ...; the first
+ * minimum of all is the lowest index among the slots holding the smallest
+ * distance. */
+__device__ __forceinline__ int
+nearest_entry_slots (float fx, float fy, float fz, int k)
+{
+  float best[DITHER_SLOTS];
+  int label[DITHER_SLOTS];
+#pragma unroll
+  for (int u = 0; u < DITHER_SLOTS; u++)
+    {
+      best[u] = INFINITY;
+      label[u] = u;
+    }
+  for (int j0 = 0; j0 < k; j0 += DITHER_SLOTS)
+#pragma unroll
+    for (int u = 0; u < DITHER_SLOTS; u++)
+      if (j0 + u < k)
+        {
+          float d = quantize_distance (fx, fy, fz, c_centre[j0 + u]);
+          if (d < best[u])
+            {
+              best[u] = d;
+              label[u] = j0 + u;
+            }
+        }
+  float nearest = best[0];
+  int winner = label[0];
+#pragma unroll
+  for (int u = 1; u < DITHER_SLOTS; u++)
+    if (best[u] < nearest || (best[u] == nearest && label[u] < winner))
+      {
+        nearest = best[u];
+        winner = label[u];
+      }
+  return winner;
+}
+
+__host__ __device__ __forceinline__ float
+axis_of (const float4 &c, int axis)
+{
+  return axis == 0 ? c.x : axis == 1 ? c.y : c.z;
+}
+
+/* nearest_entry's answer (the first of the nearest entries) from the k
+ * centres sorted along one axis (sorted[i].w: the entry's index), scanning
+ * outward from sorted position pos (the last pixel's winner; updated to this
+ * one's). Exact, with no margin: distances are quantize_distance's, whose
+ * first step on the axis is gap = key - c[axis], the same float subtraction
+ * here; d = (dx*dx + dy*dy) + dz*dz >= gap*gap, as every term is >= 0 and
+ * rounding is monotone (a + b >= a exactly, so fl (a + b) >= a when a is a
+ * float). Upward (c[axis] rising) the gap can only fall: fl (key - c) is
+ * monotone in c, so once gap <= 0, every later gap is <= it and its square
+ * >= gap*gap. So when gap <= 0 and gap*gap > best, every entry further up
+ * is farther than best (strictly: it cannot even tie), and best only falls;
+ * downward likewise with gap >= 0. The entries not scanned are therefore
+ * all strictly farther than the final best, and among the scanned ones the
+ * lowest index with the smallest distance wins, as in nearest_entry. */
+__device__ __forceinline__ int
+nearest_entry_pruned (const float4 *sorted, int axis, int k, float fx, float fy, float fz, int &pos)
+{
+  const float key = axis == 0 ? fx : axis == 1 ? fy : fz;
+  float4 c = sorted[pos];
+  float centre[3] = { c.x, c.y, c.z };
+  float best = quantize_distance (fx, fy, fz, centre);
+  int label = __float_as_int (c.w), best_pos = pos;
+  int up = pos + 1, down = pos - 1;
+  bool go_up = up < k, go_down = down >= 0;
+  while (go_up || go_down)
+    {
+      if (go_up)
+        {
+          c = sorted[up];
+          float gap = key - axis_of (c, axis);
+          if (gap <= 0.0f && gap * gap > best)
+            go_up = false;
+          else
+            {
+              float e[3] = { c.x, c.y, c.z };
+              float d = quantize_distance (fx, fy, fz, e);
+              int j = __float_as_int (c.w);
+              if (d < best || (d == best && j < label))
+                {
+                  best = d;
+                  label = j;
+                  best_pos = up;
+                }
+              go_up = ++up < k;
+            }
+        }
+      if (go_down)
+        {
+          c = sorted[down];
+          float gap = key - axis_of (c, axis);
+          if (gap >= 0.0f && gap * gap > best)
+            go_down = false;
+          else
+            {
+              float e[3] = { c.x, c.y, c.z };
+              float d = quantize_distance (fx, fy, fz, e);
+              int j = __float_as_int (c.w);
+              if (d < best || (d == best && j < label))
+                {
+                  best = d;
+                  label = j;
+                  best_pos = down;
+                }
+              go_down = --down >= 0;
+            }
+        }
+    }
+  pos = best_pos;
+  return label;
 }
 
 /* Pixel x of a source row: its colour channels on the 0..255 scale (u8
@@ -762,7 +887,7 @@ shfl_up_error (float4 e)
 }
 
 /* DIMS: v.dims as a constant, so that the pixel's arrays stay in registers. */
-template <int DIMS>
+template <int DIMS, int SEARCH>
 __global__ void __launch_bounds__ (DITHER_WARPS * 32)
 dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dither_args a)
 {
@@ -771,8 +896,12 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   __shared__ float s_value[CUDAFX_MAX_COLORS][3], s_f32[CUDAFX_MAX_COLORS][3];
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
   __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
+  __shared__ float4 s_sorted[CUDAFX_MAX_COLORS];
   for (int i = threadIdx.x; i < 256; i += blockDim.x)
     s_decode[i] = c_decode[i];
+  if (SEARCH == SEARCH_PRUNED)
+    for (int i = threadIdx.x; i < k; i += blockDim.x)
+      s_sorted[i] = c_sorted[i];
   for (int i = threadIdx.x; i < 3 * k; i += blockDim.x)
     {
       s_value[i / 3][i % 3] = c_pal_value[i / 3][i % 3];
@@ -803,12 +932,14 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   float4 up_left = none, up = none, up_right = none; /* row above: pixels x-1, x, x+1 */
   float4 mine = none;  /* this lane's error of the last step: its left neighbour's */
   float4 ahead = none; /* its next pixel, loaded a step early: the load's latency hides behind a step */
+  int pos = 0;         /* the last winner's place in s_sorted */
+  const int chunk_mask = a.chunk - 1;
   for (int t = -1; t < w + 2 * (DITHER_ROWS - 1); t++)
     {
       int next = t + 1; /* the pixel of the row above lane 0 takes in this step */
-      if (above && next < w && next % DITHER_CHUNK == 0)
+      if (above && next < w && (next & chunk_mask) == 0)
         {
-          int need = min (next + DITHER_CHUNK, w);
+          int need = min (next + a.chunk, w);
           while (seen < need)
             {
               int count = 0;
@@ -822,13 +953,13 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
            * errors after it (an acquire load in the loop costs a fence a poll) */
           __threadfence ();
           __syncwarp (); /* lane 0 is done with the last chunk */
-          if (next + lane < w)
+          if (lane < a.chunk && next + lane < w)
             s_above[warp][lane] = __ldcg (above + next + lane);
           __syncwarp ();
         }
       float4 incoming = shfl_up_error (mine);
       if (lane == 0)
-        incoming = above && next < w ? s_above[warp][next % DITHER_CHUNK] : none;
+        incoming = above && next < w ? s_above[warp][next & chunk_mask] : none;
       up_left = up;
       up = up_right;
       up_right = incoming;
@@ -872,7 +1003,9 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         }
       else
         quantize_features (DIMS, v.oklab, s_decode, value, v.u8 ? code : NULL, f);
-      int label = nearest_entry (f[0], f[1], f[2], k);
+      int label = SEARCH == SEARCH_PRUNED  ? nearest_entry_pruned (s_sorted, a.axis, k, f[0], f[1], f[2], pos)
+                  : SEARCH == SEARCH_SLOTS ? nearest_entry_slots (f[0], f[1], f[2], k)
+                                           : nearest_entry (f[0], f[1], f[2], k);
       write_entry (v, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
         mine = make_float4 (value[0] - s_value[label][0], value[1] - s_value[label][1],
@@ -880,7 +1013,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       if (lane == last_lane)
         {
           __stcg (below + x, mine);
-          if ((x + 1) % DITHER_CHUNK == 0 || x == w - 1)
+          if (((x + 1) & chunk_mask) == 0 || x == w - 1)
             {
               __threadfence (); /* release: the errors before their count */
               *(volatile int *) &a.progress[group] = x + 1;
@@ -923,6 +1056,7 @@ struct quantize_device
   float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
   int                  *d_progress;    /* and its counters */
   float                 dither_lo[3], dither_hi[3];
+  int                   dither_axis;   /* dither_args.axis */
   volatile int         *h_rows_done, *d_rows_done; /* dither_args.rows_done: host, device address */
   int                   events;        /* how many of ev exist */
   cudaStream_t          seed_stream;   /* the seeding's, beside the image's upload */
@@ -1046,11 +1180,33 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
       (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), 0), FILTER,
                       "memset")))
     return s;
+  a.axis = q->dither_axis;
+  /* EXPERIMENT: the search and the publish chunk from the environment */
+  const char *env = getenv ("CUDAFX_FS_SEARCH");
+  int search = env ? atoi (env) : SEARCH_PLAIN;
+  env = getenv ("CUDAFX_FS_CHUNK");
+  a.chunk = env ? atoi (env) : DITHER_CHUNK;
+  if (a.chunk < 1 || a.chunk > DITHER_CHUNK || (a.chunk & (a.chunk - 1)))
+    a.chunk = DITHER_CHUNK;
   unsigned blocks = grid_for (a.groups, DITHER_WARPS);
   if (v.dims == 3)
-    dither_kernel<3><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+    {
+      if (search == SEARCH_PRUNED)
+        dither_kernel<3, SEARCH_PRUNED><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+      else if (search == SEARCH_SLOTS)
+        dither_kernel<3, SEARCH_SLOTS><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+      else
+        dither_kernel<3, SEARCH_PLAIN><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+    }
   else
-    dither_kernel<1><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+    {
+      if (search == SEARCH_PRUNED)
+        dither_kernel<1, SEARCH_PRUNED><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+      else if (search == SEARCH_SLOTS)
+        dither_kernel<1, SEARCH_SLOTS><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+      else
+        dither_kernel<1, SEARCH_PLAIN><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+    }
   if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
     return s; /* no callback: run_pass waits for the kernel */
   int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */
@@ -1373,9 +1529,40 @@ extern "C" cudafx_status
 cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal, const float (*value)[3],
                              const float lo[3], const float hi[3], cudafx_image *dst)
 {
+  /* the centres sorted along the feature they spread most on (any axis
+   * gives the same winners; the widest prunes the most) */
+  float spread[3];
+  for (int c = 0; c < 3; c++)
+    {
+      float low = pal->centre[0][c], high = low;
+      for (int j = 1; j < pal->k; j++)
+        {
+          low = fminf (low, pal->centre[j][c]);
+          high = fmaxf (high, pal->centre[j][c]);
+        }
+      spread[c] = high - low;
+    }
+  int axis = spread[1] > spread[0] ? 1 : 0;
+  axis = spread[2] > spread[axis] ? 2 : axis;
+  float4 sorted[CUDAFX_MAX_COLORS];
+  for (int j = 0; j < pal->k; j++)
+    {
+      /* insertion, after the entries with the same key: ties stay in index order */
+      int i = j;
+      for (; i > 0 && axis_of (sorted[i - 1], axis) > pal->centre[j][axis]; i--)
+        sorted[i] = sorted[i - 1];
+      int index = j;
+      float w;
+      memcpy (&w, &index, sizeof w);
+      sorted[i] = make_float4 (pal->centre[j][0], pal->centre[j][1], pal->centre[j][2], w);
+    }
+  q->dither_axis = axis;
   cudafx_status s;
   if ((s = upload_palette (pal)) ||
       (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, value, (size_t) pal->k * sizeof value[0], 0,
+                                               cudaMemcpyHostToDevice, 0),
+                      FILTER, "copy to device")) ||
+      (s = cfx_check (cudaMemcpyToSymbolAsync (c_sorted, sorted, (size_t) pal->k * sizeof sorted[0], 0,
                                                cudaMemcpyHostToDevice, 0),
                       FILTER, "copy to device")))
     return fail_cuda (q, s);
