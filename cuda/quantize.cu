@@ -1188,24 +1188,28 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
   a.chunk = env ? atoi (env) : DITHER_CHUNK;
   if (a.chunk < 1 || a.chunk > DITHER_CHUNK || (a.chunk & (a.chunk - 1)))
     a.chunk = DITHER_CHUNK;
-  unsigned blocks = grid_for (a.groups, DITHER_WARPS);
+  env = getenv ("CUDAFX_FS_WARPS"); /* EXPERIMENT: warps per block */
+  int warps = env ? atoi (env) : DITHER_WARPS;
+  if (warps < 1 || warps > DITHER_WARPS)
+    warps = DITHER_WARPS;
+  unsigned blocks = grid_for (a.groups, warps);
   if (v.dims == 3)
     {
       if (search == SEARCH_PRUNED)
-        dither_kernel<3, SEARCH_PRUNED><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+        dither_kernel<3, SEARCH_PRUNED><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
       else if (search == SEARCH_SLOTS)
-        dither_kernel<3, SEARCH_SLOTS><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+        dither_kernel<3, SEARCH_SLOTS><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
       else
-        dither_kernel<3, SEARCH_PLAIN><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+        dither_kernel<3, SEARCH_PLAIN><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
     }
   else
     {
       if (search == SEARCH_PRUNED)
-        dither_kernel<1, SEARCH_PRUNED><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+        dither_kernel<1, SEARCH_PRUNED><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
       else if (search == SEARCH_SLOTS)
-        dither_kernel<1, SEARCH_SLOTS><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+        dither_kernel<1, SEARCH_SLOTS><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
       else
-        dither_kernel<1, SEARCH_PLAIN><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+        dither_kernel<1, SEARCH_PLAIN><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
     }
   if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
     return s; /* no callback: run_pass waits for the kernel */
