@@ -210,9 +210,9 @@ nearest_entry (float fx, float fy, float fz, int k)
 }
 
 /* A palette entry (u8 or f32 as dst holds) into pixel (x, y) of dst; alpha
- * copied from the source. */
+ * copied from the source. dims: v.dims, or that as a constant. */
 __device__ __forceinline__ void
-write_entry (const stripe_view &v, int x, int y, const unsigned char *u8, const float *f32,
+write_entry (const stripe_view &v, int dims, int x, int y, const unsigned char *u8, const float *f32,
              unsigned char *dst, size_t dst_pitch)
 {
   size_t at = (size_t) x * v.channels;
@@ -220,14 +220,14 @@ write_entry (const stripe_view &v, int x, int y, const unsigned char *u8, const 
   unsigned char *drow = dst + (size_t) y * dst_pitch;
   if (v.u8)
     {
-      for (int c = 0; c < v.dims; c++)
+      for (int c = 0; c < dims; c++)
         drow[at + c] = u8[c];
       if (v.has_alpha)
         drow[at + v.channels - 1] = srow[at + v.channels - 1];
     }
   else
     {
-      for (int c = 0; c < v.dims; c++)
+      for (int c = 0; c < dims; c++)
         ((float *) drow)[at + c] = f32[c];
       if (v.has_alpha)
         ((float *) drow)[at + v.channels - 1] = ((const float *) srow)[at + v.channels - 1];
@@ -655,7 +655,7 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
   load_features (v, p, fx, fy, fz);
   int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
   int label = nearest_entry (fx, fy, fz, k);
-  write_entry (v, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
+  write_entry (v, v.dims, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
 }
 
 /* ---- Floyd–Steinberg -------------------------------------------------------
@@ -692,16 +692,16 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * slower on the H100. */
 
 constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
-constexpr int DITHER_CHUNK = 32;    /* pixels of a boundary row published and loaded at once */
+constexpr int DITHER_CHUNK = 8;     /* pixels of a boundary row published and loaded at once */
+constexpr int DITHER_CHUNK_MAX = 32; /* EXPERIMENT: CUDAFX_FS_CHUNK's limit */
 constexpr int DITHER_WARPS = 4;     /* warps per block */
 constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
+constexpr int DITHER_REG_ENTRIES = 16; /* palettes up to this size: the centres in registers */
+constexpr int DITHER_GROUP = 8;     /* entries of a larger palette compared at once */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
 __constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
-/* The centres sorted along dither_args.axis: x, y, z as c_centre's, w the
- * entry's index (int bits). */
-__constant__ float4 c_sorted[CUDAFX_MAX_COLORS];
 
 struct dither_args
 {
@@ -712,8 +712,9 @@ struct dither_args
   int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
   int     everyone_votes;
   volatile int *rows_done; /* in mapped host memory */
-  int     axis;           /* the feature c_sorted is sorted by */
-  int     chunk;          /* EXPERIMENT: pixels per publish, a power of 2 <= DITHER_CHUNK */
+  int     chunk;          /* EXPERIMENT: pixels per publish, a power of 2 <= DITHER_CHUNK_MAX */
+  int     ablate;         /* EXPERIMENT (timing only, wrong output): 1 no writes, 2 no pixel
+                           * loads, 4 no prefetch, 8 no search (entry 0) */
 };
 
 /* Boundary rows and counters for a stripe of `rows` rows of `width` pixels. */
@@ -723,122 +724,75 @@ dither_bound_rows (int rows)
   return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
 }
 
-enum dither_search { SEARCH_PLAIN, SEARCH_SLOTS, SEARCH_PRUNED }; /* EXPERIMENT */
-constexpr int DITHER_SLOTS = 8;
+/* The nearest search: one warp has no other work to hide latencies behind,
+ * so the distances to several entries are computed at once and merged in a
+ * tree, without branches. Small palettes sit in registers, larger ones in
+ * shared memory as float4 (one load an entry, the same address for every
+ * lane), padded to whole groups with entries at infinity, whose distance is
+ * infinite and never wins. */
+enum dither_search { SEARCH_PLAIN, SEARCH_REGISTERS, SEARCH_GROUPS }; /* PLAIN: EXPERIMENT */
 
-/* EXPERIMENT: nearest_entry with DITHER_SLOTS distances in flight: slot u
- * keeps the first minimum of entries u, u + DITHER_SLOTS, ...; the first
- * minimum of all is the lowest index among the slots holding the smallest
- * distance. */
-__device__ __forceinline__ int
-nearest_entry_slots (float fx, float fy, float fz, int k)
+/* The first of the nearest of N candidates (N a power of 2, indices rising
+ * with j) into d[0], index[0]: a right-hand candidate replaces a left-hand
+ * one only when strictly nearer, so the lowest index among the smallest
+ * distances wins, as in nearest_entry's scan. */
+template <int N>
+__device__ __forceinline__ void
+first_nearest (float (&d)[N], int (&index)[N])
 {
-  float best[DITHER_SLOTS];
-  int label[DITHER_SLOTS];
 #pragma unroll
-  for (int u = 0; u < DITHER_SLOTS; u++)
-    {
-      best[u] = INFINITY;
-      label[u] = u;
-    }
-  for (int j0 = 0; j0 < k; j0 += DITHER_SLOTS)
+  for (int step = 1; step < N; step *= 2)
 #pragma unroll
-    for (int u = 0; u < DITHER_SLOTS; u++)
-      if (j0 + u < k)
+    for (int j = 0; j < N; j += 2 * step)
+      if (d[j + step] < d[j])
         {
-          float d = quantize_distance (fx, fy, fz, c_centre[j0 + u]);
-          if (d < best[u])
-            {
-              best[u] = d;
-              label[u] = j0 + u;
-            }
+          d[j] = d[j + step];
+          index[j] = index[j + step];
         }
-  float nearest = best[0];
-  int winner = label[0];
-#pragma unroll
-  for (int u = 1; u < DITHER_SLOTS; u++)
-    if (best[u] < nearest || (best[u] == nearest && label[u] < winner))
-      {
-        nearest = best[u];
-        winner = label[u];
-      }
-  return winner;
 }
 
-__host__ __device__ __forceinline__ float
-axis_of (const float4 &c, int axis)
+/* nearest_entry over centres held in registers (DITHER_REG_ENTRIES, padded). */
+__device__ __forceinline__ int
+nearest_in_registers (const float (&centre)[DITHER_REG_ENTRIES][3], float fx, float fy, float fz)
 {
-  return axis == 0 ? c.x : axis == 1 ? c.y : c.z;
+  float d[DITHER_REG_ENTRIES];
+  int index[DITHER_REG_ENTRIES];
+#pragma unroll
+  for (int j = 0; j < DITHER_REG_ENTRIES; j++)
+    {
+      d[j] = quantize_distance (fx, fy, fz, centre[j]);
+      index[j] = j;
+    }
+  first_nearest (d, index);
+  return index[0];
 }
 
-/* nearest_entry's answer (the first of the nearest entries) from the k
- * centres sorted along one axis (sorted[i].w: the entry's index), scanning
- * outward from sorted position pos (the last pixel's winner; updated to this
- * one's). Exact, with no margin: distances are quantize_distance's, whose
- * first step on the axis is gap = key - c[axis], the same float subtraction
- * here; d = (dx*dx + dy*dy) + dz*dz >= gap*gap, as every term is >= 0 and
- * rounding is monotone (a + b >= a exactly, so fl (a + b) >= a when a is a
- * float). Upward (c[axis] rising) the gap can only fall: fl (key - c) is
- * monotone in c, so once gap <= 0, every later gap is <= it and its square
- * >= gap*gap. So when gap <= 0 and gap*gap > best, every entry further up
- * is farther than best (strictly: it cannot even tie), and best only falls;
- * downward likewise with gap >= 0. The entries not scanned are therefore
- * all strictly farther than the final best, and among the scanned ones the
- * lowest index with the smallest distance wins, as in nearest_entry. */
+/* nearest_entry over `groups` groups of DITHER_GROUP centres in shared
+ * memory: the first nearest of each group, then the first of those. */
 __device__ __forceinline__ int
-nearest_entry_pruned (const float4 *sorted, int axis, int k, float fx, float fy, float fz, int &pos)
+nearest_in_groups (const float4 *centre, int groups, float fx, float fy, float fz)
 {
-  const float key = axis == 0 ? fx : axis == 1 ? fy : fz;
-  float4 c = sorted[pos];
-  float centre[3] = { c.x, c.y, c.z };
-  float best = quantize_distance (fx, fy, fz, centre);
-  int label = __float_as_int (c.w), best_pos = pos;
-  int up = pos + 1, down = pos - 1;
-  bool go_up = up < k, go_down = down >= 0;
-  while (go_up || go_down)
+  float best = INFINITY;
+  int label = 0;
+  for (int g = 0; g < groups; g++)
     {
-      if (go_up)
+      float d[DITHER_GROUP];
+      int index[DITHER_GROUP];
+#pragma unroll
+      for (int u = 0; u < DITHER_GROUP; u++)
         {
-          c = sorted[up];
-          float gap = key - axis_of (c, axis);
-          if (gap <= 0.0f && gap * gap > best)
-            go_up = false;
-          else
-            {
-              float e[3] = { c.x, c.y, c.z };
-              float d = quantize_distance (fx, fy, fz, e);
-              int j = __float_as_int (c.w);
-              if (d < best || (d == best && j < label))
-                {
-                  best = d;
-                  label = j;
-                  best_pos = up;
-                }
-              go_up = ++up < k;
-            }
+          float4 c = centre[g * DITHER_GROUP + u];
+          const float e[3] = { c.x, c.y, c.z };
+          d[u] = quantize_distance (fx, fy, fz, e);
+          index[u] = g * DITHER_GROUP + u;
         }
-      if (go_down)
+      first_nearest (d, index);
+      if (d[0] < best)
         {
-          c = sorted[down];
-          float gap = key - axis_of (c, axis);
-          if (gap >= 0.0f && gap * gap > best)
-            go_down = false;
-          else
-            {
-              float e[3] = { c.x, c.y, c.z };
-              float d = quantize_distance (fx, fy, fz, e);
-              int j = __float_as_int (c.w);
-              if (d < best || (d == best && j < label))
-                {
-                  best = d;
-                  label = j;
-                  best_pos = down;
-                }
-              go_down = --down >= 0;
-            }
+          best = d[0];
+          label = index[0];
         }
     }
-  pos = best_pos;
   return label;
 }
 
@@ -893,21 +847,32 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
 {
   /* the lanes look up different entries at once: shared memory, not constant */
   __shared__ float s_decode[256];
-  __shared__ float s_value[CUDAFX_MAX_COLORS][3], s_f32[CUDAFX_MAX_COLORS][3];
+  __shared__ float s_f32[CUDAFX_MAX_COLORS][3];
+  __shared__ float4 s_value[CUDAFX_MAX_COLORS]; /* w unused: one load */
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
-  __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
-  __shared__ float4 s_sorted[CUDAFX_MAX_COLORS];
+  __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK_MAX];
+  __shared__ float4 s_centre[SEARCH == SEARCH_GROUPS ? CUDAFX_MAX_COLORS : 1];
+  const int groups = (k + DITHER_GROUP - 1) / DITHER_GROUP;
   for (int i = threadIdx.x; i < 256; i += blockDim.x)
     s_decode[i] = c_decode[i];
-  if (SEARCH == SEARCH_PRUNED)
-    for (int i = threadIdx.x; i < k; i += blockDim.x)
-      s_sorted[i] = c_sorted[i];
+  for (int i = threadIdx.x; i < k; i += blockDim.x)
+    s_value[i] = make_float4 (c_pal_value[i][0], c_pal_value[i][1], c_pal_value[i][2], 0.0f);
   for (int i = threadIdx.x; i < 3 * k; i += blockDim.x)
     {
-      s_value[i / 3][i % 3] = c_pal_value[i / 3][i % 3];
       s_f32[i / 3][i % 3] = c_pal_f32[i / 3][i % 3];
       s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
     }
+  if constexpr (SEARCH == SEARCH_GROUPS)
+    for (int i = threadIdx.x; i < groups * DITHER_GROUP; i += blockDim.x)
+      s_centre[i] = i < k ? make_float4 (c_centre[i][0], c_centre[i][1], c_centre[i][2], 0.0f)
+                          : make_float4 (INFINITY, INFINITY, INFINITY, 0.0f);
+  float centre[SEARCH == SEARCH_REGISTERS ? DITHER_REG_ENTRIES : 1][3];
+  if constexpr (SEARCH == SEARCH_REGISTERS)
+#pragma unroll
+    for (int j = 0; j < DITHER_REG_ENTRIES; j++)
+#pragma unroll
+      for (int c = 0; c < 3; c++)
+        centre[j][c] = j < k ? c_centre[j][c] : INFINITY;
   __syncthreads ();
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, w = v.width;
@@ -932,7 +897,6 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   float4 up_left = none, up = none, up_right = none; /* row above: pixels x-1, x, x+1 */
   float4 mine = none;  /* this lane's error of the last step: its left neighbour's */
   float4 ahead = none; /* its next pixel, loaded a step early: the load's latency hides behind a step */
-  int pos = 0;         /* the last winner's place in s_sorted */
   const int chunk_mask = a.chunk - 1;
   for (int t = -1; t < w + 2 * (DITHER_ROWS - 1); t++)
     {
@@ -967,19 +931,16 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       mine = none;
       const int x = t - 2 * lane;
       const float4 px = ahead;
-      if (has_row && x + 1 >= 0 && x + 1 < w)
+      if (a.ablate & 2)
+        ahead = make_float4 (100.0f + lane, 120.0f, 140.0f, 255.0f);
+      else if (has_row && x + 1 >= 0 && x + 1 < w)
         ahead = load_pixel<DIMS> (v, srow, x + 1);
       if (!has_row || x < 0 || x >= w)
         continue;
-      if (x + DITHER_PREFETCH < w)
+      if (x + DITHER_PREFETCH < w && !(a.ablate & 4))
         asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
 
       float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
-      unsigned char code[3] = { 0, 0, 0 };
-      if (v.u8)
-#pragma unroll
-        for (int c = 0; c < DIMS; c++)
-          code[c] = (unsigned char) value[c];
       const bool votes = a.everyone_votes || px.w != 0.0f;
       if (votes)
         {
@@ -1001,15 +962,31 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
             }
           quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
         }
+      else if (v.u8)
+        {
+          /* two calls: a conditional pointer to the codes put them in local memory */
+          const unsigned char code[3] = { (unsigned char) value[0], (unsigned char) value[1],
+                                          (unsigned char) value[2] };
+          quantize_features (DIMS, v.oklab, s_decode, value, code, f);
+        }
       else
-        quantize_features (DIMS, v.oklab, s_decode, value, v.u8 ? code : NULL, f);
-      int label = SEARCH == SEARCH_PRUNED  ? nearest_entry_pruned (s_sorted, a.axis, k, f[0], f[1], f[2], pos)
-                  : SEARCH == SEARCH_SLOTS ? nearest_entry_slots (f[0], f[1], f[2], k)
-                                           : nearest_entry (f[0], f[1], f[2], k);
-      write_entry (v, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
+        quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
+      int label;
+      if (a.ablate & 8)
+        label = 0;
+      else if constexpr (SEARCH == SEARCH_REGISTERS)
+        label = nearest_in_registers (centre, f[0], f[1], f[2]);
+      else if constexpr (SEARCH == SEARCH_GROUPS)
+        label = nearest_in_groups (s_centre, groups, f[0], f[1], f[2]);
+      else
+        label = nearest_entry (f[0], f[1], f[2], k);
+      if (!(a.ablate & 1))
+        write_entry (v, DIMS, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
-        mine = make_float4 (value[0] - s_value[label][0], value[1] - s_value[label][1],
-                            value[2] - s_value[label][2], 1.0f);
+        {
+          const float4 entry = s_value[label];
+          mine = make_float4 (value[0] - entry.x, value[1] - entry.y, value[2] - entry.z, 1.0f);
+        }
       if (lane == last_lane)
         {
           __stcg (below + x, mine);
@@ -1056,7 +1033,6 @@ struct quantize_device
   float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
   int                  *d_progress;    /* and its counters */
   float                 dither_lo[3], dither_hi[3];
-  int                   dither_axis;   /* dither_args.axis */
   volatile int         *h_rows_done, *d_rows_done; /* dither_args.rows_done: host, device address */
   int                   events;        /* how many of ev exist */
   cudaStream_t          seed_stream;   /* the seeding's, beside the image's upload */
@@ -1180,37 +1156,39 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
       (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), 0), FILTER,
                       "memset")))
     return s;
-  a.axis = q->dither_axis;
-  /* EXPERIMENT: the search and the publish chunk from the environment */
-  const char *env = getenv ("CUDAFX_FS_SEARCH");
-  int search = env ? atoi (env) : SEARCH_PLAIN;
+  /* EXPERIMENT: the old search, the publish chunk and the warps per block from the environment */
+  const char *env = getenv ("CUDAFX_FS_PLAIN");
+  int plain = env && atoi (env);
   env = getenv ("CUDAFX_FS_CHUNK");
   a.chunk = env ? atoi (env) : DITHER_CHUNK;
-  if (a.chunk < 1 || a.chunk > DITHER_CHUNK || (a.chunk & (a.chunk - 1)))
+  if (a.chunk < 1 || a.chunk > DITHER_CHUNK_MAX || (a.chunk & (a.chunk - 1)))
     a.chunk = DITHER_CHUNK;
-  env = getenv ("CUDAFX_FS_WARPS"); /* EXPERIMENT: warps per block */
+  env = getenv ("CUDAFX_FS_ABLATE");
+  a.ablate = env ? atoi (env) : 0;
+  env = getenv ("CUDAFX_FS_WARPS");
   int warps = env ? atoi (env) : DITHER_WARPS;
   if (warps < 1 || warps > DITHER_WARPS)
     warps = DITHER_WARPS;
-  unsigned blocks = grid_for (a.groups, warps);
-  if (v.dims == 3)
+  unsigned blocks = grid_for (a.groups, warps), threads = warps * 32;
+  unsigned char *d = q->d_dst;
+  if (plain)
     {
-      if (search == SEARCH_PRUNED)
-        dither_kernel<3, SEARCH_PRUNED><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
-      else if (search == SEARCH_SLOTS)
-        dither_kernel<3, SEARCH_SLOTS><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
+      if (v.dims == 3)
+        dither_kernel<3, SEARCH_PLAIN><<<blocks, threads>>> (v, k, d, q->pitch, a);
       else
-        dither_kernel<3, SEARCH_PLAIN><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
+        dither_kernel<1, SEARCH_PLAIN><<<blocks, threads>>> (v, k, d, q->pitch, a);
     }
+  else if (k <= DITHER_REG_ENTRIES)
+    {
+      if (v.dims == 3)
+        dither_kernel<3, SEARCH_REGISTERS><<<blocks, threads>>> (v, k, d, q->pitch, a);
+      else
+        dither_kernel<1, SEARCH_REGISTERS><<<blocks, threads>>> (v, k, d, q->pitch, a);
+    }
+  else if (v.dims == 3)
+    dither_kernel<3, SEARCH_GROUPS><<<blocks, threads>>> (v, k, d, q->pitch, a);
   else
-    {
-      if (search == SEARCH_PRUNED)
-        dither_kernel<1, SEARCH_PRUNED><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
-      else if (search == SEARCH_SLOTS)
-        dither_kernel<1, SEARCH_SLOTS><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
-      else
-        dither_kernel<1, SEARCH_PLAIN><<<blocks, warps * 32>>> (v, k, q->d_dst, q->pitch, a);
-    }
+    dither_kernel<1, SEARCH_GROUPS><<<blocks, threads>>> (v, k, d, q->pitch, a);
   if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
     return s; /* no callback: run_pass waits for the kernel */
   int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */
@@ -1533,40 +1511,9 @@ extern "C" cudafx_status
 cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal, const float (*value)[3],
                              const float lo[3], const float hi[3], cudafx_image *dst)
 {
-  /* the centres sorted along the feature they spread most on (any axis
-   * gives the same winners; the widest prunes the most) */
-  float spread[3];
-  for (int c = 0; c < 3; c++)
-    {
-      float low = pal->centre[0][c], high = low;
-      for (int j = 1; j < pal->k; j++)
-        {
-          low = fminf (low, pal->centre[j][c]);
-          high = fmaxf (high, pal->centre[j][c]);
-        }
-      spread[c] = high - low;
-    }
-  int axis = spread[1] > spread[0] ? 1 : 0;
-  axis = spread[2] > spread[axis] ? 2 : axis;
-  float4 sorted[CUDAFX_MAX_COLORS];
-  for (int j = 0; j < pal->k; j++)
-    {
-      /* insertion, after the entries with the same key: ties stay in index order */
-      int i = j;
-      for (; i > 0 && axis_of (sorted[i - 1], axis) > pal->centre[j][axis]; i--)
-        sorted[i] = sorted[i - 1];
-      int index = j;
-      float w;
-      memcpy (&w, &index, sizeof w);
-      sorted[i] = make_float4 (pal->centre[j][0], pal->centre[j][1], pal->centre[j][2], w);
-    }
-  q->dither_axis = axis;
   cudafx_status s;
   if ((s = upload_palette (pal)) ||
       (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, value, (size_t) pal->k * sizeof value[0], 0,
-                                               cudaMemcpyHostToDevice, 0),
-                      FILTER, "copy to device")) ||
-      (s = cfx_check (cudaMemcpyToSymbolAsync (c_sorted, sorted, (size_t) pal->k * sizeof sorted[0], 0,
                                                cudaMemcpyHostToDevice, 0),
                       FILTER, "copy to device")))
     return fail_cuda (q, s);
