@@ -31,7 +31,6 @@
 #include <cub/block/block_scan.cuh>
 #include <new>
 #include <stdio.h>
-#include <stdlib.h>
 #include <thread>
 
 namespace {
@@ -672,17 +671,26 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * Between warps: lane 0's row above is the last row of the previous group of
  * rows (or of the previous stripe). The warp of that group stores its last
  * row's errors in a boundary row in global memory and publishes how many are
- * there (a fence, then a volatile store) every 32 pixels and at the row's
- * end; the warp below reads that count (volatile loads, then a fence) only
- * when it
- * starts a new chunk of 32 pixels of the row above, which its lanes then load
- * together into shared memory. Warps take their groups in order from a
+ * there (a fence, then a volatile store) every DITHER_CHUNK pixels and at
+ * the row's end; the warp below reads that count (volatile loads, then a
+ * fence) only when it starts a new chunk of the row above, which its lanes
+ * then load together into shared memory. A warp trails the one above by 2 *
+ * 32 + DITHER_CHUNK pixels, so the kernel takes about width + 2 * height +
+ * groups * DITHER_CHUNK steps (chunks of 8 instead of 32: a sixth fewer at
+ * 12 MP). Warps take their groups in order from a
  * ticket (an atomic counter), not from blockIdx: a warp only ever waits for a
  * group taken earlier, by a warp that is already running, so the kernel
  * cannot deadlock whatever the scheduling or how many warps are resident.
  *
  * An error travels as a float4: the channels' errors, and w = 1 when the
  * pixel voted (transparent pixels and pixels outside the image pass none).
+ *
+ * Speed: a step's work is one chain of dependent operations (the error
+ * sums, features, the nearest search, the entry's value, the shuffle to the
+ * next lane) and a warp has no other warp to hide its latencies behind (one
+ * warp a block, so that each has an SM and its load/store unit to itself):
+ * hence the branch-free nearest search over many entries at once, and the
+ * pixels loaded a step ahead and prefetched into L1.
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
  * the rows done to mapped host memory; the host calls the progress callback
@@ -693,9 +701,9 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
 
 constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
 constexpr int DITHER_CHUNK = 8;     /* pixels of a boundary row published and loaded at once */
-constexpr int DITHER_CHUNK_MAX = 32; /* EXPERIMENT: CUDAFX_FS_CHUNK's limit */
-constexpr int DITHER_WARPS = 4;     /* warps per block */
+constexpr int DITHER_WARPS = 1;     /* warps per block */
 constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
+constexpr int DITHER_PREFETCH_EVERY = 8; /* pixels between prefetches (a line holds 32 or more) */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
 constexpr int DITHER_REG_ENTRIES = 16; /* palettes up to this size: the centres in registers */
 constexpr int DITHER_GROUP = 8;     /* entries of a larger palette compared at once */
@@ -712,9 +720,6 @@ struct dither_args
   int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
   int     everyone_votes;
   volatile int *rows_done; /* in mapped host memory */
-  int     chunk;          /* EXPERIMENT: pixels per publish, a power of 2 <= DITHER_CHUNK_MAX */
-  int     ablate;         /* EXPERIMENT (timing only, wrong output): 1 no writes, 2 no pixel
-                           * loads, 4 no prefetch, 8 no search (entry 0) */
 };
 
 /* Boundary rows and counters for a stripe of `rows` rows of `width` pixels. */
@@ -725,33 +730,17 @@ dither_bound_rows (int rows)
 }
 
 /* The nearest search: one warp has no other work to hide latencies behind,
- * so the distances to several entries are computed at once and merged in a
- * tree, without branches. Small palettes sit in registers, larger ones in
- * shared memory as float4 (one load an entry, the same address for every
- * lane), padded to whole groups with entries at infinity, whose distance is
- * infinite and never wins. */
-enum dither_search { SEARCH_PLAIN, SEARCH_REGISTERS, SEARCH_GROUPS }; /* PLAIN: EXPERIMENT */
+ * so the distances to many entries are computed at once, with no branch
+ * per entry. Small palettes sit in registers; larger ones in shared memory
+ * as float4 (one load an entry, the same address for every lane), in groups
+ * of DITHER_GROUP padded at the end with entries at infinity, whose
+ * distance is infinite and never wins. Exact: the same distances as
+ * nearest_entry, and the same winner (the first of the nearest). */
+enum dither_search { SEARCH_REGISTERS, SEARCH_GROUPS };
 
-/* The first of the nearest of N candidates (N a power of 2, indices rising
- * with j) into d[0], index[0]: a right-hand candidate replaces a left-hand
- * one only when strictly nearer, so the lowest index among the smallest
- * distances wins, as in nearest_entry's scan. */
-template <int N>
-__device__ __forceinline__ void
-first_nearest (float (&d)[N], int (&index)[N])
-{
-#pragma unroll
-  for (int step = 1; step < N; step *= 2)
-#pragma unroll
-    for (int j = 0; j < N; j += 2 * step)
-      if (d[j + step] < d[j])
-        {
-          d[j] = d[j + step];
-          index[j] = index[j + step];
-        }
-}
-
-/* nearest_entry over centres held in registers (DITHER_REG_ENTRIES, padded). */
+/* nearest_entry over centres held in registers (DITHER_REG_ENTRIES, padded):
+ * the distances merged in a tree, a right-hand candidate (higher indices)
+ * replacing a left-hand one only when strictly nearer. */
 __device__ __forceinline__ int
 nearest_in_registers (const float (&centre)[DITHER_REG_ENTRIES][3], float fx, float fy, float fz)
 {
@@ -763,34 +752,81 @@ nearest_in_registers (const float (&centre)[DITHER_REG_ENTRIES][3], float fx, fl
       d[j] = quantize_distance (fx, fy, fz, centre[j]);
       index[j] = j;
     }
-  first_nearest (d, index);
+#pragma unroll
+  for (int step = 1; step < DITHER_REG_ENTRIES; step *= 2)
+#pragma unroll
+    for (int j = 0; j < DITHER_REG_ENTRIES; j += 2 * step)
+      if (d[j + step] < d[j])
+        {
+          d[j] = d[j + step];
+          index[j] = index[j + step];
+        }
   return index[0];
 }
 
-/* nearest_entry over `groups` groups of DITHER_GROUP centres in shared
- * memory: the first nearest of each group, then the first of those. */
+/* The distances to a group's entries, and their smallest (fminf returns
+ * one of its arguments: exact). */
+__device__ __forceinline__ float
+group_distances (const float4 *centre, float fx, float fy, float fz, float (&d)[DITHER_GROUP])
+{
+#pragma unroll
+  for (int u = 0; u < DITHER_GROUP; u++)
+    {
+      float4 c = centre[u];
+      const float e[3] = { c.x, c.y, c.z };
+      d[u] = quantize_distance (fx, fy, fz, e);
+    }
+  float m[DITHER_GROUP];
+#pragma unroll
+  for (int u = 0; u < DITHER_GROUP; u++)
+    m[u] = d[u];
+#pragma unroll
+  for (int step = 1; step < DITHER_GROUP; step *= 2)
+#pragma unroll
+    for (int u = 0; u < DITHER_GROUP; u += 2 * step)
+      m[u] = fminf (m[u], m[u + step]);
+  return m[0];
+}
+
+/* The first u with d[u] == nearest. */
 __device__ __forceinline__ int
-nearest_in_groups (const float4 *centre, int groups, float fx, float fy, float fz)
+first_at (const float (&d)[DITHER_GROUP], float nearest)
+{
+  int at = DITHER_GROUP - 1;
+#pragma unroll
+  for (int u = DITHER_GROUP - 2; u >= 0; u--)
+    if (d[u] == nearest)
+      at = u;
+  return at;
+}
+
+/* nearest_entry over `pairs` pairs of groups in shared memory, two groups
+ * (2 * DITHER_GROUP distances) at a time. Scanning the entries in order, the
+ * first nearest changes only to an entry strictly nearer than all before:
+ * the nearest of the pair's first group when it is below best (its first
+ * occurrence), else that of the second when it is below both. */
+__device__ __forceinline__ int
+nearest_in_groups (const float4 *centre, int pairs, float fx, float fy, float fz)
 {
   float best = INFINITY;
   int label = 0;
-  for (int g = 0; g < groups; g++)
+  for (int g = 0; g < 2 * pairs; g += 2)
     {
-      float d[DITHER_GROUP];
-      int index[DITHER_GROUP];
-#pragma unroll
-      for (int u = 0; u < DITHER_GROUP; u++)
+      float d0[DITHER_GROUP], d1[DITHER_GROUP];
+      float m0 = group_distances (centre + g * DITHER_GROUP, fx, fy, fz, d0);
+      float m1 = group_distances (centre + (g + 1) * DITHER_GROUP, fx, fy, fz, d1);
+      if (m0 < best || m1 < best)
         {
-          float4 c = centre[g * DITHER_GROUP + u];
-          const float e[3] = { c.x, c.y, c.z };
-          d[u] = quantize_distance (fx, fy, fz, e);
-          index[u] = g * DITHER_GROUP + u;
-        }
-      first_nearest (d, index);
-      if (d[0] < best)
-        {
-          best = d[0];
-          label = index[0];
+          if (m0 <= m1)
+            {
+              best = m0;
+              label = g * DITHER_GROUP + first_at (d0, m0);
+            }
+          else
+            {
+              best = m1;
+              label = (g + 1) * DITHER_GROUP + first_at (d1, m1);
+            }
         }
     }
   return label;
@@ -850,9 +886,9 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   __shared__ float s_f32[CUDAFX_MAX_COLORS][3];
   __shared__ float4 s_value[CUDAFX_MAX_COLORS]; /* w unused: one load */
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
-  __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK_MAX];
+  __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
   __shared__ float4 s_centre[SEARCH == SEARCH_GROUPS ? CUDAFX_MAX_COLORS : 1];
-  const int groups = (k + DITHER_GROUP - 1) / DITHER_GROUP;
+  const int pairs = (k + 2 * DITHER_GROUP - 1) / (2 * DITHER_GROUP); /* of groups */
   for (int i = threadIdx.x; i < 256; i += blockDim.x)
     s_decode[i] = c_decode[i];
   for (int i = threadIdx.x; i < k; i += blockDim.x)
@@ -863,7 +899,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
     }
   if constexpr (SEARCH == SEARCH_GROUPS)
-    for (int i = threadIdx.x; i < groups * DITHER_GROUP; i += blockDim.x)
+    for (int i = threadIdx.x; i < pairs * 2 * DITHER_GROUP; i += blockDim.x)
       s_centre[i] = i < k ? make_float4 (c_centre[i][0], c_centre[i][1], c_centre[i][2], 0.0f)
                           : make_float4 (INFINITY, INFINITY, INFINITY, 0.0f);
   float centre[SEARCH == SEARCH_REGISTERS ? DITHER_REG_ENTRIES : 1][3];
@@ -897,13 +933,12 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   float4 up_left = none, up = none, up_right = none; /* row above: pixels x-1, x, x+1 */
   float4 mine = none;  /* this lane's error of the last step: its left neighbour's */
   float4 ahead = none; /* its next pixel, loaded a step early: the load's latency hides behind a step */
-  const int chunk_mask = a.chunk - 1;
   for (int t = -1; t < w + 2 * (DITHER_ROWS - 1); t++)
     {
       int next = t + 1; /* the pixel of the row above lane 0 takes in this step */
-      if (above && next < w && (next & chunk_mask) == 0)
+      if (above && next < w && next % DITHER_CHUNK == 0)
         {
-          int need = min (next + a.chunk, w);
+          int need = min (next + DITHER_CHUNK, w);
           while (seen < need)
             {
               int count = 0;
@@ -917,13 +952,13 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
            * errors after it (an acquire load in the loop costs a fence a poll) */
           __threadfence ();
           __syncwarp (); /* lane 0 is done with the last chunk */
-          if (lane < a.chunk && next + lane < w)
+          if (lane < DITHER_CHUNK && next + lane < w)
             s_above[warp][lane] = __ldcg (above + next + lane);
           __syncwarp ();
         }
       float4 incoming = shfl_up_error (mine);
       if (lane == 0)
-        incoming = above && next < w ? s_above[warp][next & chunk_mask] : none;
+        incoming = above && next < w ? s_above[warp][next % DITHER_CHUNK] : none;
       up_left = up;
       up = up_right;
       up_right = incoming;
@@ -931,13 +966,11 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       mine = none;
       const int x = t - 2 * lane;
       const float4 px = ahead;
-      if (a.ablate & 2)
-        ahead = make_float4 (100.0f + lane, 120.0f, 140.0f, 255.0f);
-      else if (has_row && x + 1 >= 0 && x + 1 < w)
+      if (has_row && x + 1 >= 0 && x + 1 < w)
         ahead = load_pixel<DIMS> (v, srow, x + 1);
       if (!has_row || x < 0 || x >= w)
         continue;
-      if (x + DITHER_PREFETCH < w && !(a.ablate & 4))
+      if (x % DITHER_PREFETCH_EVERY == 0 && x + DITHER_PREFETCH < w)
         asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
 
       float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
@@ -972,16 +1005,11 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       else
         quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
       int label;
-      if (a.ablate & 8)
-        label = 0;
-      else if constexpr (SEARCH == SEARCH_REGISTERS)
+      if constexpr (SEARCH == SEARCH_REGISTERS)
         label = nearest_in_registers (centre, f[0], f[1], f[2]);
-      else if constexpr (SEARCH == SEARCH_GROUPS)
-        label = nearest_in_groups (s_centre, groups, f[0], f[1], f[2]);
       else
-        label = nearest_entry (f[0], f[1], f[2], k);
-      if (!(a.ablate & 1))
-        write_entry (v, DIMS, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
+        label = nearest_in_groups (s_centre, pairs, f[0], f[1], f[2]);
+      write_entry (v, DIMS, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
         {
           const float4 entry = s_value[label];
@@ -990,7 +1018,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       if (lane == last_lane)
         {
           __stcg (below + x, mine);
-          if (((x + 1) & chunk_mask) == 0 || x == w - 1)
+          if ((x + 1) % DITHER_CHUNK == 0 || x == w - 1)
             {
               __threadfence (); /* release: the errors before their count */
               *(volatile int *) &a.progress[group] = x + 1;
@@ -1156,29 +1184,9 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
       (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), 0), FILTER,
                       "memset")))
     return s;
-  /* EXPERIMENT: the old search, the publish chunk and the warps per block from the environment */
-  const char *env = getenv ("CUDAFX_FS_PLAIN");
-  int plain = env && atoi (env);
-  env = getenv ("CUDAFX_FS_CHUNK");
-  a.chunk = env ? atoi (env) : DITHER_CHUNK;
-  if (a.chunk < 1 || a.chunk > DITHER_CHUNK_MAX || (a.chunk & (a.chunk - 1)))
-    a.chunk = DITHER_CHUNK;
-  env = getenv ("CUDAFX_FS_ABLATE");
-  a.ablate = env ? atoi (env) : 0;
-  env = getenv ("CUDAFX_FS_WARPS");
-  int warps = env ? atoi (env) : DITHER_WARPS;
-  if (warps < 1 || warps > DITHER_WARPS)
-    warps = DITHER_WARPS;
-  unsigned blocks = grid_for (a.groups, warps), threads = warps * 32;
+  unsigned blocks = grid_for (a.groups, DITHER_WARPS), threads = DITHER_WARPS * 32;
   unsigned char *d = q->d_dst;
-  if (plain)
-    {
-      if (v.dims == 3)
-        dither_kernel<3, SEARCH_PLAIN><<<blocks, threads>>> (v, k, d, q->pitch, a);
-      else
-        dither_kernel<1, SEARCH_PLAIN><<<blocks, threads>>> (v, k, d, q->pitch, a);
-    }
-  else if (k <= DITHER_REG_ENTRIES)
+  if (k <= DITHER_REG_ENTRIES)
     {
       if (v.dims == 3)
         dither_kernel<3, SEARCH_REGISTERS><<<blocks, threads>>> (v, k, d, q->pitch, a);
