@@ -7,7 +7,8 @@
  * shows the starting centres) over K, seeds and sample sizes, and proof
  * that it ran there (a fault injected into it). The Floyd–Steinberg kernel
  * gets its own cases: images of one row or column, heights that end groups
- * of 32 rows part way, stripes. */
+ * of 32 rows part way, stripes, and few-level images where entries can be
+ * exactly as near (palettes of every size its nearest search handles apart). */
 #include "../unit/harness.h"
 
 #include <stdlib.h>
@@ -457,11 +458,11 @@ TEST (gpu_quantize_dither_stripes)
 TEST (gpu_quantize_dither_ties)
 {
   /* Few levels (0..3 of 255, or the extremes) on a lattice: the centres sit
-   * on or between lattice points, so the diffused values often lie exactly
-   * halfway between two entries and the lowest index must win; many entries
-   * are equally near. Grey and RGB, both spaces, K 4, 16, 23 (the kernel's
-   * padded palettes: 16 entries in registers, groups of 8 in shared memory)
-   * and 256. */
+   * on or between lattice points, so diffused values can lie exactly halfway
+   * between entries, where the lowest index must win (not counted here: the
+   * engine does not expose the distances). Grey and RGB, both spaces, K 4,
+   * 16, 23 (the kernel's padded palettes: up to 16 entries in registers,
+   * more in groups of 8 in shared memory) and 256. */
   harness_rng r = { 47 };
   static const int layouts[][2] = { { 1, 0 }, { 3, 0 }, { 4, 1 } };
   for (int li = 0; li < 3; li++)
