@@ -209,9 +209,9 @@ nearest_entry (float fx, float fy, float fz, int k)
 }
 
 /* A palette entry (u8 or f32 as dst holds) into pixel (x, y) of dst; alpha
- * copied from the source. */
+ * copied from the source. dims: v.dims, or that as a constant. */
 __device__ __forceinline__ void
-write_entry (const stripe_view &v, int x, int y, const unsigned char *u8, const float *f32,
+write_entry (const stripe_view &v, int dims, int x, int y, const unsigned char *u8, const float *f32,
              unsigned char *dst, size_t dst_pitch)
 {
   size_t at = (size_t) x * v.channels;
@@ -219,14 +219,14 @@ write_entry (const stripe_view &v, int x, int y, const unsigned char *u8, const 
   unsigned char *drow = dst + (size_t) y * dst_pitch;
   if (v.u8)
     {
-      for (int c = 0; c < v.dims; c++)
+      for (int c = 0; c < dims; c++)
         drow[at + c] = u8[c];
       if (v.has_alpha)
         drow[at + v.channels - 1] = srow[at + v.channels - 1];
     }
   else
     {
-      for (int c = 0; c < v.dims; c++)
+      for (int c = 0; c < dims; c++)
         ((float *) drow)[at + c] = f32[c];
       if (v.has_alpha)
         ((float *) drow)[at + v.channels - 1] = ((const float *) srow)[at + v.channels - 1];
@@ -654,7 +654,7 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
   load_features (v, p, fx, fy, fz);
   int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
   int label = nearest_entry (fx, fy, fz, k);
-  write_entry (v, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
+  write_entry (v, v.dims, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
 }
 
 /* ---- Floyd–Steinberg -------------------------------------------------------
@@ -671,17 +671,26 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * Between warps: lane 0's row above is the last row of the previous group of
  * rows (or of the previous stripe). The warp of that group stores its last
  * row's errors in a boundary row in global memory and publishes how many are
- * there (a fence, then a volatile store) every 32 pixels and at the row's
- * end; the warp below reads that count (volatile loads, then a fence) only
- * when it
- * starts a new chunk of 32 pixels of the row above, which its lanes then load
- * together into shared memory. Warps take their groups in order from a
+ * there (a fence, then a volatile store) every DITHER_CHUNK pixels and at
+ * the row's end; the warp below reads that count (volatile loads, then a
+ * fence) only when it starts a new chunk of the row above, which its lanes
+ * then load together into shared memory. A warp trails the one above by 2 *
+ * 32 + DITHER_CHUNK pixels, so the kernel takes about width + 2 * height +
+ * groups * DITHER_CHUNK steps (chunks of 8 instead of 32: a sixth fewer at
+ * 12 MP). Warps take their groups in order from a
  * ticket (an atomic counter), not from blockIdx: a warp only ever waits for a
  * group taken earlier, by a warp that is already running, so the kernel
  * cannot deadlock whatever the scheduling or how many warps are resident.
  *
  * An error travels as a float4: the channels' errors, and w = 1 when the
  * pixel voted (transparent pixels and pixels outside the image pass none).
+ *
+ * Speed: a step's work is one chain of dependent operations (the error
+ * sums, features, the nearest search, the entry's value, the shuffle to the
+ * next lane) and a warp has no other warp to hide its latencies behind (one
+ * warp a block, so that each has an SM and its load/store unit to itself):
+ * hence the branch-free nearest search over many entries at once, and the
+ * pixels loaded a step ahead and prefetched into L1.
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
  * the rows done to mapped host memory; the host calls the progress callback
@@ -691,11 +700,13 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * slower on the H100. */
 
 constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
-constexpr int DITHER_CHUNK = 32;    /* pixels of a boundary row published and loaded at once */
-constexpr int DITHER_WARPS = 4;     /* warps per block */
+constexpr int DITHER_CHUNK = 8;     /* pixels of a boundary row published and loaded at once */
+constexpr int DITHER_WARPS = 1;     /* warps per block */
 constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
-constexpr int DITHER_SLOTS = 8;     /* palette entries in flight in the nearest search */
+constexpr int DITHER_PREFETCH_EVERY = 8; /* pixels between prefetches: at most 128 bytes, so every line */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
+constexpr int DITHER_REG_ENTRIES = 16; /* palettes up to this size: the centres in registers */
+constexpr int DITHER_GROUP = 8;     /* entries of a larger palette compared at once */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
 __constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
@@ -718,44 +729,107 @@ dither_bound_rows (int rows)
   return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
 }
 
-/* nearest_entry with DITHER_SLOTS distances in flight (one warp per SM has
- * no other work to hide their latency): slot u keeps the first minimum of
- * entries u, u + DITHER_SLOTS, ...; the first minimum of all is the lowest
- * index among the slots holding the smallest distance. The same entry as
- * nearest_entry, as distances are never NaN. */
+/* The nearest search: one warp has no other work to hide latencies behind,
+ * so the distances to many entries are computed at once, with no branch
+ * per entry. Small palettes sit in registers; larger ones in shared memory
+ * as float4 (one load an entry, the same address for every lane), in groups
+ * of DITHER_GROUP padded at the end with entries at infinity, whose
+ * distance is infinite and never wins. Exact: the same distances as
+ * nearest_entry, and the same winner (the first of the nearest). */
+enum dither_search { SEARCH_REGISTERS, SEARCH_GROUPS };
+
+/* nearest_entry over centres held in registers (DITHER_REG_ENTRIES, padded):
+ * the distances merged in a tree, a right-hand candidate (higher indices)
+ * replacing a left-hand one only when strictly nearer. */
 __device__ __forceinline__ int
-nearest_entry_unrolled (const float (*centre)[3], float fx, float fy, float fz, int k)
+nearest_in_registers (const float (&centre)[DITHER_REG_ENTRIES][3], float fx, float fy, float fz)
 {
-  float best[DITHER_SLOTS];
-  int label[DITHER_SLOTS];
+  float d[DITHER_REG_ENTRIES];
+  int index[DITHER_REG_ENTRIES];
 #pragma unroll
-  for (int u = 0; u < DITHER_SLOTS; u++)
+  for (int j = 0; j < DITHER_REG_ENTRIES; j++)
     {
-      best[u] = INFINITY;
-      label[u] = u;
+      d[j] = quantize_distance (fx, fy, fz, centre[j]);
+      index[j] = j;
     }
-  for (int j0 = 0; j0 < k; j0 += DITHER_SLOTS)
 #pragma unroll
-    for (int u = 0; u < DITHER_SLOTS; u++)
-      if (j0 + u < k)
+  for (int step = 1; step < DITHER_REG_ENTRIES; step *= 2)
+#pragma unroll
+    for (int j = 0; j < DITHER_REG_ENTRIES; j += 2 * step)
+      if (d[j + step] < d[j])
         {
-          float d = quantize_distance (fx, fy, fz, centre[j0 + u]);
-          if (d < best[u])
+          d[j] = d[j + step];
+          index[j] = index[j + step];
+        }
+  return index[0];
+}
+
+/* The distances to a group's entries, and their smallest (fminf returns
+ * one of its arguments: exact). */
+__device__ __forceinline__ float
+group_distances (const float4 *centre, float fx, float fy, float fz, float (&d)[DITHER_GROUP])
+{
+#pragma unroll
+  for (int u = 0; u < DITHER_GROUP; u++)
+    {
+      float4 c = centre[u];
+      const float e[3] = { c.x, c.y, c.z };
+      d[u] = quantize_distance (fx, fy, fz, e);
+    }
+  float m[DITHER_GROUP];
+#pragma unroll
+  for (int u = 0; u < DITHER_GROUP; u++)
+    m[u] = d[u];
+#pragma unroll
+  for (int step = 1; step < DITHER_GROUP; step *= 2)
+#pragma unroll
+    for (int u = 0; u < DITHER_GROUP; u += 2 * step)
+      m[u] = fminf (m[u], m[u + step]);
+  return m[0];
+}
+
+/* The first u with d[u] == nearest. */
+__device__ __forceinline__ int
+first_at (const float (&d)[DITHER_GROUP], float nearest)
+{
+  int at = DITHER_GROUP - 1;
+#pragma unroll
+  for (int u = DITHER_GROUP - 2; u >= 0; u--)
+    if (d[u] == nearest)
+      at = u;
+  return at;
+}
+
+/* nearest_entry over `pairs` pairs of groups in shared memory, two groups
+ * (2 * DITHER_GROUP distances) at a time. Scanning the entries in order, the
+ * first nearest changes only to an entry strictly nearer than all before:
+ * the nearest of the pair's first group when it is below best (its first
+ * occurrence), else that of the second when it is below both. */
+__device__ __forceinline__ int
+nearest_in_groups (const float4 *centre, int pairs, float fx, float fy, float fz)
+{
+  float best = INFINITY;
+  int label = 0;
+  for (int g = 0; g < 2 * pairs; g += 2)
+    {
+      float d0[DITHER_GROUP], d1[DITHER_GROUP];
+      float m0 = group_distances (centre + g * DITHER_GROUP, fx, fy, fz, d0);
+      float m1 = group_distances (centre + (g + 1) * DITHER_GROUP, fx, fy, fz, d1);
+      if (m0 < best || m1 < best)
+        {
+          if (m0 <= m1)
             {
-              best[u] = d;
-              label[u] = j0 + u;
+              best = m0;
+              label = g * DITHER_GROUP + first_at (d0, m0);
+            }
+          else
+            {
+              best = m1;
+              label = (g + 1) * DITHER_GROUP + first_at (d1, m1);
             }
         }
-  float nearest = best[0];
-  int winner = label[0];
-#pragma unroll
-  for (int u = 1; u < DITHER_SLOTS; u++)
-    if (best[u] < nearest || (best[u] == nearest && label[u] < winner))
-      {
-        nearest = best[u];
-        winner = label[u];
-      }
-  return winner;
+    }
+  return label;
 }
 
 /* Pixel x of a source row: its colour channels on the 0..255 scale (u8
@@ -803,26 +877,38 @@ shfl_up_error (float4 e)
 }
 
 /* DIMS: v.dims as a constant, so that the pixel's arrays stay in registers. */
-template <int DIMS>
+template <int DIMS, int SEARCH>
 __global__ void __launch_bounds__ (DITHER_WARPS * 32)
 dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dither_args a)
 {
-  /* the lanes look up different entries at once: shared memory, not
-   * constant; the centres too (256 of them overflow the constant cache) */
+  /* the lanes look up different entries at once: shared memory, not constant */
   __shared__ float s_decode[256];
-  __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
-  __shared__ float s_value[CUDAFX_MAX_COLORS][3], s_f32[CUDAFX_MAX_COLORS][3];
+  __shared__ float s_f32[CUDAFX_MAX_COLORS][3];
+  __shared__ float4 s_value[CUDAFX_MAX_COLORS]; /* w unused: one load */
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
   __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
+  __shared__ float4 s_centre[SEARCH == SEARCH_GROUPS ? CUDAFX_MAX_COLORS : 1];
+  const int pairs = (k + 2 * DITHER_GROUP - 1) / (2 * DITHER_GROUP); /* of groups */
   for (int i = threadIdx.x; i < 256; i += blockDim.x)
     s_decode[i] = c_decode[i];
+  for (int i = threadIdx.x; i < k; i += blockDim.x)
+    s_value[i] = make_float4 (c_pal_value[i][0], c_pal_value[i][1], c_pal_value[i][2], 0.0f);
   for (int i = threadIdx.x; i < 3 * k; i += blockDim.x)
     {
-      s_centre[i / 3][i % 3] = c_centre[i / 3][i % 3];
-      s_value[i / 3][i % 3] = c_pal_value[i / 3][i % 3];
       s_f32[i / 3][i % 3] = c_pal_f32[i / 3][i % 3];
       s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
     }
+  if constexpr (SEARCH == SEARCH_GROUPS)
+    for (int i = threadIdx.x; i < pairs * 2 * DITHER_GROUP; i += blockDim.x)
+      s_centre[i] = i < k ? make_float4 (c_centre[i][0], c_centre[i][1], c_centre[i][2], 0.0f)
+                          : make_float4 (INFINITY, INFINITY, INFINITY, 0.0f);
+  float centre[SEARCH == SEARCH_REGISTERS ? DITHER_REG_ENTRIES : 1][3];
+  if constexpr (SEARCH == SEARCH_REGISTERS)
+#pragma unroll
+    for (int j = 0; j < DITHER_REG_ENTRIES; j++)
+#pragma unroll
+      for (int c = 0; c < 3; c++)
+        centre[j][c] = j < k ? c_centre[j][c] : INFINITY;
   __syncthreads ();
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, w = v.width;
@@ -866,7 +952,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
            * errors after it (an acquire load in the loop costs a fence a poll) */
           __threadfence ();
           __syncwarp (); /* lane 0 is done with the last chunk */
-          if (next + lane < w)
+          if (lane < DITHER_CHUNK && next + lane < w)
             s_above[warp][lane] = __ldcg (above + next + lane);
           __syncwarp ();
         }
@@ -884,15 +970,10 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         ahead = load_pixel<DIMS> (v, srow, x + 1);
       if (!has_row || x < 0 || x >= w)
         continue;
-      if (x + DITHER_PREFETCH < w)
+      if (x % DITHER_PREFETCH_EVERY == 0 && x + DITHER_PREFETCH < w)
         asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
 
       float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
-      unsigned char code[3] = { 0, 0, 0 };
-      if (v.u8)
-#pragma unroll
-        for (int c = 0; c < DIMS; c++)
-          code[c] = (unsigned char) value[c];
       const bool votes = a.everyone_votes || px.w != 0.0f;
       if (votes)
         {
@@ -914,13 +995,26 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
             }
           quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
         }
+      else if (v.u8)
+        {
+          /* two calls: a conditional pointer to the codes put them in local memory */
+          const unsigned char code[3] = { (unsigned char) value[0], (unsigned char) value[1],
+                                          (unsigned char) value[2] };
+          quantize_features (DIMS, v.oklab, s_decode, value, code, f);
+        }
       else
-        quantize_features (DIMS, v.oklab, s_decode, value, v.u8 ? code : NULL, f);
-      int label = nearest_entry_unrolled (s_centre, f[0], f[1], f[2], k);
-      write_entry (v, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
+        quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
+      int label;
+      if constexpr (SEARCH == SEARCH_REGISTERS)
+        label = nearest_in_registers (centre, f[0], f[1], f[2]);
+      else
+        label = nearest_in_groups (s_centre, pairs, f[0], f[1], f[2]);
+      write_entry (v, DIMS, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
-        mine = make_float4 (value[0] - s_value[label][0], value[1] - s_value[label][1],
-                            value[2] - s_value[label][2], 1.0f);
+        {
+          const float4 entry = s_value[label];
+          mine = make_float4 (value[0] - entry.x, value[1] - entry.y, value[2] - entry.z, 1.0f);
+        }
       if (lane == last_lane)
         {
           __stcg (below + x, mine);
@@ -1090,11 +1184,19 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
       (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), 0), FILTER,
                       "memset")))
     return s;
-  unsigned blocks = grid_for (a.groups, DITHER_WARPS);
-  if (v.dims == 3)
-    dither_kernel<3><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+  unsigned blocks = grid_for (a.groups, DITHER_WARPS), threads = DITHER_WARPS * 32;
+  unsigned char *d = q->d_dst;
+  if (k <= DITHER_REG_ENTRIES)
+    {
+      if (v.dims == 3)
+        dither_kernel<3, SEARCH_REGISTERS><<<blocks, threads>>> (v, k, d, q->pitch, a);
+      else
+        dither_kernel<1, SEARCH_REGISTERS><<<blocks, threads>>> (v, k, d, q->pitch, a);
+    }
+  else if (v.dims == 3)
+    dither_kernel<3, SEARCH_GROUPS><<<blocks, threads>>> (v, k, d, q->pitch, a);
   else
-    dither_kernel<1><<<blocks, DITHER_WARPS * 32>>> (v, k, q->d_dst, q->pitch, a);
+    dither_kernel<1, SEARCH_GROUPS><<<blocks, threads>>> (v, k, d, q->pitch, a);
   if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
     return s; /* no callback: run_pass waits for the kernel */
   int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */

@@ -7,7 +7,8 @@
  * shows the starting centres) over K, seeds and sample sizes, and proof
  * that it ran there (a fault injected into it). The Floyd–Steinberg kernel
  * gets its own cases: images of one row or column, heights that end groups
- * of 32 rows part way, stripes. */
+ * of 32 rows part way, stripes, and few-level images where entries can be
+ * exactly as near (palettes of every size its nearest search handles apart). */
 #include "../unit/harness.h"
 
 #include <stdlib.h>
@@ -452,4 +453,46 @@ TEST (gpu_quantize_dither_stripes)
   p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
   p.max_iterations = 4;
   compare_capped (43, 211, 230, &p, 7);
+}
+
+TEST (gpu_quantize_dither_ties)
+{
+  /* Few levels (0..3 of 255, or the extremes) on a lattice: the centres sit
+   * on or between lattice points, so diffused values can lie exactly halfway
+   * between entries, where the lowest index must win (not counted here: the
+   * engine does not expose the distances). Grey and RGB, both spaces, K 4,
+   * 16, 23 (the kernel's padded palettes: up to 16 entries in registers,
+   * more in groups of 8 in shared memory) and 256. */
+  harness_rng r = { 47 };
+  static const int layouts[][2] = { { 1, 0 }, { 3, 0 }, { 4, 1 } };
+  for (int li = 0; li < 3; li++)
+    for (int lv = 0; lv < 2; lv++)
+      {
+        int ch = layouts[li][0], alpha = layouts[li][1], dims = ch - alpha;
+        cudafx_image src = harness_image_new (97, 70, ch, alpha, CUDAFX_U8, 0);
+        for (int y = 0; y < src.height; y++)
+          for (int x = 0; x < src.width; x++)
+            {
+              for (int c = 0; c < dims; c++)
+                harness_set (&src, x, y, c, lv ? 255 * (harness_rand (&r) % 2) : harness_rand (&r) % 4);
+              if (alpha)
+                harness_set (&src, x, y, ch - 1, harness_rand (&r) % 8 ? 255 : 0);
+            }
+        static const int colors[] = { 4, 16, 23, 256 };
+        for (int ki = 0; ki < 4; ki++)
+          for (int space = 0; space < 2; space++)
+            {
+              cudafx_quantize_params p;
+              cudafx_quantize_params_init (&p);
+              p.colors = colors[ki];
+              p.color_space = space;
+              p.max_iterations = 4;
+              p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+              char what[96];
+              snprintf (what, sizeof what, "ties ch %d levels %s %s K %d", ch, lv ? "0/255" : "0..3",
+                        space ? "rgb" : "oklab", p.colors);
+              compare (&src, &p, what);
+            }
+        harness_image_free (&src);
+      }
 }
