@@ -5,23 +5,29 @@
  * - median_columns_kernel (u8, square, radius <= 3; every rank of 3x3, the
  *   median of 5x5 and 7x7): separable sorting networks after Adams 2021,
  *   "Fast median filters using separable sorting networks". A block walks
- *   down 16 output rows, keeping each column's raw words in registers (one
- *   new row loaded per output row, a row ahead of its use). Per row each
- *   thread sorts the window column of one aligned 4-byte word, its even and
- *   its odd bytes as two 16-bit lanes a word, into a shared tile. Sorting is
- *   per lane, so the sorted column at any byte offset is a regrouping of the
- *   sorted words' lanes (one byte permute at most): columns are sorted once
- *   and shared by every output that uses them. Each thread reads the tile
- *   words its window spans once for both streams, then selects its
- *   four outputs with a network built at compile time (median_network.h):
- *   the rank-rows sorted across the columns, keys the row/column order rules
- *   out dropped, the rest merged, everything pruned backwards to the one
- *   rank needed. Lanes hold 0x6400 + byte, which also reads as the half
- *   float 1024 + byte, so the even outputs' network runs as 16-bit integer
- *   min/max and the odd outputs' as half-float min/max (sm_80 on), two
- *   instruction kinds the scheduler can overlap. Measured on an H100, 12 MP
- *   RGB: 3x3 0.087 ms, 5x5 0.232, 7x7 0.565 (before the register-kept rows
- *   and the half floats: 0.136, 0.287, 0.654).
+ *   down 16 output rows, keeping each column's raw words in registers (the
+ *   new rows loaded a step ahead of their use). 5x5 and 7x7 take two output
+ *   rows a step: their windows share L-1 rows, whose columns are sorted once,
+ *   and the selection among those shared keys is done once for both (3x3
+ *   takes one row a step, all L rows sorted). Per step each thread sorts the
+ *   window column of one aligned 4-byte word, its even and its odd bytes as
+ *   two 16-bit lanes a word, into a shared tile, followed by the two outputs'
+ *   own rows unsorted. Sorting is per lane, so the sorted column at any byte
+ *   offset is a regrouping of the sorted words' lanes (one byte permute at
+ *   most): columns are sorted once and shared by every output that uses
+ *   them. Each thread reads the tile words its windows span once for both
+ *   streams, then selects its outputs with a network built at compile time
+ *   (median_network.h): the rank-rows sorted across the columns, keys the
+ *   row/column order rules out dropped, the rest merged; with two rows the
+ *   shared grid yields the L+1 candidate ranks and each output merges in its
+ *   sorted own row; everything pruned backwards to the ranks needed. Lanes
+ *   hold 0x6400 + byte, which also reads as the half float 1024 + byte, so
+ *   the even outputs' network runs as 16-bit integer min/max and the odd
+ *   outputs' as half-float min/max (sm_80 on), two instruction kinds the
+ *   scheduler can overlap. Measured on an H100, 12 MP RGB, kernel time:
+ *   3x3 0.094 ms, 5x5 0.180, 7x7 0.379 (one row a step: 5x5 0.240, 7x7
+ *   0.575; before the register-kept rows and the half floats: 0.136, 0.287,
+ *   0.654).
  * - median_packed_kernel (u8, square, radius <= 2, the other ranks): four
  *   bytes per 32-bit word through a full sorting network with SIMD byte
  *   min/max, then the rank-k word is picked.

@@ -6,12 +6,10 @@
  * merge, which works for lists of any lengths:
  * - sort_network<N>: sorts N keys (merge sort of halves); the i-th smallest
  *   ends in slot order[i].
- * - select_network<L, RANK>: the rank-RANK key of an L x L window whose L
- *   columns (slots c*L .. c*L+L-1) arrive sorted ascending. It sorts each
- *   rank-row across the columns (the columns stay sorted), drops the keys
- *   that the row and column order put surely below or above rank RANK, merges
- *   the rows' remaining sorted runs, and keeps, walking backwards from the
- *   answer's slot, only the comparators and the min/max halves it needs. */
+ * - select_network<L, RANK, STEP>: the rank-RANK key of STEP (1 or 2)
+ *   vertically adjacent L x L windows from their sorted columns (and, for
+ *   two windows, the sorted columns of their L-1 shared rows plus each
+ *   window's own row): min/max halves pruned backwards from the answers. */
 #ifndef CUDAFX_MEDIAN_NETWORK_H
 #define CUDAFX_MEDIAN_NETWORK_H
 
