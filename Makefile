@@ -120,6 +120,11 @@ $(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
 $(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
 
+# The GPU median's selection networks, checked exhaustively on the host.
+$(BUILD)/test-median-network: tests/unit/median_network.cc cuda/median_network.h
+	@mkdir -p $(@D)
+	$(CXX) -O2 -std=c++17 -Wall -Wextra $< -o $@
+
 # GPU tests also ask the CUDA runtime (cudaMemGetInfo) how much memory is free.
 $(BUILD)/tests-gpu/%.o: tests/gpu/%.c tests/unit/harness.h core/cudafx.h
 	@mkdir -p $(@D)
@@ -136,9 +141,9 @@ $(BUILD)/tools/%.o: tools/%.c core/cudafx.h $(wildcard tools/*.h)
 $(BUILD)/cudafx: $(BUILD)/tools/cudafx.o $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -o $@
 
-# Unit tests, then the same tests under AddressSanitizer + UBSan, then the
-# CLI's tests; one summary line at the end.
-check: all
+# Unit tests, then the same tests under AddressSanitizer + UBSan, the median
+# networks, then the CLI's tests; one summary line at the end.
+check: all $(BUILD)/test-median-network
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
 
 # On a machine with a CUDA device: the filters' tests against the CUDA

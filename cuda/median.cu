@@ -5,23 +5,29 @@
  * - median_columns_kernel (u8, square, radius <= 3; every rank of 3x3, the
  *   median of 5x5 and 7x7): separable sorting networks after Adams 2021,
  *   "Fast median filters using separable sorting networks". A block walks
- *   down 16 output rows, keeping each column's raw words in registers (one
- *   new row loaded per output row, a row ahead of its use). Per row each
- *   thread sorts the window column of one aligned 4-byte word, its even and
- *   its odd bytes as two 16-bit lanes a word, into a shared tile. Sorting is
- *   per lane, so the sorted column at any byte offset is a regrouping of the
- *   sorted words' lanes (one byte permute at most): columns are sorted once
- *   and shared by every output that uses them. Each thread reads the tile
- *   words its window spans once for both streams, then selects its
- *   four outputs with a network built at compile time (median_network.h):
- *   the rank-rows sorted across the columns, keys the row/column order rules
- *   out dropped, the rest merged, everything pruned backwards to the one
- *   rank needed. Lanes hold 0x6400 + byte, which also reads as the half
- *   float 1024 + byte, so the even outputs' network runs as 16-bit integer
- *   min/max and the odd outputs' as half-float min/max (sm_80 on), two
- *   instruction kinds the scheduler can overlap. Measured on an H100, 12 MP
- *   RGB: 3x3 0.087 ms, 5x5 0.232, 7x7 0.565 (before the register-kept rows
- *   and the half floats: 0.136, 0.287, 0.654).
+ *   down 16 output rows, keeping each column's raw words in registers (the
+ *   new rows loaded a step ahead of their use). 5x5 and 7x7 take two output
+ *   rows a step: their windows share L-1 rows, whose columns are sorted once,
+ *   and the selection among those shared keys is done once for both (3x3
+ *   takes one row a step, all L rows sorted). Per step each thread sorts the
+ *   window column of one aligned 4-byte word, its even and its odd bytes as
+ *   two 16-bit lanes a word, into a shared tile, followed by the two outputs'
+ *   own rows unsorted. Sorting is per lane, so the sorted column at any byte
+ *   offset is a regrouping of the sorted words' lanes (one byte permute at
+ *   most): columns are sorted once and shared by every output that uses
+ *   them. Each thread reads the tile words its windows span once for both
+ *   streams, then selects its outputs with a network built at compile time
+ *   (median_network.h): the rank-rows sorted across the columns, keys the
+ *   row/column order rules out dropped, the rest merged; with two rows the
+ *   shared grid yields the L+1 candidate ranks and each output merges in its
+ *   sorted own row; everything pruned backwards to the ranks needed. Lanes
+ *   hold 0x6400 + byte, which also reads as the half float 1024 + byte, so
+ *   the even outputs' network runs as 16-bit integer min/max and the odd
+ *   outputs' as half-float min/max (sm_80 on), two instruction kinds the
+ *   scheduler can overlap. Measured on an H100, 12 MP RGB, kernel time:
+ *   3x3 0.094 ms, 5x5 0.180, 7x7 0.379 (one row a step: 5x5 0.240, 7x7
+ *   0.575; before the register-kept rows and the half floats: 0.136, 0.287,
+ *   0.654).
  * - median_packed_kernel (u8, square, radius <= 2, the other ranks): four
  *   bytes per 32-bit word through a full sorting network with SIMD byte
  *   min/max, then the rank-k word is picked.
@@ -217,7 +223,7 @@ median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
 }
 
 template <int N> constexpr median_network::sort_network<N> sorter{};
-template <int L, int RANK> constexpr median_network::select_network<L, RANK> selector{};
+template <int L, int RANK, int STEP> constexpr median_network::select_network<L, RANK, STEP> selector{};
 
 /* The networks run with every slot index a compile-time constant, so the
  * keys stay in registers whatever the compiler's unrolling heuristics decide.
@@ -281,13 +287,13 @@ lane_max (unsigned a, unsigned b)
   return __vmaxu2 (a, b);
 }
 
-template <int L, int RANK, bool HALF, int... I>
+template <int L, int RANK, int STEP, bool HALF, int... I>
 __device__ __forceinline__ void
 select_lanes (unsigned *v, std::integer_sequence<int, I...>)
 {
   ((void) ([&] {
-     constexpr int a = selector<L, RANK>.a[I], b = selector<L, RANK>.b[I];
-     constexpr bool to_a = selector<L, RANK>.min_to_a[I], to_b = selector<L, RANK>.max_to_b[I];
+     constexpr int a = selector<L, RANK, STEP>.a[I], b = selector<L, RANK, STEP>.b[I];
+     constexpr bool to_a = selector<L, RANK, STEP>.min_to_a[I], to_b = selector<L, RANK, STEP>.max_to_b[I];
      unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
      if (to_a)
        v[a] = lo;
@@ -390,76 +396,96 @@ column_key (const uint2 *words)
   return key;
 }
 
-/* The thread's even and odd outputs: every tile word of the window's rows
- * is read once for both streams (a column needs one or two words of one
- * stream), then the pruned selection networks run, even outputs by integer
- * min/max and odd ones by half-float min/max. */
-template <int R, int CH, int RANK, int... DX>
-__device__ __forceinline__ uint2
-select_from_tile (const uint2 *tile, int tile_width, int base, std::integer_sequence<int, DX...>)
+/* Output rows a column-kernel step computes: from 5x5 on, two rows share
+ * the sorting of L-1 window rows and the selection among them; at 3x3 the
+ * own rows' sorting costs more than it saves. */
+template <int R> constexpr int rows_per_step = R >= 2 ? 2 : 1;
+
+/* Blocks an SM must hold (0: no bound). 5 caps 7x7 at 96 registers (112
+ * unbounded): 2% faster on an H100; more blocks spill. 3x3 is left alone. */
+template <int R> constexpr int columns_min_blocks = R >= 2 ? 5 : 0;
+
+/* The thread's even and odd outputs of the step's STEP rows: every tile word
+ * of the tile's rows is read once for both streams (a column needs one or
+ * two words of one stream), then the pruned selection networks run, even
+ * outputs by integer min/max and odd ones by half-float min/max. Tile rows:
+ * the SORTED = L - STEP + 1 shared window rows, sorted per column, then
+ * (STEP 2) the upper and the lower output's own rows, as loaded. */
+template <int R, int CH, int RANK, int STEP, int... DX>
+__device__ __forceinline__ void
+select_from_tile (const uint2 *tile, int tile_width, int base, uint2 *out, std::integer_sequence<int, DX...>)
 {
-  constexpr int L = 2 * R + 1;
+  constexpr int L = 2 * R + 1, SORTED = L - STEP + 1, TILE_ROWS = SORTED + (STEP - 1) * 2;
   /* Words read, from the thread's own: column P reads word P >> 2 and, when
    * P & 2, the next, so floor ((P + 2) / 4) last, most for P = R * CH + 1. */
   constexpr int LO = (-R * CH) >> 2, WORDS = ((R * CH + 3) >> 2) - LO + 1;
-  unsigned even[L * L], odd[L * L];
+  /* Slot of tile row k, column DX, as the network numbers them. */
+  constexpr auto slot = [] (int k, int dx) { return k < SORTED ? dx * SORTED + k : SORTED * L + (k - SORTED) * L + dx; };
+  unsigned even[TILE_ROWS * L], odd[TILE_ROWS * L];
 #pragma unroll
-  for (int k = 0; k < L; k++)
+  for (int k = 0; k < TILE_ROWS; k++)
     {
       uint2 words[WORDS];
 #pragma unroll
       for (int q = 0; q < WORDS; q++)
         words[q] = tile[k * tile_width + base + LO + q];
-      ((even[DX * L + k] = column_key<(DX - R) * CH, LO> (words)), ...);
-      ((odd[DX * L + k] = column_key<(DX - R) * CH + 1, LO> (words)), ...);
+      ((even[slot (k, DX)] = column_key<(DX - R) * CH, LO> (words)), ...);
+      ((odd[slot (k, DX)] = column_key<(DX - R) * CH + 1, LO> (words)), ...);
     }
-  select_lanes<L, RANK, false> (even, std::make_integer_sequence<int, selector<L, RANK>.count> ());
-  select_lanes<L, RANK, true> (odd, std::make_integer_sequence<int, selector<L, RANK>.count> ());
-  constexpr int answer = selector<L, RANK>.answer;
-  return make_uint2 (even[answer], odd[answer]);
+  constexpr int ops = selector<L, RANK, STEP>.count;
+  constexpr int upper = selector<L, RANK, STEP>.answer[0], lower = selector<L, RANK, STEP>.answer[STEP - 1];
+  select_lanes<L, RANK, STEP, false> (even, std::make_integer_sequence<int, ops> ());
+  select_lanes<L, RANK, STEP, true> (odd, std::make_integer_sequence<int, ops> ());
+  out[0] = make_uint2 (even[upper], odd[upper]);
+  out[STEP - 1] = make_uint2 (even[lower], odd[lower]);
 }
 
-/* u8, square, radius R, CH channels, rank RANK. Per output row, each thread
- * sorts the columns of one aligned word of the row (and the block's halo
- * words), split into its even and odd bytes as two 16-bit lanes each, into
- * a shared tile; sorting is per lane, so a column at any byte offset is the
- * sorted column words' lanes regrouped (one byte permute at most). Then the
- * pruned selection network gives the thread's two even and two odd outputs. */
+/* u8, square, radius R, CH channels, rank RANK. Per step of STEP output
+ * rows, each thread sorts the columns of one aligned word of the row (and
+ * the block's halo words), split into its even and odd bytes as two 16-bit
+ * lanes each, into a shared tile: the window rows all the step's outputs
+ * share, sorted, then each output's own row. Sorting is per lane, so a column
+ * at any byte offset is the sorted column words' lanes regrouped (one byte
+ * permute at most). Then the pruned selection network gives the thread's two
+ * even and two odd outputs of each of the STEP rows. */
 template <int R, int CH, int RANK>
-__global__ void __launch_bounds__ (COLUMNS_THREADS)
+__global__ void __launch_bounds__ (COLUMNS_THREADS, columns_min_blocks<R>)
 median_columns_kernel (cfx_stripe s)
 {
-  constexpr int L = 2 * R + 1;
+  constexpr int L = 2 * R + 1, STEP = rows_per_step<R>;
+  constexpr int SORTED = L - STEP + 1, TILE_ROWS = SORTED + (STEP - 1) * 2;
+  constexpr int RAW = L + STEP - 1;           /* input rows of a step */
   constexpr int LEFT = (R * CH + 3) / 4;      /* words left of the block's first */
   constexpr int RIGHT = (R * CH + 1) / 4 + 1; /* and right of its last */
   constexpr int TILE = COLUMNS_THREADS + LEFT + RIGHT;
   constexpr int PASSES = (TILE + COLUMNS_THREADS - 1) / COLUMNS_THREADS;
-  __shared__ uint2 tiles[2][L * TILE]; /* two, so one barrier a row suffices */
+  static_assert (COLUMNS_ROWS % STEP == 0, "a block's rows split into whole steps");
+  __shared__ uint2 tiles[2][TILE_ROWS * TILE]; /* two, so one barrier a step suffices */
   const int row_bytes = s.width * CH, last_row = s.rows + 2 * s.halo - 1;
   const int w0 = blockIdx.x * COLUMNS_THREADS, w = w0 + threadIdx.x;
   const int y0 = blockIdx.y * COLUMNS_ROWS, y1 = min (y0 + COLUMNS_ROWS, s.rows);
   /* Tile column threadIdx.x + p * COLUMNS_THREADS (pass p) is row word
    * w0 - LEFT + that. The first pass keeps its raw words in registers from
-   * row to row: each output row loads one new word, a row ahead of its use;
-   * the few halo columns of the second pass load their whole column. */
+   * step to step: each step loads STEP new rows, a step ahead of their use;
+   * the few halo columns of the second pass load their whole columns. */
   auto load = [&] (int p, int row) {
     int o = (w0 - LEFT + (int) threadIdx.x + p * COLUMNS_THREADS) * 4;
     return load_word (s.d_src + (size_t) min (row, last_row) * s.src_pitch, o, row_bytes, CH);
   };
-  unsigned raw[L]; /* first pass: the current output row's window rows */
+  unsigned raw[RAW]; /* first pass: input rows y - R .. y + STEP - 1 + R */
 #pragma unroll
-  for (int k = 0; k < L; k++)
+  for (int k = 0; k < RAW; k++)
     raw[k] = load (0, y0 + s.halo - R + k);
-  for (int y = y0; y < y1; y++)
+  for (int y = y0; y < y1; y += STEP)
     {
-      uint2 *tile = tiles[y & 1];
+      uint2 *tile = tiles[(y / STEP) & 1];
 #pragma unroll
       for (int p = 0; p < PASSES; p++)
         if (p == 0 || threadIdx.x + p * COLUMNS_THREADS < TILE)
           {
-            unsigned even[L], odd[L];
+            unsigned even[RAW], odd[RAW];
 #pragma unroll
-            for (int k = 0; k < L; k++)
+            for (int k = 0; k < RAW; k++)
               {
                 unsigned word = p == 0 ? raw[k] : load (p, y + s.halo - R + k);
                 even[k] = __byte_perm (word, 0x64646464, 0x4240); /* 0x6400 + byte a lane */
@@ -468,23 +494,36 @@ median_columns_kernel (cfx_stripe s)
             if (p == 0)
               {
 #pragma unroll
-                for (int k = 0; k + 1 < L; k++)
-                  raw[k] = raw[k + 1];
-                raw[L - 1] = load (0, y + 1 + s.halo + R);
+                for (int k = 0; k + STEP < RAW; k++)
+                  raw[k] = raw[k + STEP];
+#pragma unroll
+                for (int j = 0; j < STEP; j++)
+                  raw[RAW - STEP + j] = load (0, y + s.halo - R + RAW + j);
               }
-            sort_lanes<L> (even, std::make_integer_sequence<int, sorter<L>.net.count> ());
-            sort_lanes<L> (odd, std::make_integer_sequence<int, sorter<L>.net.count> ());
-            store_sorted<L> (tile + threadIdx.x + p * COLUMNS_THREADS, TILE, even, odd,
-                             std::make_integer_sequence<int, L> ());
+            /* shared rows: all but the first and last input rows at STEP 2 */
+            sort_lanes<SORTED> (even + STEP - 1, std::make_integer_sequence<int, sorter<SORTED>.net.count> ());
+            sort_lanes<SORTED> (odd + STEP - 1, std::make_integer_sequence<int, sorter<SORTED>.net.count> ());
+            uint2 *column = tile + threadIdx.x + p * COLUMNS_THREADS;
+            store_sorted<SORTED> (column, TILE, even + STEP - 1, odd + STEP - 1,
+                                  std::make_integer_sequence<int, SORTED> ());
+            if (STEP == 2)
+              {
+                column[SORTED * TILE] = make_uint2 (even[0], odd[0]);
+                column[(SORTED + 1) * TILE] = make_uint2 (even[RAW - 1], odd[RAW - 1]);
+              }
           }
       __syncthreads ();
       if (4 * w < row_bytes)
         {
-          uint2 out = select_from_tile<R, CH, RANK> (tile, TILE, LEFT + threadIdx.x,
-                                                     std::make_integer_sequence<int, L> ());
+          uint2 out[STEP];
+          select_from_tile<R, CH, RANK, STEP> (tile, TILE, LEFT + threadIdx.x, out,
+                                               std::make_integer_sequence<int, L> ());
           /* The lanes' low bytes; rows are padded to 256 bytes on the
            * device: a whole word always fits. */
-          *(unsigned *) (s.d_dst + (size_t) y * s.dst_pitch + 4 * w) = __byte_perm (out.x, out.y, 0x6240);
+#pragma unroll
+          for (int j = 0; j < STEP; j++)
+            if (y + j < y1)
+              *(unsigned *) (s.d_dst + (size_t) (y + j) * s.dst_pitch + 4 * w) = __byte_perm (out[j].x, out[j].y, 0x6240);
         }
     }
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs test suites, each of which ends with "N passed, N failed", and prints
 # the total as the last line.
-# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, CLI, CLI under LSan, translations
+# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, median networks, CLI, CLI under LSan, translations
 #        tests/run.sh BUILD_DIR gpu      CUDA: GPU tests, compute-sanitizer
 set -u
 build=${1:-build}
@@ -41,6 +41,7 @@ if [ "$mode" = gpu ]; then
 else
   suite unit "$build/test-unit"
   suite unit-asan make --no-print-directory check-asan
+  suite median-network "$build/test-median-network"
   if [ -x "$build/cudafx" ]; then
     suite cli tests/unit/cli.sh "$build/cudafx"
     suite cli-lsan make --no-print-directory check-lsan
