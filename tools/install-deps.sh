@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cudafx needs to build and test on Debian or Ubuntu: a C
-# compiler with OpenMP and the address/undefined sanitizers (gcc), make,
+# compiler with OpenMP and the address/undefined sanitizers (gcc), a C++17
+# compiler (g++: the host check of the GPU median's networks; nvcc's host compiler), make,
 # pkg-config, GEGL's development files (the CLI reads and writes images through
 # GEGL), gettext (msgfmt compiles the translations) and python3 (the CLI tests check JSON and PNG files with it).
 # Idempotent and non-interactive: does nothing when everything is there,
@@ -9,11 +10,11 @@
 # /usr/local/cuda turns the GPU backend on.
 set -eu
 
-packages="gcc libc6-dev make pkg-config libgegl-dev gettext python3"
-needs="a C compiler with OpenMP (gcc), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), gettext, python3"
+packages="gcc g++ libc6-dev make pkg-config libgegl-dev gettext python3"
+needs="a C compiler with OpenMP (gcc), a C++17 compiler (g++), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), gettext, python3"
 
 have_everything() {
-  command -v gcc >/dev/null && command -v make >/dev/null && command -v python3 >/dev/null &&
+  command -v gcc >/dev/null && command -v g++ >/dev/null && command -v make >/dev/null && command -v python3 >/dev/null &&
     command -v pkg-config >/dev/null && pkg-config --exists gegl-0.4 && command -v msgfmt >/dev/null
 }
 
