@@ -118,8 +118,17 @@ cfx_buffer (cfx_slot slot, size_t bytes, void **out, const char *filter)
       slot_ptr[slot] = NULL;
       slot_size[slot] = 0;
       cudafx_status s = cfx_check (cudaMalloc (&slot_ptr[slot], bytes), filter, "allocation");
+      /* Zeroed once: kernels read whole aligned words that may reach into a
+       * row's pitch padding (bytes they discard), which would otherwise never
+       * be written; defined padding keeps compute-sanitizer initcheck quiet. */
+      if (!s)
+        s = cfx_check (cudaMemset (slot_ptr[slot], 0, bytes), filter, "memset");
       if (s)
-        return s;
+        {
+          cudaFree (slot_ptr[slot]);
+          slot_ptr[slot] = NULL;
+          return s;
+        }
       slot_size[slot] = bytes;
     }
   *out = slot_ptr[slot];
