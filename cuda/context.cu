@@ -120,9 +120,13 @@ cfx_buffer (cfx_slot slot, size_t bytes, void **out, const char *filter)
       cudafx_status s = cfx_check (cudaMalloc (&slot_ptr[slot], bytes), filter, "allocation");
       /* Zeroed once: kernels read whole aligned words that may reach into a
        * row's pitch padding (bytes they discard), which would otherwise never
-       * be written; defined padding keeps compute-sanitizer initcheck quiet. */
+       * be written; defined padding keeps compute-sanitizer initcheck quiet.
+       * Finished before returning: streams created non-blocking (quantize's
+       * seeding) do not wait for the legacy stream the memset runs on. */
       if (!s)
         s = cfx_check (cudaMemset (slot_ptr[slot], 0, bytes), filter, "memset");
+      if (!s)
+        s = cfx_check (cudaStreamSynchronize (0), filter, "memset");
       if (s)
         {
           cudaFree (slot_ptr[slot]);
