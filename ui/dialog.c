@@ -63,6 +63,14 @@ report_text (const cudafx_report *report)
                           report->threads_used);
 }
 
+/* The selection's bounds in the drawable, or NULL when it does not touch it. */
+static const GeglRectangle *
+selection_of (GimpDrawable *drawable, GeglRectangle *bounds)
+{
+  return gimp_drawable_mask_intersect (drawable, &bounds->x, &bounds->y, &bounds->width,
+                                       &bounds->height) ? bounds : NULL;
+}
+
 /* area filtered as a run filters the selection (region.c), into a buffer to unref. */
 static GeglBuffer *
 preview_result (dialog_state *state, GeglBuffer *source, const GeglRectangle *area,
@@ -70,16 +78,13 @@ preview_result (dialog_state *state, GeglBuffer *source, const GeglRectangle *ar
 {
   cudafx_proc_args args;
   GeglRectangle    bounds;
-  gboolean         touches;
 
   cudafx_proc_args_init (&args, state->filter);
   if (!cudafx_config_read_args (state->config, &args, error))
     return NULL;
   args.nlmeans_sigma = state->nlmeans_sigma;
-  touches = gimp_drawable_mask_intersect (state->drawable, &bounds.x, &bounds.y, &bounds.width,
-                                          &bounds.height);
-  return cudafx_region_preview (source, touches ? &bounds : NULL, area, &args, &state->whole,
-                                run, error);
+  return cudafx_region_preview (source, selection_of (state->drawable, &bounds), area, &args,
+                                &state->whole, run, error);
 }
 
 static void
@@ -151,9 +156,7 @@ noise_estimate_text (dialog_state *state)
 {
   GeglRectangle bounds;
   GeglBuffer   *source = gimp_drawable_get_buffer (state->drawable);
-  gboolean      touches = gimp_drawable_mask_intersect (state->drawable, &bounds.x, &bounds.y,
-                                                        &bounds.width, &bounds.height);
-  gchar        *text = cudafx_dialog_noise_text (source, touches ? &bounds : NULL,
+  gchar        *text = cudafx_dialog_noise_text (source, selection_of (state->drawable, &bounds),
                                                  &state->nlmeans_sigma);
 
   g_object_unref (source);
