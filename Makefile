@@ -54,7 +54,7 @@ GPU_SRCS  := $(wildcard tests/gpu/*.c)
 GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
 GEGL_OK   := $(shell pkg-config --exists gegl-0.4 && echo yes)
-ifeq ($(GEGL_OK)$(wildcard tools/cudafx.c),yestools/cudafx.c)
+ifeq ($(GEGL_OK)$(wildcard cli/cudafx.c),yescli/cudafx.c)
 CLI       := $(BUILD)/cudafx
 GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
@@ -68,7 +68,7 @@ endif
 MSGFMT    := $(shell command -v msgfmt 2>/dev/null)
 LINGUAS   := $(patsubst po/%.po,%,$(wildcard po/*.po))
 MO_FILES  := $(if $(MSGFMT),$(LINGUAS:%=$(BUILD)/locale/%/LC_MESSAGES/cudafx.mo))
-I18N_C    := $(sort $(wildcard core/*.c tools/cudafx.c plugin/*.c ui/*.c))
+I18N_C    := $(sort $(wildcard core/*.c cli/*.c plugin/*/*.c))
 I18N_CXX  := $(sort $(wildcard cuda/*.cu))
 XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=cudafx \
                   --keyword=_ --keyword=N_ --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
@@ -134,11 +134,11 @@ $(BUILD)/tests-gpu/%.o: tests/gpu/%.c tests/unit/harness.h core/cudafx.h
 $(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(LIB) $(LIB_LIBS) -o $@
 
-$(BUILD)/tools/%.o: tools/%.c core/cudafx.h $(wildcard tools/*.h)
+$(BUILD)/cli/%.o: cli/%.c core/cudafx.h $(wildcard cli/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(GEGL_CFLAGS) -c $< -o $@
 
-$(BUILD)/cudafx: $(BUILD)/tools/cudafx.o $(LIB)
+$(BUILD)/cudafx: $(BUILD)/cli/cudafx.o $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -o $@
 
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
@@ -166,13 +166,13 @@ reliability-gpu: $(SHLIB) $(BUILD)/test-gpu
 
 # GPU benchmark against CuPy, PyTorch and NPP (on the CUDA machine).
 NPP_LIBS ?= -lnppif -lnppig -lnppc
-$(BUILD)/bench_npp: tools/bench_npp.cu
+$(BUILD)/bench_npp: bench/bench_npp.cu
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -arch=native $< $(NPP_LIBS) -o $@
 
 bench-gpu: $(SHLIB)
 	-$(MAKE) --no-print-directory $(BUILD)/bench_npp
-	python3 tools/bench_gpu.py
+	python3 bench/bench_gpu.py
 
 ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan CUDA=0 ARCHFLAGS= \
   CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
@@ -206,7 +206,7 @@ build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fno-sanitize-coverage=trace-cmp tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
 
-build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c tools/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c cli/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
 
@@ -234,7 +234,7 @@ PYTHON3    ?= /usr/bin/python3
 BENCH_ARGS ?=
 
 bench: $(SHLIB)
-	$(PYTHON3) tools/bench.py $(BENCH_ARGS)
+	$(PYTHON3) bench/bench.py $(BENCH_ARGS)
 
 # Each tests/quality/*.py in order; all run, the target fails if any did.
 quality: $(SHLIB)
@@ -247,21 +247,22 @@ quality: $(SHLIB)
 # GIMP 3 plug-in: compiled and linked inside a Debian 13 chroot that
 # tests/gimp/chroot.sh creates once (root, network to the host's Debian mirror)
 # and keeps outside the clone; the engine library comes from the host.
-GIMP3_SRCS := plugin/gimp3.c plugin/procedures.c plugin/region.c plugin/dialog-common.c \
-               $(wildcard ui/*.c)
+GIMP3_SRCS := $(wildcard plugin/gimp3/*.c plugin/common/*.c)
+GIMP3_HDRS := $(wildcard plugin/gimp3/*.h plugin/common/*.h)
+GIMP3_INC  := -Icore -Iplugin/common -Iplugin/gimp3
 
-$(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h $(LIB) \
+$(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB) \
                        tests/gimp/build-plugin.sh tests/gimp/chroot.sh
-	tests/gimp/build-plugin.sh $@ $(LIB) "$(LIB_LIBS)" $(GIMP3_SRCS)
+	tests/gimp/build-plugin.sh $@ $(LIB) "$(LIB_LIBS)" "$(GIMP3_INC)" $(GIMP3_SRCS) $(GIMP3_HDRS)
 
 plugin: $(BUILD)/gimp3/cudafx locale
 
 # The same plug-in built natively where the system has GIMP 3's development
 # files (libgimp-3.0-dev); install.sh uses it.
-$(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h $(LIB)
+$(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB)
 	@pkg-config --exists gimpui-3.0 || { echo "plugin-3-native needs GIMP 3's development files (libgimp-3.0-dev)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin -Iui \
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration $(GIMP3_INC) \
 	  $$(pkg-config --cflags gimpui-3.0) $(GIMP3_SRCS) $(LIB) $$(pkg-config --libs gimpui-3.0) \
 	  $(LIB_LIBS) -o $@
 
@@ -275,20 +276,20 @@ check-gimp: plugin
 # GIMP 2.10 plug-in: built natively (Debian 12: libgimp2.0-dev) against the
 # engine library; tests drive gimp-console-2.10 on the host. GTK 2's headers
 # use GLib types GLib now deprecates: those warnings are not ours.
-GIMP210_SRCS := plugin/gimp210.c plugin/procedures.c plugin/region.c plugin/dialog210.c \
-                plugin/dialog-common.c
+GIMP210_SRCS := $(wildcard plugin/gimp210/*.c plugin/common/*.c)
+GIMP210_HDRS := $(wildcard plugin/gimp210/*.h plugin/common/*.h)
 
-$(BUILD)/gimp210/cudafx: $(GIMP210_SRCS) $(wildcard plugin/*.h) core/cudafx.h $(LIB)
+$(BUILD)/gimp210/cudafx: $(GIMP210_SRCS) $(GIMP210_HDRS) core/cudafx.h $(LIB)
 	@pkg-config --exists gimpui-2.0 || { echo "plugin-210 needs GIMP 2.10's development files (libgimp2.0-dev)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin \
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin/common -Iplugin/gimp210 \
 	  -DGLIB_DISABLE_DEPRECATION_WARNINGS $$(pkg-config --cflags gimpui-2.0) $(GIMP210_SRCS) $(LIB) $$(pkg-config --libs gimpui-2.0) \
 	  $(LIB_LIBS) -o $@
 
 # The plug-in's procedure table (engine arguments, then the hosts' own) as a
 # library for scripts that write GIMP 2.10 calls (tests/gimp210/procargs.py).
-$(BUILD)/libcudafx-procedures.so: plugin/procedures.c plugin/procedures.h core/cudafx.h $(CORE_OBJS) $(CUDA_OBJS)
-	$(CC) $(CFLAGS) -shared -Icore -Iplugin $$(pkg-config --cflags glib-2.0) plugin/procedures.c \
+$(BUILD)/libcudafx-procedures.so: plugin/common/procedures.c plugin/common/procedures.h core/cudafx.h $(CORE_OBJS) $(CUDA_OBJS)
+	$(CC) $(CFLAGS) -shared -Icore -Iplugin/common $$(pkg-config --cflags glib-2.0) plugin/common/procedures.c \
 	  $(CORE_OBJS) $(CUDA_OBJS) $$(pkg-config --libs glib-2.0) $(LIB_LIBS) -o $@
 
 .PHONY: plugin-210 check-gimp210 install
@@ -314,8 +315,8 @@ install:
 # (tests/gimp210/screenshots.sh BUILD OUTDIR, same naming with gimp210-).
 .PHONY: screenshots check-dialogs
 screenshots: plugin
-	ui/screenshots.sh $(BUILD) docs/screenshots
-	ui/screenshots.sh --lang es_ES $(BUILD) docs/screenshots
+	tests/gimp/screenshots.sh $(BUILD) docs/screenshots
+	tests/gimp/screenshots.sh --lang es_ES $(BUILD) docs/screenshots
 	if [ -x tests/gimp210/screenshots.sh ]; then tests/gimp210/screenshots.sh $(BUILD) docs/screenshots; fi
 
 # The GIMP 3 dialogs opened under Xvfb with nobody at the keyboard: each
@@ -323,8 +324,8 @@ screenshots: plugin
 # minutes here; not in CI). Ends with "N passed, N failed".
 check-dialogs: plugin all
 	rm -rf $(BUILD)/dialog-shots
-	ui/screenshots.sh --both $(BUILD) $(BUILD)/dialog-shots
-	$(PYTHON3) ui/check-dialogs.py $(BUILD)/dialog-shots $(BUILD)/cudafx
+	tests/gimp/screenshots.sh --both $(BUILD) $(BUILD)/dialog-shots
+	$(PYTHON3) tests/gimp/check-dialogs.py $(BUILD)/dialog-shots $(BUILD)/cudafx
 
 clean:
 	rm -rf build build-asan build-gpu build-fuzz

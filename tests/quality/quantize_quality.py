@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import pycudafx  # noqa: E402
 
 PHOTOS = ["astronaut", "chelsea", "coffee"]

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import pycudafx as P  # noqa: E402
 
 # name, run(engine, src, backend, has_alpha) -> (out, report), largest difference
