@@ -3,7 +3,9 @@
 # (and nvcc for the CUDA backend); the CLI needs GEGL.
 
 CC        ?= gcc
-ARCHFLAGS ?= -march=native
+# A packaged binary must run on any x86-64: no -march=native unless asked
+# (`make ARCHFLAGS=-march=native`; docs/BENCHMARKS.md has what it changes).
+ARCHFLAGS ?=
 # -ffp-contract=off: no fused multiply-adds the source did not ask for, so
 # results do not depend on the compiler's choices (CPU/GPU determinism).
 CFLAGS    ?= -O3 -g
@@ -12,6 +14,8 @@ CFLAGS    += $(ARCHFLAGS) -std=gnu11 -Wall -Wextra -Wno-unused-parameter \
 LDLIBS    += -fopenmp -lm
 
 BUILD     ?= build
+# Header dependencies, written by the compilers beside each object.
+DEPFLAGS  := -MMD -MP
 
 # CUDA: nvcc from PATH, else /usr/local/cuda; `make CUDA=0` builds CPU-only.
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
@@ -60,7 +64,7 @@ GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
 endif
 
-.PHONY: all locale check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp pot update-po
+.PHONY: all install locale check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp pot update-po
 # Translations, gettext domain "cudafx": po/<lang>.po compiled to
 # $(BUILD)/locale/<lang>/LC_MESSAGES/cudafx.mo, the layout both GIMPs and the
 # CLI look for beside their executable. `make pot` re-extracts the strings,
@@ -76,8 +80,14 @@ XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=c
                   --keyword=runtime_error:1 --flag=runtime_error:1:c-format \
                   --sort-by-file
 
-all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) locale
+# The GIMP plug-ins whose development files this machine has.
+GIMP3_OK   := $(shell pkg-config --exists gimpui-3.0 && echo yes)
+GIMP210_OK := $(shell pkg-config --exists gimpui-2.0 && echo yes)
+PLUGINS    := $(if $(GIMP3_OK),$(BUILD)/gimp3-native/cudafx) $(if $(GIMP210_OK),$(BUILD)/gimp210/cudafx)
+
+all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) $(PLUGINS) locale
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
+	@echo "  GIMP 3 plug-in: $(if $(GIMP3_OK),built,skipped (no libgimp-3.0-dev)); GIMP 2.10 plug-in: $(if $(GIMP210_OK),built,skipped (no libgimp2.0-dev))"
 
 # The catalogs alone (the plug-ins install them beside themselves).
 locale: $(MO_FILES)
@@ -94,17 +104,17 @@ pot:
 update-po: pot
 	for po in $(wildcard po/*.po); do msgmerge --quiet --update --backup=none $$po po/cudafx.pot; done
 
-$(BUILD)/core/%.o: core/%.c $(wildcard core/*.h) cuda/cudafx_cuda.h
+$(BUILD)/core/%.o: core/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/cuda/stub.o: cuda/stub.c cuda/cudafx_cuda.h $(wildcard core/*.h)
+$(BUILD)/cuda/stub.o: cuda/stub.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh core/*.h)
+$(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(LIB): $(CORE_OBJS) $(CUDA_OBJS)
 	@rm -f $@
@@ -113,9 +123,9 @@ $(LIB): $(CORE_OBJS) $(CUDA_OBJS)
 $(SHLIB): $(CORE_OBJS) $(CUDA_OBJS)
 	$(CC) -shared $^ $(LIB_LIBS) -o $@
 
-$(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
+$(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
@@ -126,17 +136,17 @@ $(BUILD)/test-median-network: tests/unit/median_network.cc cuda/median_network.h
 	$(CXX) -O2 -std=c++17 -Wall -Wextra $< -o $@
 
 # GPU tests also ask the CUDA runtime (cudaMemGetInfo) how much memory is free.
-$(BUILD)/tests-gpu/%.o: tests/gpu/%.c tests/unit/harness.h core/cudafx.h
+$(BUILD)/tests-gpu/%.o: tests/gpu/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
 # The unit tests plus the CUDA-machinery tests, for the CUDA backend.
 $(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(LIB) $(LIB_LIBS) -o $@
 
-$(BUILD)/cli/%.o: cli/%.c core/cudafx.h $(wildcard cli/*.h)
+$(BUILD)/cli/%.o: cli/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(GEGL_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(GEGL_CFLAGS) -c $< -o $@
 
 $(BUILD)/cudafx: $(BUILD)/cli/cudafx.o $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -o $@
@@ -292,7 +302,7 @@ $(BUILD)/libcudafx-procedures.so: plugin/common/procedures.c plugin/common/proce
 	$(CC) $(CFLAGS) -shared -Icore -Iplugin/common $$(pkg-config --cflags glib-2.0) plugin/common/procedures.c \
 	  $(CORE_OBJS) $(CUDA_OBJS) $$(pkg-config --libs glib-2.0) $(LIB_LIBS) -o $@
 
-.PHONY: plugin-210 check-gimp210 install
+.PHONY: plugin-210 check-gimp210
 plugin-210: $(BUILD)/gimp210/cudafx $(BUILD)/libcudafx-procedures.so locale
 
 # Headless GIMP 2.10 tests of the plug-in; ends with "N passed, N failed".
@@ -305,9 +315,11 @@ check-gimp210: plugin-210 all
 screenshots-210: plugin-210 all
 	tests/gimp210/screenshots.sh $(BUILD)
 
-# Everything a user needs: dependencies, build, the plug-in in every GIMP found, a smoke run.
-install:
-	./install.sh
+# What `make` built, for the user (GIMP's and GEGL's folders in $$HOME, the CLI
+# in ~/.local/bin) or, with PREFIX (and DESTDIR), system-wide; never apt-get.
+# install.sh is a user's whole set-up: packages, build, this, a smoke run.
+install: all
+	tools/install-files.sh $(BUILD)
 
 # The dialogs for the README, under Xvfb: GIMP 3's four from the chroot
 # (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish
@@ -343,3 +355,6 @@ demo:
 	$(BUILD)/cudafx quantize --colors 16 --palette-out out/quantize.gpl --json $(DEMO_IN) out/quantize.png
 	$(BUILD)/cudafx convolve --preset sharpen-5x5 --json $(DEMO_IN) out/convolve.png
 	@echo "demo: results in out/ (median.png nl-means.png quantize.png quantize.gpl convolve.png)"
+
+# The header dependencies the compilers wrote (absent before the first build).
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
