@@ -913,9 +913,7 @@ median_cuda (void *job_ptr, const cudafx_options *o)
 void
 cudafx_median_params_init (cudafx_median_params *p)
 {
-  p->radius = (int) cudafx_arg_default (CUDAFX_FILTER_MEDIAN, "radius");
-  p->percentile = cudafx_arg_default (CUDAFX_FILTER_MEDIAN, "percentile");
-  p->shape = (cudafx_shape) cudafx_arg_default (CUDAFX_FILTER_MEDIAN, "shape");
+  cudafx_params_defaults (CUDAFX_FILTER_MEDIAN, p);
 }
 
 cudafx_status
@@ -926,9 +924,7 @@ cudafx_median (const cudafx_image *src, cudafx_image *dst,
   if (!p)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "median: params is NULL");
   if ((s = cudafx_check_pair ("median", src, dst))
-      || (s = cudafx_check_arg (CUDAFX_FILTER_MEDIAN, "radius", p->radius))
-      || (s = cudafx_check_arg (CUDAFX_FILTER_MEDIAN, "percentile", p->percentile))
-      || (s = cudafx_check_arg (CUDAFX_FILTER_MEDIAN, "shape", p->shape)))
+      || (s = cudafx_params_check (CUDAFX_FILTER_MEDIAN, p)))
     return s;
   median_job job = { src, dst, p };
   return cudafx_dispatch ("median", median_cpu, median_cuda, &job, o);
