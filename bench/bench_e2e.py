@@ -20,6 +20,7 @@ Usage: bench/bench_e2e.py [--cli build/cudafx] [--env "VAR=... VAR=..."]
                           [--images 64] [--opencv-images 3] [--runs 3] [--work DIR]
 """
 import argparse
+import multiprocessing
 import os
 import shlex
 import statistics
@@ -35,31 +36,35 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHOTOS = ['astronaut.png', 'chelsea.png', 'coffee.png']
 
 
+def make_image(job):
+    """Photo i of the batch: a crop of 70..100% of a test photo at a position
+    that varies with i, flipped by i, resized to 4000x3000, with noise."""
+    i, path = job
+    img = cv2.imread(os.path.join(ROOT, 'tests', 'data', PHOTOS[i % len(PHOTOS)]))
+    h, w = img.shape[:2]
+    f = 0.7 + 0.3 * ((i * 7) % 11) / 10
+    ch, cw = int(h * f), int(w * f)
+    y, x = (i * 13) % (h - ch + 1), (i * 29) % (w - cw + 1)
+    img = img[y:y + ch, x:x + cw]
+    if i // len(PHOTOS) % 2:
+        img = cv2.flip(img, 1)
+    if i // len(PHOTOS) % 4 >= 2:
+        img = cv2.flip(img, 0)
+    img = cv2.resize(img, (4000, 3000), interpolation=cv2.INTER_CUBIC)
+    noise = np.zeros(img.shape, np.int16)
+    cv2.setRNGSeed(i)
+    cv2.randn(noise, (0, 0, 0), (8, 8, 8))
+    noisy = cv2.add(img.astype(np.int16), noise)
+    cv2.imwrite(path, np.clip(noisy, 0, 255).astype(np.uint8), [cv2.IMWRITE_JPEG_QUALITY, 92])
+
+
 def make_images(folder, count):
     """count distinct 4000x3000 noisy JPEGs made from the test photos."""
     os.makedirs(folder, exist_ok=True)
-    paths = []
-    rng = np.random.default_rng(18)
-    for i in range(count):
-        path = os.path.join(folder, 'photo%03d.jpg' % i)
-        paths.append(path)
-        if os.path.exists(path):
-            continue
-        img = cv2.imread(os.path.join(ROOT, 'tests', 'data', PHOTOS[i % len(PHOTOS)]))
-        h, w = img.shape[:2]
-        # a crop of 70..100% of the photo at a position that varies with i
-        f = 0.7 + 0.3 * ((i * 7) % 11) / 10
-        ch, cw = int(h * f), int(w * f)
-        y, x = (i * 13) % (h - ch + 1), (i * 29) % (w - cw + 1)
-        img = img[y:y + ch, x:x + cw]
-        if i // len(PHOTOS) % 2:
-            img = cv2.flip(img, 1)
-        if i // len(PHOTOS) % 4 >= 2:
-            img = cv2.flip(img, 0)
-        img = cv2.resize(img, (4000, 3000), interpolation=cv2.INTER_CUBIC)
-        noisy = img.astype(np.float32) + rng.normal(0, 8, img.shape).astype(np.float32)
-        cv2.imwrite(path, np.clip(noisy, 0, 255).astype(np.uint8), [cv2.IMWRITE_JPEG_QUALITY, 92])
-    return paths
+    jobs = [(i, os.path.join(folder, 'photo%03d.jpg' % i)) for i in range(count)]
+    with multiprocessing.Pool() as pool:
+        pool.map(make_image, [j for j in jobs if not os.path.exists(j[1])])
+    return [path for _, path in jobs]
 
 
 def wall(cmd, env, runs):
@@ -132,6 +137,17 @@ def main():
             if backend != 'cpu':
                 rows.append(('one 12 MP JPEG, %s, --backend %s' % (name, backend), times[backend],
                              '--backend cpu', times['cpu']))
+
+    # the rule's other side: a small image, where starting CUDA does not pay
+    small = os.path.join(ROOT, 'tests', 'data', 'chelsea.png')
+    small_out = os.path.join(out, 'small.png')
+    times = {}
+    for backend in ['cpu', 'auto']:
+        times[backend], js = wall([cli, 'median', '--radius', '1', '--backend', backend, '--json', small,
+                                   small_out], env, args.runs)
+    print('  small median r1 auto: %s' % js.strip()[:400])
+    rows.append(('one 0.14 MP PNG (chelsea), median r1, --backend auto', times['auto'], '--backend cpu',
+                 times['cpu']))
 
     # 3. the batch
     if not args.skip_batch and args.images > 0:

@@ -1,21 +1,20 @@
 /* The CLI's backend choice (backend.h).
  *
- * Starting CUDA costs a few hundred milliseconds (driver, context, kernels,
- * device buffers: docs/BENCHMARKS.md, "CLI end to end"), more than the CPU
- * needs for a small image or a light filter, far less than it needs for
- * nl-means or quantize on a photo. So CUDA starts on its own thread at
- * program start, while the first file decodes, and --backend auto follows
- * one rule per file:
- *   - CUDA has started: the engine's auto (CUDA, or the CPU if it fails);
- *   - CUDA could not start: the CPU;
- *   - CUDA is still starting: the file begins on the CPU; if CUDA becomes
- *     ready while the CPU's remaining time, extrapolated from its progress,
- *     exceeds what the GPU's whole call would take (gpu_estimate_ms), the
- *     CPU run is cancelled and the file runs on CUDA.
- * Small images and light filters thus finish on the CPU without waiting for
- * CUDA, heavy ones move to the GPU as soon as it is there, and no cost model
- * per filter is needed: the CPU's own progress is the estimate. The JSON
- * output's "backend_reason" says which case applied. */
+ * CUDA costs a process about 150 ms of wall time even when its start-up
+ * overlaps the first file's decoding (driver, context, kernels, device
+ * buffers, teardown: docs/BENCHMARKS.md, "CLI end to end"). That is more
+ * than the CPU needs for median or convolve on a photo, far less than it
+ * needs for nl-means or quantize. So --backend auto decides twice:
+ *   - at launch, from the job's estimated CPU time (files x the first file's
+ *     megapixels x the filter's CPU cost per megapixel, cpu_ms_per_mp): below
+ *     CUDA_COST_MS the job runs on the CPU and CUDA is never started; above
+ *     it, CUDA starts on its own thread while the first file decodes;
+ *   - per file, once CUDA was started: it is ready, the engine's auto (CUDA,
+ *     or the CPU if it fails); it could not start, the CPU; it is still
+ *     starting, the file begins on the CPU and, if CUDA becomes ready while
+ *     the CPU's remaining time (extrapolated from its progress) exceeds what
+ *     the GPU's whole call would take, moves to CUDA.
+ * The JSON output's "backend_reason" says which case applied. */
 #include "backend.h"
 
 #include <pthread.h>
@@ -27,6 +26,11 @@
 
 enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
 
+/* What CUDA adds to one file's wall time when its start overlaps the decode
+ * (H100 machine, 12 MP JPEG, median: 865 ms with --backend cuda, 728 ms on
+ * the CPU, whose median took 14 ms of it). */
+#define CUDA_COST_MS 150.0
+
 static pthread_t   start_thread;
 static atomic_int  cuda_state = CUDA_OFF;
 static int         start_thread_running; /* created, not yet joined */
@@ -34,6 +38,7 @@ static atomic_int  start_thread_done;
 static char        start_why[256];   /* CUDA_UNUSABLE: why; written before the state */
 static double      ready_ms;         /* when CUDA became ready, ms after cli_cuda_start */
 static double      started_at;
+static double      job_cpu_ms;       /* the job's estimated CPU time, when CUDA was not started */
 
 typedef struct {
   int                  filter;
@@ -96,12 +101,47 @@ backend_from_env (void)
   return env && (!strcmp (env, "cpu") || !strcmp (env, "cuda")) ? env : NULL;
 }
 
+/* CPU milliseconds a megapixel takes with 16 threads (H100 machine's 16
+ * cores, 12 MP RGB u8): measured median radius 1 14 ms, nl-means automatic
+ * (search radius 10) about 0.9 s, quantize K=16 about 0.3 s; the other
+ * parameters scale with the work the CPU implementations do (median with
+ * the radius, nl-means with the search window, quantize with the colours,
+ * a custom convolution with its taps). Rough on purpose: it separates jobs
+ * that need tens of milliseconds from those that need seconds. */
+static double
+cpu_ms_per_mp (int filter, const cudafx_filter_params *p)
+{
+  switch (filter)
+    {
+    case CUDAFX_FILTER_MEDIAN:
+      return 1.2 * p->median.radius;
+    case CUDAFX_FILTER_NLMEANS:
+      {
+        int s = p->nlmeans.automatic ? 10 : p->nlmeans.search_radius;
+        return 0.17 * (2 * s + 1) * (2 * s + 1);
+      }
+    case CUDAFX_FILTER_QUANTIZE:
+      return 1.5 * p->quantize.colors * (p->quantize.dither ? 2 : 1);
+    case CUDAFX_FILTER_CONVOLVE:
+      if (p->convolve.preset == CUDAFX_PRESET_CUSTOM)
+        return 0.5 + 0.02 * p->convolve.kernel_size * p->convolve.kernel_size;
+      return p->convolve.preset == CUDAFX_PRESET_GAUSSIAN ? 0.5 + 0.2 * p->convolve.sigma : 0.5;
+    }
+  return 0;
+}
+
 void
-cli_cuda_start (int filter, const cudafx_filter_params *p)
+cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int threads)
 {
   const char *env = backend_from_env ();
   if (p->backend == CUDAFX_BACKEND_CPU || (p->backend == CUDAFX_BACKEND_AUTO && env && !strcmp (env, "cpu")))
     return;
+  if (p->backend == CUDAFX_BACKEND_AUTO && !env)
+    {
+      job_cpu_ms = cpu_ms_per_mp (filter, p) * megapixels * 16.0 / (threads > 0 ? threads : 1);
+      if (job_cpu_ms < CUDA_COST_MS)
+        return;
+    }
   job.filter = filter;
   job.params = *p;
   started_at = now_ms ();
@@ -197,6 +237,13 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
     }
 
   params.backend = CUDAFX_BACKEND_CPU;
+  if (state == CUDA_OFF)
+    {
+      s = cudafx_run_filter (filter, &params, src, dst, o, result);
+      snprintf (why, why_size, "CUDA not started: the job's CPU estimate, %.0f ms, is below the "
+                "%.0f ms CUDA would add", job_cpu_ms, CUDA_COST_MS);
+      return ran_on_cpu (s, result, why);
+    }
   if (state == CUDA_UNUSABLE)
     {
       s = cudafx_run_filter (filter, &params, src, dst, o, result);

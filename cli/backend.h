@@ -7,9 +7,10 @@
 #include "../core/cudafx.h"
 
 /* Starts CUDA on a thread of its own (a small run of the filter forced to
- * CUDA: context, kernels, device buffers) unless p's backend is cpu or
- * CUDAFX_BACKEND=cpu. Call once, before the first file is decoded. */
-void cli_cuda_start (int filter, const cudafx_filter_params *p);
+ * CUDA: context, kernels, device buffers) when p's backend is cuda, or auto
+ * and the job is worth it: megapixels in all (an estimate), the CPU threads
+ * the engine would use. Call once, before the first file is decoded. */
+void cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int threads);
 
 /* Runs the filter as cudafx_run_filter does, applying the rule when p's
  * backend is auto; why receives the reason for the backend that ran. */

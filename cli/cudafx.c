@@ -660,6 +660,22 @@ load_image (const char *path, cli_picture *pic)
   return status;
 }
 
+/* Megapixels of an image file from its header (GEGL's loaders read no
+ * pixels for a bounding box); 0 when it cannot tell. */
+static double
+probe_megapixels (const char *path)
+{
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    return 0;
+  GeglNode *graph = gegl_node_new ();
+  GeglNode *load = gegl_node_new_child (graph, "operation", "gegl:load", "path", path, NULL);
+  guint quiet = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING, drop_message, NULL);
+  GeglRectangle r = gegl_node_get_bounding_box (load);
+  g_log_remove_handler ("GEGL", quiet);
+  g_object_unref (graph);
+  return r.width > 0 && r.height > 0 ? (double) r.width * r.height / 1e6 : 0;
+}
+
 /* GEGL's saver for a file name's extension, or NULL. GEGL falls back to
  * gegl:png-save (with a warning) for extensions it has no saver for; we
  * refuse those instead of writing PNG data under another name. */
@@ -1072,9 +1088,15 @@ run_filter (const cli_command *c)
 
   cudafx_filter_params_from_values (c->filter_index, c->values, c->kernel_size ? c->kernel : NULL,
                                     c->kernel_size, &b.params);
-  /* CUDA starts now, while GEGL starts and the first file decodes. */
-  cli_cuda_start (c->filter_index, &b.params);
   gegl_init (NULL, NULL);
+  /* CUDA starts now, while the first file decodes, if the job is worth it:
+   * its size guessed from the first file that tells its own. */
+  double megapixels = 0;
+  for (int i = 0; i < n && megapixels == 0 && i < 4; i++)
+    megapixels = probe_megapixels (c->inputs[i]);
+  long cores = sysconf (_SC_NPROCESSORS_ONLN);
+  cli_cuda_start (c->filter_index, &b.params, megapixels * n,
+                  c->threads ? c->threads : cores > 0 ? (int) cores : 1);
   const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
   b.codecs_only = codecs_only && strcmp (codecs_only, "0");
 
@@ -1103,7 +1125,6 @@ run_filter (const cli_command *c)
 
   if (!status)
     {
-      long cores = sysconf (_SC_NPROCESSORS_ONLN);
       cli_stages stages = { file_load, file_filter, file_save, file_finish, &b };
       cli_pipeline_config config = {
         .codec_threads = c->threads ? c->threads : cores > 0 ? (int) cores : 1,
