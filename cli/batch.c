@@ -108,68 +108,53 @@ find_item (const pipeline *p, int want)
   return -1;
 }
 
-static void *
-codec_thread (void *arg)
-{
-  pipeline *p = arg;
-  pthread_mutex_lock (&p->lock);
-  while (!p->stop)
-    {
-      int item = find_item (p, COMPUTED);
-      if (item >= 0)
-        {
-          p->state[item] = -1; /* taken */
-          pthread_mutex_unlock (&p->lock);
-          int s = p->stages->encode (p->stages->ctx, item);
-          pthread_mutex_lock (&p->lock);
-          stage_ended (p, item, FINISHED, s);
-          continue;
-        }
-      if (p->next_decode < p->items && p->in_flight < p->window)
-        {
-          item = p->next_decode++;
-          p->in_flight++;
-          p->state[item] = -1;
-          pthread_mutex_unlock (&p->lock);
-          int s = p->stages->decode (p->stages->ctx, item);
-          pthread_mutex_lock (&p->lock);
-          stage_ended (p, item, DECODED, s);
-          continue;
-        }
-      if (p->n_finished == p->items)
-        break;
-      pthread_cond_wait (&p->changed, &p->lock);
-    }
-  pthread_mutex_unlock (&p->lock);
-  return NULL;
-}
-
 typedef struct {
   pipeline *p;
-  int       worker;
-} worker_arg;
+  int       worker; /* engine worker's index, or -1 for a codec thread */
+} thread_arg;
+
+/* With the lock held: the item this thread takes next and the state its
+ * stage leads to, or -1. Codec threads encode first, then decode. */
+static int
+take_item (pipeline *p, int worker, int *next_state)
+{
+  int item = find_item (p, worker < 0 ? COMPUTED : DECODED);
+  *next_state = worker < 0 ? FINISHED : COMPUTED;
+  if (item < 0 && worker < 0 && p->next_decode < p->items && p->in_flight < p->window)
+    {
+      item = p->next_decode++;
+      p->in_flight++;
+      *next_state = DECODED;
+    }
+  if (item >= 0)
+    p->state[item] = -1; /* taken */
+  return item;
+}
 
 static void *
-engine_worker (void *arg)
+pipeline_thread (void *arg)
 {
-  pipeline *p = ((worker_arg *) arg)->p;
-  int worker = ((worker_arg *) arg)->worker;
+  pipeline *p = ((thread_arg *) arg)->p;
+  int worker = ((thread_arg *) arg)->worker;
+  const cli_stages *st = p->stages;
+
   pthread_mutex_lock (&p->lock);
   while (!p->stop)
     {
-      int item = find_item (p, DECODED);
-      if (item >= 0)
+      int next_state, item = take_item (p, worker, &next_state);
+      if (item < 0)
         {
-          p->state[item] = -1;
-          pthread_mutex_unlock (&p->lock);
-          int s = p->stages->compute (p->stages->ctx, item, worker);
-          pthread_mutex_lock (&p->lock);
-          stage_ended (p, item, COMPUTED, s);
+          if (p->n_finished == p->items)
+            break;
+          pthread_cond_wait (&p->changed, &p->lock);
           continue;
         }
-      if (p->n_finished == p->items)
-        break;
-      pthread_cond_wait (&p->changed, &p->lock);
+      pthread_mutex_unlock (&p->lock);
+      int s = next_state == DECODED    ? st->decode (st->ctx, item)
+              : next_state == COMPUTED ? st->compute (st->ctx, item, worker)
+                                       : st->encode (st->ctx, item);
+      pthread_mutex_lock (&p->lock);
+      stage_ended (p, item, next_state, s);
     }
   pthread_mutex_unlock (&p->lock);
   return NULL;
@@ -182,7 +167,7 @@ cli_pipeline_run (const cli_stages *stages, int items, const cli_pipeline_config
   int codecs = config->codec_threads < 1 ? 1 : config->codec_threads;
   int workers = config->workers < 1 ? 1 : config->workers;
   pthread_t *threads = calloc ((size_t) (codecs + workers), sizeof *threads);
-  worker_arg *args = calloc ((size_t) workers, sizeof *args);
+  thread_arg *args = calloc ((size_t) (codecs + workers), sizeof *args);
   int started = 0, failed = 0, reported = 0;
   double start = now_s ();
 
@@ -208,15 +193,8 @@ cli_pipeline_run (const cli_stages *stages, int items, const cli_pipeline_config
   pthread_mutex_lock (&p.lock);
   for (int i = 0; i < codecs + workers; i++)
     {
-      int ok;
-      if (i < codecs)
-        ok = !pthread_create (&threads[i], NULL, codec_thread, &p);
-      else
-        {
-          args[i - codecs] = (worker_arg) { &p, i - codecs };
-          ok = !pthread_create (&threads[i], NULL, engine_worker, &args[i - codecs]);
-        }
-      if (!ok)
+      args[i] = (thread_arg) { &p, i < codecs ? -1 : i - codecs };
+      if (pthread_create (&threads[i], NULL, pipeline_thread, &args[i]))
         {
           p.stop = 1;
           break;
