@@ -1089,16 +1089,17 @@ run_filter (const cli_command *c)
   cudafx_filter_params_from_values (c->filter_index, c->values, c->kernel_size ? c->kernel : NULL,
                                     c->kernel_size, &b.params);
   gegl_init (NULL, NULL);
+  const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
+  b.codecs_only = codecs_only && strcmp (codecs_only, "0");
   /* CUDA starts now, while the first file decodes, if the job is worth it:
    * its size guessed from the first file that tells its own. */
   double megapixels = 0;
   for (int i = 0; i < n && megapixels == 0 && i < 4; i++)
     megapixels = probe_megapixels (c->inputs[i]);
   long cores = sysconf (_SC_NPROCESSORS_ONLN);
-  cli_cuda_start (c->filter_index, &b.params, megapixels * n,
-                  c->threads ? c->threads : cores > 0 ? (int) cores : 1);
-  const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
-  b.codecs_only = codecs_only && strcmp (codecs_only, "0");
+  if (!b.codecs_only)
+    cli_cuda_start (c->filter_index, &b.params, megapixels * n,
+                    c->threads ? c->threads : cores > 0 ? (int) cores : 1);
 
   b.files = g_new0 (cli_file, n);
   for (int i = 0; i < n; i++)
