@@ -31,6 +31,8 @@ enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
  * the CPU, whose median took 14 ms of it). */
 #define CUDA_COST_MS 150.0
 
+/* Process-wide, like the CUDA context it stands for: CUDA starts once per
+ * process (cli_cuda_start is called once, before any file is decoded). */
 static pthread_t   start_thread;
 static atomic_int  cuda_state = CUDA_OFF;
 static int         start_thread_running; /* created, not yet joined */
@@ -40,6 +42,8 @@ static double      ready_ms;         /* when CUDA became ready, ms after cli_cud
 static double      started_at;
 static double      job_cpu_ms;       /* the job's estimated CPU time, when CUDA was not started */
 
+/* The start's own run; a custom kernel's taps stay the caller's (main's
+ * command line, alive until the process ends). */
 typedef struct {
   int                  filter;
   cudafx_filter_params params;

@@ -32,7 +32,9 @@ typedef struct {
   int                        stop;         /* a thread could not be created: nothing runs */
 } pipeline;
 
-/* ---- stderr shared with the progress line ---------------------------------- */
+/* ---- stderr shared with the progress line ---------------------------------- *
+ * Process-wide, as stderr is: every thread's messages and the progress line
+ * take this lock. */
 
 static pthread_mutex_t stderr_lock = PTHREAD_MUTEX_INITIALIZER;
 static int             progress_shown; /* a progress line is on the terminal, under stderr_lock */
