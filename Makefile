@@ -127,8 +127,8 @@ $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
-	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
+$(BUILD)/test-unit: $(UNIT_OBJS) $(BUILD)/cli/batch.o $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(BUILD)/cli/batch.o $(LIB) $(LIB_LIBS) -lpthread -o $@
 
 # The GPU median's selection networks, checked exhaustively on the host.
 $(BUILD)/test-median-network: tests/unit/median_network.cc cuda/median_network.h
@@ -141,15 +141,20 @@ $(BUILD)/tests-gpu/%.o: tests/gpu/%.c
 	$(CC) $(CFLAGS) $(DEPFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
 # The unit tests plus the CUDA-machinery tests, for the CUDA backend.
-$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
-	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(LIB) $(LIB_LIBS) -o $@
+$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(LIB) $(LIB_LIBS) -lpthread -o $@
 
 $(BUILD)/cli/%.o: cli/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(GEGL_CFLAGS) -c $< -o $@
 
-$(BUILD)/cudafx: $(BUILD)/cli/cudafx.o $(LIB)
-	$(CC) $(CFLAGS) $< $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -o $@
+CLI_SRCS := $(wildcard cli/*.c)
+# The CLI's pieces other than main's file: the fuzzer compiles cudafx.c into
+# itself, the unit tests link the pipeline scheduler (batch.c, no GEGL).
+CLI_PARTS := $(filter-out cli/cudafx.c,$(CLI_SRCS))
+
+$(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
+	$(CC) $(CFLAGS) $(filter %.o,$^) $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -lpthread -o $@
 
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
 # networks, then the CLI's tests; one summary line at the end.
@@ -216,9 +221,9 @@ build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fno-sanitize-coverage=trace-cmp tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
 
-build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c cli/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(CLI_PARTS) $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -lpthread -o $@
 
 .PHONY: fuzz fuzz-replay
 fuzz: $(FUZZERS)
@@ -355,6 +360,14 @@ demo:
 	$(BUILD)/cudafx quantize --colors 16 --palette-out out/quantize.gpl --json $(DEMO_IN) out/quantize.png
 	$(BUILD)/cudafx convolve --preset sharpen-5x5 --json $(DEMO_IN) out/convolve.png
 	@echo "demo: results in out/ (median.png nl-means.png quantize.png quantize.gpl convolve.png)"
+
+# The CLI end to end (bench/bench_e2e.py): one 12 MP JPEG and a batch of
+# them, file in to file out, beside the codecs alone and OpenCV. On the GPU
+# machine run the script with a gegl-bundle of the CLI (README, Performance).
+BENCH_E2E_ARGS ?= --images 8 --opencv-images 1
+.PHONY: bench-e2e
+bench-e2e: $(CLI)
+	$(PYTHON3) bench/bench_e2e.py --cli $(CLI) $(BENCH_E2E_ARGS)
 
 # The header dependencies the compilers wrote (absent before the first build).
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

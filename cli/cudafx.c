@@ -1,6 +1,7 @@
 /* cudafx — the command-line host of the engine.
  *
- *   cudafx FILTER [OPTIONS] IN OUT     (median, nl-means, quantize, convolve)
+ *   cudafx FILTER [OPTIONS] IN OUT                  (median, nl-means, quantize, convolve)
+ *   cudafx FILTER [OPTIONS] IN... --output-dir DIR
  *   cudafx info
  *
  * Options, their ranges, defaults and --help text come from the engine's
@@ -11,10 +12,15 @@
  * (exit 1). Images go through GEGL (any format it loads and saves); OUT is
  * written to a temporary file in its directory and renamed into place, so it
  * is never left half-written. Messages and --help are translated (gettext
- * domain cudafx, catalogs in locale/ beside the executable). Like G'MIC-qt's "none" host, this file only
- * fetches pixels, runs the engine and posts the result.
+ * domain cudafx, catalogs in locale/ beside the executable). Like G'MIC-qt's
+ * "none" host, this file only fetches pixels, runs the engine and posts the
+ * result: one file's load, filter and save are the three stages that the
+ * pipeline (batch.c) overlaps across files, one file being a batch of one;
+ * the backend for --backend auto is chosen in backend.c.
  */
 #include "../core/cudafx.h"
+#include "backend.h"
+#include "batch.h"
 
 #define GETTEXT_PACKAGE "cudafx"
 #include <gegl.h>
@@ -51,7 +57,10 @@ typedef struct {
   int         threads;
   int         json;
   const char *palette_out;
-  const char *in, *out;
+  const char *in, *out;     /* one file: IN OUT */
+  const char *output_dir;   /* several files: inputs[0..n_inputs) into this directory */
+  const char **inputs;      /* owned (g_free) */
+  int         n_inputs;
 } cli_command;
 
 /* Options the CLI adds to the table's arguments, for --help. */
@@ -65,8 +74,11 @@ typedef struct {
 static const cli_option cli_options[] = {
   { "palette-out", N_("FILE.gpl"), N_("Also write the palette as a GIMP palette file."),
     CUDAFX_FILTER_QUANTIZE },
+  { "output-dir", N_("DIR"), N_("Filter every IN given into DIR, under its own name and in its own format; "
+                                 "OUT is not given then."), -1 },
   { "threads", "N", N_("CPU threads; 0 uses all cores. Integer 0..1024, default 0."), -1 },
-  { "json", NULL, N_("Print one JSON object describing the run on stdout."), -1 },
+  { "json", NULL, N_("Print one JSON object describing the run on stdout (with --output-dir, "
+                     "one line per file)."), -1 },
   { "help", NULL, N_("Show this help and exit."), -1 },
 };
 
@@ -95,15 +107,20 @@ usage_error (const char *command, const char *fmt, ...)
   return EXIT_USAGE;
 }
 
+/* The calling thread's last runtime error, for --json's "error" in batches. */
+static __thread char last_error[512];
+
+/* Safe from the pipeline's threads: the message goes out whole, clear of the
+ * progress line. */
 static int
 runtime_error (const char *fmt, ...)
 {
   va_list ap;
-  fputs ("cudafx: ", stderr);
   va_start (ap, fmt);
-  vfprintf (stderr, _(fmt), ap); /* xgettext: --keyword=runtime_error:1 */
+  vsnprintf (last_error, sizeof last_error, _(fmt), ap); /* xgettext: --keyword=runtime_error:1 */
   va_end (ap);
-  fputc ('\n', stderr);
+  fprintf (cli_message_begin (), "cudafx: %s\n", last_error);
+  cli_message_end ();
   return EXIT_RUNTIME;
 }
 
@@ -181,6 +198,8 @@ static void
 print_filter_help (const cudafx_filter_desc *filter, int index)
 {
   printf (_("Usage: cudafx %s [OPTIONS] IN OUT"), filter->name);
+  putchar ('\n');
+  printf (_("   or: cudafx %s [OPTIONS] IN... --output-dir DIR"), filter->name);
   printf ("\n\n%s.\n", _(filter->blurb));
   print_wrapped (0, _(filter->help));
   putchar ('\n');
@@ -218,7 +237,8 @@ print_filter_help (const cudafx_filter_desc *filter, int index)
 static void
 print_main_help (void)
 {
-  printf ("%s\n\n%s\n\n%s\n", _("Usage: cudafx COMMAND [OPTIONS] IN OUT"),
+  printf ("%s\n%s\n\n%s\n\n%s\n", _("Usage: cudafx COMMAND [OPTIONS] IN OUT"),
+          _("   or: cudafx COMMAND [OPTIONS] IN... --output-dir DIR"),
           _("GPU-accelerated image filters (CUDA, with a multithreaded CPU fallback)."),
           _("Commands:"));
   for (int i = 0; i < CUDAFX_N_FILTERS; i++)
@@ -228,7 +248,8 @@ print_main_help (void)
   print_wrapped (0, _("'cudafx COMMAND --help' lists a command's options with ranges and defaults."));
   putchar ('\n');
   print_wrapped (0, _("Environment: CUDAFX_BACKEND=cpu|cuda overrides --backend auto."));
-  print_wrapped (0, _("Exit status: 0 success, 1 runtime error (input, output, engine), "
+  print_wrapped (0, _("Exit status: 0 success, 1 runtime error (input, output, engine; with "
+                      "--output-dir: some files failed, the others were written), "
                       "2 usage error (unknown or out-of-range option)."));
 }
 
@@ -409,12 +430,15 @@ check_combinations (cli_command *c)
   return 0;
 }
 
-/* Returns 0 and fills c, -1 when --help was printed, or an exit status. */
+/* Returns 0 and fills c, -1 when --help was printed, or an exit status;
+ * c->inputs is the caller's to free in every case. */
 static int
 parse_command (cli_command *c, int argc, char **argv)
 {
   const char *command = c->filter->name;
   int positional = 0, options_done = 0;
+
+  c->inputs = g_new0 (const char *, argc + 1);
 
   if (c->filter->n_args > CLI_MAX_ARGS)
     abort ();
@@ -434,13 +458,7 @@ parse_command (cli_command *c, int argc, char **argv)
       const char *arg = argv[i];
       if (options_done || arg[0] != '-' || arg[1] == '\0')
         {
-          if (positional == 0)
-            c->in = arg;
-          else if (positional == 1)
-            c->out = arg;
-          else
-            return usage_error (command, "unexpected argument '%s' (only IN and OUT are taken)", arg);
-          positional++;
+          c->inputs[positional++] = arg;
           continue;
         }
       if (!strcmp (arg, "--"))
@@ -485,7 +503,7 @@ parse_command (cli_command *c, int argc, char **argv)
           c->json = 1;
           continue;
         }
-      int known = a || !strcmp (name, "threads") ||
+      int known = a || !strcmp (name, "threads") || !strcmp (name, "output-dir") ||
                   (!strcmp (name, "palette-out") && c->filter_index == CUDAFX_FILTER_QUANTIZE);
       if (!known)
         return usage_error (command, "unknown option '--%s'", name);
@@ -508,6 +526,12 @@ parse_command (cli_command *c, int argc, char **argv)
             return usage_error (command, "--threads %s is out of range 0..%d", value, CLI_MAX_THREADS);
           c->threads = (int) t;
         }
+      else if (!strcmp (name, "output-dir"))
+        {
+          if (!value[0])
+            return usage_error (command, "--output-dir needs a directory");
+          c->output_dir = value;
+        }
       else if (!value[0])
         return usage_error (command, "--palette-out needs a file name");
       else
@@ -515,9 +539,25 @@ parse_command (cli_command *c, int argc, char **argv)
       if (status)
         return status;
     }
+  if (c->output_dir)
+    {
+      if (positional == 0)
+        return usage_error (command, "missing IN (the input images)");
+      if (c->palette_out)
+        return usage_error (command, "--palette-out takes one input; it cannot be combined with "
+                                     "--output-dir");
+      c->n_inputs = positional;
+      return check_combinations (c);
+    }
   if (positional < 2)
     return usage_error (command, positional ? "missing OUT (the output image)"
                                             : "missing IN and OUT (the input and output images)");
+  if (positional > 2)
+    return usage_error (command, "unexpected argument '%s' (only IN and OUT are taken; "
+                                 "--output-dir DIR takes several inputs)", c->inputs[2]);
+  c->in = c->inputs[0];
+  c->out = c->inputs[1];
+  c->n_inputs = 1;
   return check_combinations (c);
 }
 
@@ -618,6 +658,22 @@ load_image (const char *path, cli_picture *pic)
     g_object_unref (buffer);
   g_object_unref (graph);
   return status;
+}
+
+/* Megapixels of an image file from its header (GEGL's loaders read no
+ * pixels for a bounding box); 0 when it cannot tell. */
+static double
+probe_megapixels (const char *path)
+{
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    return 0;
+  GeglNode *graph = gegl_node_new ();
+  GeglNode *load = gegl_node_new_child (graph, "operation", "gegl:load", "path", path, NULL);
+  guint quiet = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING, drop_message, NULL);
+  GeglRectangle r = gegl_node_get_bounding_box (load);
+  g_log_remove_handler ("GEGL", quiet);
+  g_object_unref (graph);
+  return r.width > 0 && r.height > 0 ? (double) r.width * r.height / 1e6 : 0;
 }
 
 /* GEGL's saver for a file name's extension, or NULL. GEGL falls back to
@@ -790,16 +846,53 @@ print_json_string (const char *s)
   putchar ('"');
 }
 
+/* One input file on its way through the pipeline. */
+typedef struct {
+  const char        *in;
+  char              *out;
+  const char        *saver;    /* GEGL's saver for out; NULL: none */
+  cli_picture        pic;
+  cudafx_image       dst;
+  cli_output         out_file, palette_file;
+  cudafx_run_result *result;
+  char               why[256]; /* why the engine ran on its backend */
+  char               error[512];
+  double             ms;       /* engine time */
+} cli_file;
+
+typedef struct {
+  const cli_command   *c;
+  cudafx_filter_params params;
+  cli_file            *files;
+  int                  codecs_only;
+} cli_batch;
+
+/* One file's line of --json. A file that failed has "input", "output" and
+ * "error" only. */
 static void
-print_json (const cli_command *c, const cudafx_image *img, const cudafx_run_result *r, double ms)
+print_json (const cli_command *c, const cli_file *f)
 {
-  printf ("{\"filter\": ");
+  const cudafx_run_result *r = f->result;
+  printf ("{\"input\": ");
+  print_json_string (f->in);
+  printf (", \"output\": ");
+  print_json_string (f->out);
+  if (f->error[0])
+    {
+      printf (", \"error\": ");
+      print_json_string (f->error);
+      printf ("}\n");
+      return;
+    }
+  printf (", \"filter\": ");
   print_json_string (c->filter->name);
-  printf (", \"backend\": \"%s\", \"device\": ",
+  printf (", \"backend\": \"%s\", \"backend_reason\": ",
           r->report.backend_used == CUDAFX_BACKEND_CUDA ? "cuda" : "cpu");
+  print_json_string (f->why);
+  printf (", \"device\": ");
   print_json_string (r->report.device);
   printf (", \"threads\": %d, \"width\": %d, \"height\": %d, \"ms\": %.3f",
-          r->report.threads_used, img->width, img->height, ms);
+          r->report.threads_used, f->pic.image.width, f->pic.image.height, f->ms);
   if (r->report.fallback[0] && arg_value (c, "backend") == CUDAFX_BACKEND_AUTO)
     {
       printf (", \"fallback\": ");
@@ -824,6 +917,7 @@ print_json (const cli_command *c, const cudafx_image *img, const cudafx_run_resu
       putchar (']');
     }
   printf ("}\n");
+  fflush (stdout); /* a line per file as it finishes, for whoever reads the pipe */
 }
 
 static double
@@ -834,73 +928,223 @@ now_ms (void)
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* ---- one file: load, filter, save ------------------------------------------- *
+ * The three stages of one file, which the pipeline (batch.c) overlaps across
+ * files: load and save on codec threads, the engine on a worker. A failing
+ * stage has reported its error (runtime_error) and the file's later stages
+ * are skipped; file_finish releases what the file holds. */
+
+/* The stage's status; a failure's message kept for --json. */
 static int
-run_filter (const cli_command *c)
+file_failed (cli_file *f, int status)
 {
-  cli_picture pic = { 0 };
-  cudafx_image dst = { 0 };
-  cli_output out = { c->out, NULL }, palette_out = { c->palette_out, NULL };
-  cudafx_run_result result;
-  cudafx_filter_params params;
-  cudafx_options options;
-  const char *saver;
-  int status = 0;
+  if (status)
+    snprintf (f->error, sizeof f->error, "%s", last_error);
+  return status;
+}
 
-  memset (&result, 0, sizeof result);
-  gegl_init (NULL, NULL);
+static int
+load_file (cli_batch *b, cli_file *f)
+{
+  int status;
 
-  saver = saver_for (c->out);
-  if (!saver)
-    {
-      status = usage_error (c->filter->name, "cannot write '%s': GEGL has no saver for its "
-                            "extension (use .png, .tif, .jpg, .exr, .ppm, .webp...)", c->out);
-      goto done;
-    }
-  if ((status = load_image (c->in, &pic)))
-    goto done;
+  if (!f->saver)
+    return runtime_error ("cannot write '%s': GEGL has no saver for its "
+                          "extension (use .png, .tif, .jpg, .exr, .ppm, .webp...)", f->out);
+  if ((status = load_image (f->in, &f->pic)))
+    return status;
   /* Claim the output files before computing, so a bad directory fails fast. */
-  if ((status = output_open (&out)) || (c->palette_out && (status = output_open (&palette_out))))
-    goto done;
-
-  dst = pic.image;
-  if (!alloc_pixels (&dst, pic.image.width, pic.image.height))
+  if ((status = output_open (&f->out_file)) ||
+      (b->c->palette_out && (status = output_open (&f->palette_file))))
+    return status;
+  f->dst = f->pic.image;
+  if (!alloc_pixels (&f->dst, f->pic.image.width, f->pic.image.height))
     {
-      dst.data = NULL;
-      status = runtime_error ("%s: out of memory for a %dx%d image", c->filter->name,
-                              pic.image.width, pic.image.height);
-      goto done;
+      f->dst.data = NULL;
+      return runtime_error ("%s: out of memory for a %dx%d image", b->c->filter->name,
+                            f->pic.image.width, f->pic.image.height);
     }
+  return 0;
+}
+
+static int
+filter_file (cli_batch *b, cli_file *f)
+{
+  cudafx_options options;
 
   cudafx_options_init (&options);
-  options.threads = c->threads;
-  cudafx_filter_params_from_values (c->filter_index, c->values, c->kernel_size ? c->kernel : NULL,
-                                    c->kernel_size, &params);
+  options.threads = b->c->threads;
+  if (b->codecs_only)
+    {
+      /* bench-e2e's baseline: the same files through the same codecs and
+       * threads, the input's pixels written back unfiltered. */
+      memcpy (f->dst.data, f->pic.image.data, f->pic.image.stride * f->pic.image.height);
+      snprintf (f->why, sizeof f->why, "CUDAFX_BENCH_CODECS_ONLY: no filter");
+      snprintf (f->result->report.device, sizeof f->result->report.device, "none");
+      return 0;
+    }
   double start = now_ms ();
-  cudafx_status s = cudafx_run_filter (c->filter_index, &params, &pic.image, &dst, &options, &result);
-  double ms = now_ms () - start;
+  cudafx_status s = cli_run_engine (b->c->filter_index, &b->params, &f->pic.image, &f->dst, &options,
+                                    f->result, f->why, sizeof f->why);
+  f->ms = now_ms () - start;
   if (s != CUDAFX_OK)
     {
       const char *message = cudafx_error_message ();
-      status = runtime_error ("%s", message[0] ? message : cudafx_status_string (s));
-      goto done;
+      return runtime_error ("%s: %s", f->in, message[0] ? message : cudafx_status_string (s));
+    }
+  return 0;
+}
+
+static int
+save_file (cli_batch *b, cli_file *f)
+{
+  int status;
+
+  g_free (f->pic.image.data); /* save the result in the input's formats */
+  f->pic.image.data = f->dst.data;
+  f->dst.data = NULL;
+  if ((status = save_image (&f->pic, f->saver, &f->out_file)) ||
+      (b->c->palette_out && (status = save_palette (&f->result->palette, &f->palette_file))))
+    return status;
+  if ((b->c->palette_out && (status = output_commit (&f->palette_file))) ||
+      (status = output_commit (&f->out_file)))
+    return status;
+  return 0;
+}
+
+static int
+file_load (void *ctx, int index)
+{
+  cli_batch *b = ctx;
+  return file_failed (&b->files[index], load_file (b, &b->files[index]));
+}
+
+/* worker would pick the device once the engine takes one (it drives the
+ * first CUDA device): until then there is one worker. */
+static int
+file_filter (void *ctx, int index, int worker)
+{
+  cli_batch *b = ctx;
+  return file_failed (&b->files[index], filter_file (b, &b->files[index]));
+}
+
+static int
+file_save (void *ctx, int index)
+{
+  cli_batch *b = ctx;
+  return file_failed (&b->files[index], save_file (b, &b->files[index]));
+}
+
+static void
+file_finish (void *ctx, int index, int status)
+{
+  cli_batch *b = ctx;
+  cli_file *f = &b->files[index];
+
+  if (b->c->json && (!status || b->c->output_dir))
+    print_json (b->c, f);
+  output_discard (&f->palette_file);
+  output_discard (&f->out_file);
+  g_free (f->dst.data);
+  f->dst.data = NULL;
+  g_free (f->pic.image.data);
+  f->pic.image.data = NULL;
+}
+
+/* ---- the run: every file through the pipeline -------------------------------- */
+
+/* --output-dir's files: DIR/NAME for each input's NAME, two inputs with one
+ * name refused before anything is read. */
+static int
+plan_outputs (const cli_command *c, cli_file *files)
+{
+  struct stat st;
+  if (stat (c->output_dir, &st))
+    return runtime_error ("cannot write to '%s': %s", c->output_dir, strerror (errno));
+  if (!S_ISDIR (st.st_mode))
+    return runtime_error ("cannot write to '%s': %s", c->output_dir, strerror (ENOTDIR));
+  GHashTable *seen = g_hash_table_new (g_str_hash, g_str_equal);
+  int status = 0;
+  for (int i = 0; i < c->n_inputs && !status; i++)
+    {
+      gchar *name = g_path_get_basename (files[i].in);
+      files[i].out = g_build_filename (c->output_dir, name, NULL);
+      g_free (name);
+      const cli_file *other = g_hash_table_lookup (seen, files[i].out);
+      if (other)
+        status = usage_error (c->filter->name, "'%s' and '%s' would both be written to '%s'",
+                              other->in, files[i].in, files[i].out);
+      g_hash_table_insert (seen, files[i].out, &files[i]);
+    }
+  g_hash_table_destroy (seen);
+  return status;
+}
+
+static int
+run_filter (const cli_command *c)
+{
+  cli_batch b = { .c = c };
+  int n = c->n_inputs, status = 0;
+
+  cudafx_filter_params_from_values (c->filter_index, c->values, c->kernel_size ? c->kernel : NULL,
+                                    c->kernel_size, &b.params);
+  gegl_init (NULL, NULL);
+  const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
+  b.codecs_only = codecs_only && strcmp (codecs_only, "0");
+  /* CUDA starts now, while the first file decodes, if the job is worth it:
+   * its size guessed from the first file that tells its own. */
+  double megapixels = 0;
+  for (int i = 0; i < n && megapixels == 0 && i < 4; i++)
+    megapixels = probe_megapixels (c->inputs[i]);
+  long cores = sysconf (_SC_NPROCESSORS_ONLN);
+  if (!b.codecs_only)
+    cli_cuda_start (c->filter_index, &b.params, megapixels * n,
+                    c->threads ? c->threads : cores > 0 ? (int) cores : 1);
+
+  b.files = g_new0 (cli_file, n);
+  for (int i = 0; i < n; i++)
+    {
+      b.files[i].in = c->inputs[i];
+      b.files[i].result = g_new0 (cudafx_run_result, 1);
+    }
+  if (c->output_dir)
+    status = plan_outputs (c, b.files);
+  else
+    b.files[0].out = g_strdup (c->out);
+  for (int i = 0; i < n && !status; i++)
+    {
+      cli_file *f = &b.files[i];
+      f->out_file = (cli_output) { f->out, NULL };
+      f->palette_file = (cli_output) { c->palette_out, NULL };
+      f->saver = saver_for (f->out);
+      /* One file: an output GEGL cannot write is a usage error; in a batch
+       * it fails that file alone (file_load). */
+      if (!f->saver && !c->output_dir)
+        status = usage_error (c->filter->name, "cannot write '%s': GEGL has no saver for its "
+                              "extension (use .png, .tif, .jpg, .exr, .ppm, .webp...)", c->out);
     }
 
-  g_free (pic.image.data); /* save the result in the input's formats */
-  pic.image.data = dst.data;
-  dst.data = NULL;
-  if ((status = save_image (&pic, saver, &out)) ||
-      (c->palette_out && (status = save_palette (&result.palette, &palette_out))))
-    goto done;
-  if ((c->palette_out && (status = output_commit (&palette_out))) || (status = output_commit (&out)))
-    goto done;
-  if (c->json)
-    print_json (c, &pic.image, &result, ms);
+  if (!status)
+    {
+      cli_stages stages = { file_load, file_filter, file_save, file_finish, &b };
+      cli_pipeline_config config = {
+        .codec_threads = c->threads ? c->threads : cores > 0 ? (int) cores : 1,
+        .workers = 1,
+        .progress = c->output_dir && n > 1 && isatty (STDERR_FILENO),
+      };
+      int failed = cli_pipeline_run (&stages, n, &config);
+      if (failed < 0)
+        status = runtime_error ("cannot start the threads that read, filter and write the images");
+      else if (failed)
+        status = EXIT_RUNTIME;
+    }
 
-done:
-  output_discard (&palette_out);
-  output_discard (&out);
-  g_free (dst.data);
-  g_free (pic.image.data);
+  for (int i = 0; i < n; i++)
+    {
+      g_free (b.files[i].out);
+      g_free (b.files[i].result);
+    }
+  g_free (b.files);
   gegl_exit ();
   return status;
 }
@@ -1011,7 +1255,17 @@ main (int argc, char **argv)
                         argv[1]);
 
   int status = parse_command (&command, argc - 2, argv + 2);
-  if (status)
-    return status < 0 ? 0 : status;
-  return run_filter (&command);
+  if (status == 0)
+    status = run_filter (&command);
+  g_free (command.inputs);
+  status = status < 0 ? 0 : status;
+  if (cli_cuda_stop ())
+    {
+      /* CUDA is still starting (the files needed the CPU only): end here
+       * rather than wait for it and tear it down again. */
+      fflush (stdout);
+      fflush (stderr);
+      _exit (status);
+    }
+  return status;
 }

@@ -8,7 +8,7 @@
  * Besides ASan and UBSan reports, it aborts when a line the parser accepts
  * leaves a value the engine would reject: every table argument in range (a
  * choice a valid index), a custom kernel odd-sized with finite taps, threads
- * 0..1024, IN and OUT set, nl-means not both automatic and given manual
+ * 0..1024, IN and OUT set (or --output-dir and at least one IN), nl-means not both automatic and given manual
  * values. Built and run by `make fuzz`, which closes the target's stdout and
  * stderr (help and usage messages) with -close_fd_mask=3. */
 #define main cudafx_cli_main
@@ -33,7 +33,10 @@ check (int ok, const char *what)
 static void
 check_accepted (const cli_command *c)
 {
-  check (c->in && c->out, "IN or OUT missing");
+  check ((c->in && c->out && c->n_inputs == 1) || (c->output_dir && c->n_inputs >= 1),
+         "IN or OUT missing");
+  for (int i = 0; i < c->n_inputs; i++)
+    check (c->inputs[i] != NULL, "an input missing");
   check (c->threads >= 0 && c->threads <= CLI_MAX_THREADS, "threads out of range");
   for (int i = 0; i < c->filter->n_args; i++)
     {
@@ -100,6 +103,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   check (status == 0 || status == -1 || status == EXIT_USAGE, "parser returned an odd status");
   if (status == 0)
     check_accepted (&c);
+  g_free (c.inputs);
 
   for (int i = 0; i < n; i++)
     free (words[i]);

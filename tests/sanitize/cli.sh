@@ -2,10 +2,11 @@
 # The cudafx CLI built with AddressSanitizer, UBSan and LeakSanitizer
 # (`make check-lsan` builds build-asan/cudafx) on every filter, on small
 # images of each kind the CLI reads (8-bit grey, 8-bit RGBA, 16-bit RGB, which
-# runs as f32), and on its two error paths (usage, unreadable input). A run
-# passes when it exits as expected, writes its output, and the sanitizers
-# report nothing: no memory error, no undefined behaviour, no leak other than
-# what GEGL keeps from gegl_init (tests/sanitize/lsan.supp). Valgrind cannot
+# runs as f32), on its two error paths (usage, unreadable input), and on a
+# batch (--output-dir: the pipeline's threads) with a damaged file among good
+# ones. A run passes when it exits as expected, writes its output, and the
+# sanitizers report nothing: no memory error, no undefined behaviour, no leak
+# other than what GEGL keeps from gegl_init (tests/sanitize/lsan.supp). Valgrind cannot
 # run the CLI here: GEGL loads libhwy, whose start-up code valgrind 3.19 does
 # not decode. Runs in parallel, two at a time; ends with "N passed, N failed".
 # Usage: tests/sanitize/cli.sh BUILD-ASAN/cudafx
@@ -47,8 +48,10 @@ convolve-rgba|0|convolve.tif|convolve --kernel 1,2,1;0,5,0;-1,-2,-1 --border mir
 convolve-rgb16|0|gaussian.png|convolve --preset gaussian --sigma 1.5 --threads 2 $tmp/rgb16.ppm $tmp/gaussian.png
 usage-error|2|-|median --radius 0 $tmp/grey.pgm $tmp/never.png
 unreadable-input|1|-|median $tmp/grey.pgm.missing $tmp/never.png
-not-an-image|1|-|convolve $tmp/lsan.supp.png $tmp/never.png"
+not-an-image|1|-|convolve $tmp/lsan.supp.png $tmp/never.png
+batch-one-damaged|1|batch/rgba.png|quantize --json --output-dir $tmp/batch $tmp/grey.pgm $tmp/lsan.supp.png $tmp/rgba.png $tmp/rgb16.ppm"
 printf 'not an image\n' >"$tmp/lsan.supp.png"
+mkdir -p "$tmp/batch"
 
 run_case() { # name "arguments" (split on spaces; none contains a space)
   # shellcheck disable=SC2086

@@ -233,5 +233,64 @@ run_ok "median RGBA" median --radius 1 "$tmp/rgba.png" "$out" && image_is "$out"
 run_ok "convolve grey+alpha" convolve --preset blur-3x3 "$tmp/greya.png" "$out" && image_is "$out" "6 5 8 2" "convolve grey+alpha"
 run_ok "quantize RGBA" quantize --colors 2 "$tmp/rgba.png" "$out" && image_is "$out" "6 5 8 4" "quantize RGBA"
 
+echo "-- several inputs: --output-dir"
+# Three good files (grey PNG, RGB PNG, 16-bit PPM) and a damaged one between
+# them: the good ones are written under their own names and formats, each the
+# same as a one-file run writes, the damaged one is reported by name, the
+# exit status is 1 and no temporary file is left.
+mkdir -p "$tmp/in" "$tmp/batch" "$tmp/single"
+cp "$grey" "$rgb" "$tmp/in/" && cp "$tmp/in16.ppm" "$tmp/in/deep.ppm"
+echo "not an image" >"$tmp/in/broken.png"
+batch_in="$tmp/in/camera.png $tmp/in/broken.png $tmp/in/chelsea.png $tmp/in/deep.ppm"
+# shellcheck disable=SC2086
+"$cli" median --radius 1 --json --output-dir "$tmp/batch" $batch_in >"$tmp/stdout" 2>"$tmp/stderr"
+rc=$?
+[ "$rc" -eq 1 ] && ok || bad "a batch with a damaged file exited $rc, expected 1"
+grep -qF "cannot load '$tmp/in/broken.png'" "$tmp/stderr" && ok || bad "the damaged file is not named: $(cat "$tmp/stderr")"
+[ "$(ls -A "$tmp/batch" | sort | tr '\n' ' ')" = "camera.png chelsea.png deep.ppm " ] && ok ||
+  bad "batch outputs: $(ls -A "$tmp/batch" | tr '\n' ' '), expected camera.png chelsea.png deep.ppm"
+for f in camera.png chelsea.png deep.ppm; do
+  "$cli" median --radius 1 "$tmp/in/$f" "$tmp/single/$f" 2>/dev/null
+  cmp -s "$tmp/batch/$f" "$tmp/single/$f" && ok || bad "batch output $f differs from a one-file run's"
+done
+head -c 2 "$tmp/batch/deep.ppm" | grep -q P6 && ok || bad "deep.ppm was not written as PPM"
+if "$py" - "$tmp/stdout" <<'EOF'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+by = {l['input'].rsplit('/', 1)[1]: l for l in lines}
+assert sorted(by) == ['broken.png', 'camera.png', 'chelsea.png', 'deep.ppm'], sorted(by)
+assert 'cannot load' in by['broken.png']['error'] and 'backend' not in by['broken.png']
+for name in ('camera.png', 'chelsea.png', 'deep.ppm'):
+    j = by[name]
+    assert 'error' not in j and j['output'].endswith('/' + name) and j['filter'] == 'median'
+    assert j['backend'] in ('cpu', 'cuda') and j['backend_reason']
+assert (by['camera.png']['width'], by['camera.png']['height']) == (512, 512)
+EOF
+then ok; else bad "--json in a batch: not one line per file with input, output and error or results: $(cat "$tmp/stdout")"; fi
+ls -A "$tmp/batch" "$tmp/in" | grep -q '^\.cudafx-' && bad "a batch left temporary files" || ok
+
+rm -rf "$tmp/batch"
+expect 1 "cannot write to '$tmp/batch'" median --output-dir "$tmp/batch" "$rgb" "$grey"
+[ -e "$tmp/batch" ] && bad "a missing output directory was created" || ok
+expect 1 "cannot write to '$tmp/text.png'" median --output-dir "$tmp/text.png" "$rgb"
+mkdir -p "$tmp/batch"
+expect 2 "would both be written to '$tmp/batch/chelsea.png'" median --output-dir "$tmp/batch" "$rgb" "$tmp/in/chelsea.png"
+expect 2 "missing IN" median --output-dir "$tmp/batch"
+expect 2 "cannot be combined with --output-dir" quantize --palette-out "$tmp/p.gpl" --output-dir "$tmp/batch" "$rgb"
+expect 2 "--output-dir needs a directory" median --output-dir= "$rgb"
+[ -z "$(ls -A "$tmp/batch")" ] && ok || bad "a refused batch wrote $(ls -A "$tmp/batch")"
+run_ok "batch of one" convolve --preset blur-3x3 --output-dir "$tmp/batch" "$rgb" &&
+  image_is "$tmp/batch/chelsea.png" "451 300 8 3" "batch of one"
+
+# On a terminal, a progress line with the count (script(1) gives a terminal);
+# without one, a batch that succeeds prints nothing.
+if command -v script >/dev/null; then
+  script -qec "'$cli' median --radius 1 --output-dir '$tmp/batch' '$rgb' '$grey' '$tmp/in/broken.png'" \
+    /dev/null >"$tmp/tty" 2>&1
+  grep -qF "[3/3] 1 failed" "$tmp/tty" && ok || bad "no progress line on a terminal: $(tr '\r' '\n' <"$tmp/tty" | tail -n 3)"
+fi
+"$cli" median --radius 1 --output-dir "$tmp/batch" "$rgb" "$grey" 2>"$tmp/stderr"
+grep -qE '\[[0-9]+/[0-9]+\]|^cudafx: ' "$tmp/stderr" && bad "a progress line or message without a terminal: $(cat "$tmp/stderr")" || ok
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

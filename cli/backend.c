@@ -1,0 +1,271 @@
+/* The CLI's backend choice (backend.h).
+ *
+ * CUDA costs a process about 150 ms of wall time even when its start-up
+ * overlaps the first file's decoding (driver, context, kernels, device
+ * buffers, teardown: docs/BENCHMARKS.md, "CLI end to end"). That is more
+ * than the CPU needs for median or convolve on a photo, far less than it
+ * needs for nl-means or quantize. So --backend auto decides twice:
+ *   - at launch, from the job's estimated CPU time (files x the first file's
+ *     megapixels x the filter's CPU cost per megapixel, cpu_ms_per_mp): below
+ *     CUDA_COST_MS the job runs on the CPU and CUDA is never started; above
+ *     it, CUDA starts on its own thread while the first file decodes;
+ *   - per file, once CUDA was started: it is ready, the engine's auto (CUDA,
+ *     or the CPU if it fails); it could not start, the CPU; it is still
+ *     starting, the file begins on the CPU and, if CUDA becomes ready while
+ *     the CPU's remaining time (extrapolated from its progress) exceeds what
+ *     the GPU's whole call would take, moves to CUDA.
+ * The JSON output's "backend_reason" says which case applied. */
+#include "backend.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
+
+/* What CUDA adds to one file's wall time when its start overlaps the decode
+ * (H100 machine, 12 MP JPEG, median: 865 ms with --backend cuda, 728 ms on
+ * the CPU, whose median took 14 ms of it). */
+#define CUDA_COST_MS 150.0
+
+/* Process-wide, like the CUDA context it stands for: CUDA starts once per
+ * process (cli_cuda_start is called once, before any file is decoded). */
+static pthread_t   start_thread;
+static atomic_int  cuda_state = CUDA_OFF;
+static int         start_thread_running; /* created, not yet joined */
+static atomic_int  start_thread_done;
+static char        start_why[256];   /* CUDA_UNUSABLE: why; written before the state */
+static double      ready_ms;         /* when CUDA became ready, ms after cli_cuda_start */
+static double      started_at;
+static double      job_cpu_ms;       /* the job's estimated CPU time, when CUDA was not started */
+
+/* The start's own run; a custom kernel's taps stay the caller's (main's
+ * command line, alive until the process ends). */
+typedef struct {
+  int                  filter;
+  cudafx_filter_params params;
+} start_job;
+
+static start_job job;
+
+static double
+now_ms (void)
+{
+  struct timespec t;
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The batch's own filter on a 32x32 RGB image forced to CUDA: besides the
+ * context this loads the filter's kernels and sizes the device buffers. The
+ * engine keeps all three for the files that follow. */
+static void *
+start_cuda (void *arg)
+{
+  enum { SIZE = 32 };
+  static unsigned char src_pixels[SIZE * SIZE * 3], dst_pixels[SIZE * SIZE * 3];
+  cudafx_image src = { src_pixels, SIZE, SIZE, 3, 0, CUDAFX_U8, SIZE * 3 };
+  cudafx_image dst = src;
+  cudafx_filter_params params = job.params;
+  cudafx_run_result *result = malloc (sizeof *result); /* large (the palette): off the stack */
+  cudafx_options o;
+
+  dst.data = dst_pixels;
+  for (int i = 0; i < SIZE * SIZE * 3; i++)
+    src_pixels[i] = (unsigned char) (i * 37 % 251); /* texture, so no filter takes a shortcut */
+  cudafx_options_init (&o);
+  params.backend = CUDAFX_BACKEND_CUDA;
+  cudafx_status s = result ? cudafx_run_filter (job.filter, &params, &src, &dst, &o, result)
+                           : CUDAFX_ERR_NO_MEMORY;
+  if (s == CUDAFX_OK)
+    {
+      ready_ms = now_ms () - started_at;
+      atomic_store (&cuda_state, CUDA_READY);
+    }
+  else
+    {
+      const char *message = cudafx_error_message ();
+      snprintf (start_why, sizeof start_why, "%s", message[0] ? message : cudafx_status_string (s));
+      atomic_store (&cuda_state, CUDA_UNUSABLE);
+    }
+  free (result);
+  atomic_store (&start_thread_done, 1);
+  return arg;
+}
+
+/* CUDAFX_BACKEND=cpu|cuda with --backend auto: the engine decides, as it
+ * documents; the CLI's rule steps aside. */
+static const char *
+backend_from_env (void)
+{
+  const char *env = getenv ("CUDAFX_BACKEND");
+  return env && (!strcmp (env, "cpu") || !strcmp (env, "cuda")) ? env : NULL;
+}
+
+/* CPU milliseconds a megapixel takes with 16 threads (H100 machine's 16
+ * cores, 12 MP RGB u8): measured median radius 1 14 ms, nl-means automatic
+ * (search radius 10) about 0.9 s, quantize K=16 about 0.3 s; the other
+ * parameters scale with the work the CPU implementations do (median with
+ * the radius, nl-means with the search window, quantize with the colours,
+ * a custom convolution with its taps). Rough on purpose: it separates jobs
+ * that need tens of milliseconds from those that need seconds. */
+static double
+cpu_ms_per_mp (int filter, const cudafx_filter_params *p)
+{
+  switch (filter)
+    {
+    case CUDAFX_FILTER_MEDIAN:
+      return 1.2 * p->median.radius;
+    case CUDAFX_FILTER_NLMEANS:
+      {
+        int s = p->nlmeans.automatic ? 10 : p->nlmeans.search_radius;
+        return 0.17 * (2 * s + 1) * (2 * s + 1);
+      }
+    case CUDAFX_FILTER_QUANTIZE:
+      return 1.5 * p->quantize.colors * (p->quantize.dither ? 2 : 1);
+    case CUDAFX_FILTER_CONVOLVE:
+      if (p->convolve.preset == CUDAFX_PRESET_CUSTOM)
+        return 0.5 + 0.02 * p->convolve.kernel_size * p->convolve.kernel_size;
+      return p->convolve.preset == CUDAFX_PRESET_GAUSSIAN ? 0.5 + 0.2 * p->convolve.sigma : 0.5;
+    }
+  return 0;
+}
+
+void
+cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int threads)
+{
+  const char *env = backend_from_env ();
+  if (p->backend == CUDAFX_BACKEND_CPU || (p->backend == CUDAFX_BACKEND_AUTO && env && !strcmp (env, "cpu")))
+    return;
+  if (p->backend == CUDAFX_BACKEND_AUTO && !env)
+    {
+      job_cpu_ms = cpu_ms_per_mp (filter, p) * megapixels * 16.0 / (threads > 0 ? threads : 1);
+      if (job_cpu_ms < CUDA_COST_MS)
+        return;
+    }
+  job.filter = filter;
+  job.params = *p;
+  started_at = now_ms ();
+  atomic_store (&cuda_state, CUDA_STARTING);
+  start_thread_running = !pthread_create (&start_thread, NULL, start_cuda, NULL);
+  if (!start_thread_running)
+    {
+      snprintf (start_why, sizeof start_why, "could not start a thread for CUDA");
+      atomic_store (&cuda_state, CUDA_UNUSABLE);
+    }
+}
+
+int
+cli_cuda_stop (void)
+{
+  if (!start_thread_running)
+    return 0;
+  if (!atomic_load (&start_thread_done))
+    return 1;
+  pthread_join (start_thread, NULL);
+  start_thread_running = 0;
+  return 0;
+}
+
+/* The GPU's whole call on an image of that many pixels, transfers included:
+ * 5 ms plus 2.5 ms a megapixel, about the slowest call of the H100 table in
+ * the README (12 MP u8: 7 to 30 ms) with room for the first call of a kernel. */
+static double
+gpu_estimate_ms (const cudafx_image *img)
+{
+  return 5 + 2.5 * ((double) img->width * img->height / 1e6);
+}
+
+typedef struct {
+  double start, budget;
+  int    switched;
+  double fraction;
+} race;
+
+/* Cancels the CPU run once CUDA is ready and the CPU still has longer to go
+ * than the GPU would take for the whole file. */
+static int
+race_progress (double fraction, void *user_data)
+{
+  race *r = user_data;
+  r->fraction = fraction;
+  if (atomic_load (&cuda_state) != CUDA_READY)
+    return 0;
+  double elapsed = now_ms () - r->start;
+  double left = fraction > 0 ? elapsed * (1 - fraction) / fraction : r->budget + 1;
+  r->switched = left > r->budget;
+  return r->switched;
+}
+
+/* The rule kept the file on the CPU: the report's fallback (why CUDA was not
+ * used) is the rule's reason, not the engine's "CPU requested". */
+static cudafx_status
+ran_on_cpu (cudafx_status s, cudafx_run_result *result, const char *why)
+{
+  if (s == CUDAFX_OK)
+    snprintf (result->report.fallback, sizeof result->report.fallback, "%s", why);
+  return s;
+}
+
+cudafx_status
+cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *src,
+                cudafx_image *dst, const cudafx_options *o, cudafx_run_result *result,
+                char *why, size_t why_size)
+{
+  cudafx_filter_params params = *p;
+  cudafx_options options = *o;
+  const char *env = backend_from_env ();
+  int state = atomic_load (&cuda_state);
+  cudafx_status s;
+
+  if (p->backend != CUDAFX_BACKEND_AUTO || env)
+    {
+      s = cudafx_run_filter (filter, p, src, dst, o, result);
+      if (p->backend != CUDAFX_BACKEND_AUTO)
+        snprintf (why, why_size, "%s requested", p->backend == CUDAFX_BACKEND_CPU ? "cpu" : "cuda");
+      else
+        snprintf (why, why_size, "CUDAFX_BACKEND=%s", env);
+      return s;
+    }
+  if (state == CUDA_READY)
+    {
+      s = cudafx_run_filter (filter, p, src, dst, o, result);
+      if (s == CUDAFX_OK && result->report.backend_used == CUDAFX_BACKEND_CPU)
+        snprintf (why, why_size, "CUDA failed, fell back to the CPU: %s", result->report.fallback);
+      else
+        snprintf (why, why_size, "CUDA ready (started in %.0f ms)", ready_ms);
+      return s;
+    }
+
+  params.backend = CUDAFX_BACKEND_CPU;
+  if (state == CUDA_OFF)
+    {
+      s = cudafx_run_filter (filter, &params, src, dst, o, result);
+      snprintf (why, why_size, "CUDA not started: the job's CPU estimate, %.0f ms, is below the "
+                "%.0f ms CUDA would add", job_cpu_ms, CUDA_COST_MS);
+      return ran_on_cpu (s, result, why);
+    }
+  if (state == CUDA_UNUSABLE)
+    {
+      s = cudafx_run_filter (filter, &params, src, dst, o, result);
+      snprintf (why, why_size, "CUDA unusable: %s", start_why);
+      return ran_on_cpu (s, result, why);
+    }
+
+  race r = { now_ms (), gpu_estimate_ms (src), 0, 0 };
+  options.progress = race_progress;
+  options.user_data = &r;
+  s = cudafx_run_filter (filter, &params, src, dst, &options, result);
+  if (s == CUDAFX_ERR_CANCELLED && r.switched)
+    {
+      s = cudafx_run_filter (filter, p, src, dst, o, result);
+      snprintf (why, why_size, "CUDA became ready with the CPU %.0f%% done; moved to CUDA",
+                100 * r.fraction);
+      return s;
+    }
+  snprintf (why, why_size, "CUDA still starting; the CPU finished first");
+  return ran_on_cpu (s, result, why);
+}

@@ -1,0 +1,26 @@
+/* The CLI's choice of backend: CUDA started on its own thread while the
+ * first file decodes, and the rule --backend auto follows (backend.c says
+ * it, docs/BENCHMARKS.md has the measurements behind it). */
+#ifndef CUDAFX_CLI_BACKEND_H
+#define CUDAFX_CLI_BACKEND_H
+
+#include "../core/cudafx.h"
+
+/* Starts CUDA on a thread of its own (a small run of the filter forced to
+ * CUDA: context, kernels, device buffers) when p's backend is cuda, or auto
+ * and the job is worth it: megapixels in all (an estimate), the CPU threads
+ * the engine would use. Call once, before the first file is decoded. */
+void cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int threads);
+
+/* Runs the filter as cudafx_run_filter does, applying the rule when p's
+ * backend is auto; why receives the reason for the backend that ran. */
+cudafx_status cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *src,
+                              cudafx_image *dst, const cudafx_options *o, cudafx_run_result *result,
+                              char *why, size_t why_size);
+
+/* At exit: 0 when CUDA's start-up thread has ended (it is joined), 1 while it
+ * is still starting CUDA, which nothing waits for: the caller then ends the
+ * process with _exit, without CUDA's teardown. */
+int cli_cuda_stop (void);
+
+#endif /* CUDAFX_CLI_BACKEND_H */

@@ -1,0 +1,166 @@
+/* The CLI's pipeline scheduler (cli/batch.c) with stages that only record
+ * what ran where: every item passes decode, compute and encode once and in
+ * that order; a failing stage skips the item's later stages and is the
+ * status it finishes with; N workers share the items (three workers on one
+ * device, as several GPUs would); no more items are in flight than the
+ * window allows. */
+#include "harness.h"
+
+#include "../../cli/batch.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#define ITEMS 40
+
+typedef struct {
+  pthread_mutex_t lock;
+  int             stage[ITEMS];      /* last stage run: 0 none, 1 decode, 2 compute, 3 encode */
+  int             out_of_order;
+  int             runs[ITEMS][3];
+  int             by_worker[8];
+  int             computing, most_computing;
+  int             in_flight, most_in_flight;
+  int             finished[ITEMS], finish_status[ITEMS];
+  int             fail_item, fail_stage;  /* the item and stage (1..3) that fail */
+} record;
+
+static void
+pause_us (long us)
+{
+  struct timespec t = { 0, us * 1000 };
+  nanosleep (&t, NULL);
+}
+
+static int
+step (record *r, int item, int stage)
+{
+  pthread_mutex_lock (&r->lock);
+  if (r->stage[item] != stage - 1)
+    r->out_of_order++;
+  r->stage[item] = stage;
+  r->runs[item][stage - 1]++;
+  if (stage == 1 && ++r->in_flight > r->most_in_flight)
+    r->most_in_flight = r->in_flight;
+  pthread_mutex_unlock (&r->lock);
+  return item == r->fail_item && stage == r->fail_stage ? 7 : 0;
+}
+
+static int
+fake_decode (void *ctx, int item)
+{
+  pause_us (200);
+  return step (ctx, item, 1);
+}
+
+static int
+fake_compute (void *ctx, int item, int worker)
+{
+  record *r = ctx;
+  pthread_mutex_lock (&r->lock);
+  if (worker >= 0 && worker < 8)
+    r->by_worker[worker]++;
+  if (++r->computing > r->most_computing)
+    r->most_computing = r->computing;
+  pthread_mutex_unlock (&r->lock);
+  pause_us (2000); /* long enough that the workers' turns overlap */
+  pthread_mutex_lock (&r->lock);
+  r->computing--;
+  pthread_mutex_unlock (&r->lock);
+  return step (r, item, 2);
+}
+
+static int
+fake_encode (void *ctx, int item)
+{
+  pause_us (200);
+  return step (ctx, item, 3);
+}
+
+static void
+fake_finish (void *ctx, int item, int status)
+{
+  record *r = ctx;
+  pthread_mutex_lock (&r->lock);
+  r->finished[item]++;
+  r->finish_status[item] = status;
+  r->in_flight--;
+  pthread_mutex_unlock (&r->lock);
+}
+
+static int
+run (record *r, int codecs, int workers, int window)
+{
+  cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, r };
+  cli_pipeline_config config = { codecs, workers, window, 0 };
+  pthread_mutex_init (&r->lock, NULL);
+  return cli_pipeline_run (&stages, ITEMS, &config);
+}
+
+TEST (batch_every_item_once_in_order)
+{
+  static const int shapes[][3] = { { 1, 1, 0 }, { 4, 1, 0 }, { 2, 3, 0 }, { 5, 3, 4 } };
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+    {
+      record r;
+      memset (&r, 0, sizeof r);
+      r.fail_item = -1;
+      int failed = run (&r, shapes[k][0], shapes[k][1], shapes[k][2]);
+      CHECK (failed == 0, "codecs %d workers %d: %d failed", shapes[k][0], shapes[k][1], failed);
+      CHECK (r.out_of_order == 0, "a stage ran out of order %d times", r.out_of_order);
+      for (int i = 0; i < ITEMS; i++)
+        CHECK (r.runs[i][0] == 1 && r.runs[i][1] == 1 && r.runs[i][2] == 1 && r.finished[i] == 1 &&
+                 r.finish_status[i] == 0,
+               "item %d: decode %d, compute %d, encode %d, finish %d times", i, r.runs[i][0],
+               r.runs[i][1], r.runs[i][2], r.finished[i]);
+      int window = shapes[k][2] ? shapes[k][2] : shapes[k][0] + 2 * shapes[k][1];
+      CHECK (r.most_in_flight <= window, "%d items in flight, window %d", r.most_in_flight, window);
+    }
+}
+
+TEST (batch_three_workers_share_the_items)
+{
+  record r;
+  memset (&r, 0, sizeof r);
+  r.fail_item = -1;
+  CHECK (run (&r, 4, 3, 0) == 0, "items failed");
+  int total = 0;
+  for (int w = 0; w < 3; w++)
+    {
+      CHECK (r.by_worker[w] > 0, "worker %d computed nothing", w);
+      total += r.by_worker[w];
+    }
+  CHECK (total == ITEMS && r.by_worker[3] == 0, "%d computations by workers 0..2 of %d items", total,
+         ITEMS);
+  CHECK (r.most_computing >= 2 && r.most_computing <= 3, "at most %d computed at once, 3 workers",
+         r.most_computing);
+}
+
+TEST (batch_failure_skips_the_items_later_stages)
+{
+  for (int stage = 1; stage <= 3; stage++)
+    {
+      record r;
+      memset (&r, 0, sizeof r);
+      r.fail_item = 17;
+      r.fail_stage = stage;
+      CHECK (run (&r, 3, 2, 0) == 1, "stage %d: not one failure", stage);
+      CHECK (r.finish_status[17] == 7 && r.finished[17] == 1, "stage %d: item 17 finished %d times "
+             "with %d", stage, r.finished[17], r.finish_status[17]);
+      for (int s = stage; s < 3; s++)
+        CHECK (r.runs[17][s] == 0, "stage %d failed, stage %d still ran", stage, s + 1);
+      for (int i = 0; i < ITEMS; i++)
+        if (i != 17)
+          CHECK (r.runs[i][2] == 1 && r.finish_status[i] == 0, "item %d did not complete", i);
+    }
+}
+
+TEST (batch_no_items)
+{
+  record r;
+  memset (&r, 0, sizeof r);
+  cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, &r };
+  cli_pipeline_config config = { 2, 3, 0, 0 };
+  CHECK (cli_pipeline_run (&stages, 0, &config) == 0, "an empty batch failed");
+}
