@@ -1,6 +1,7 @@
-/* Engine internals shared by the filters: errors, validation against the
- * argument table, backend dispatch, and the striped multithreaded row loop.
- * Not for hosts: they include cudafx.h only. */
+/* Engine internals shared by the filters and the backends: errors,
+ * validation against the argument table, the border map, and the striped
+ * multithreaded row loop with progress and cancel. The backends' interface
+ * is core/backend.h. Not for hosts: they include cudafx.h only. */
 #ifndef CUDAFX_ENGINE_H
 #define CUDAFX_ENGINE_H
 
@@ -83,14 +84,6 @@ cudafx_status cudafx_progress (const cudafx_options *o, double fraction);
 typedef void (*cudafx_rows_fn) (void *ctx, int y0, int y1);
 cudafx_status cudafx_parallel_rows (int height, cudafx_rows_fn fn, void *ctx,
                                     const cudafx_options *o, double from, double to);
-
-/* Backend dispatch. run_cuda may be NULL while a filter has no CUDA path.
- * AUTO tries CUDA when usable and falls back to the CPU on any CUDA failure,
- * recording why in the report; CUDA forced fails with the CUDA status.
- * Invalid-argument, out-of-memory-on-host and cancel statuses never fall back. */
-typedef cudafx_status (*cudafx_backend_fn) (void *job, const cudafx_options *o);
-cudafx_status cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu,
-                               cudafx_backend_fn run_cuda, void *job, const cudafx_options *o);
 
 #ifdef __cplusplus
 }

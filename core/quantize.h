@@ -42,6 +42,23 @@ typedef struct {
   float   f32[CUDAFX_MAX_COLORS][3];
 } quantize_palette;
 
+/* One run's passes over the image, as a backend gets them. */
+typedef struct {
+  const cudafx_image *src;
+  quantize_space      fs;
+  int                 everyone_votes; /* no alpha, or every pixel transparent */
+} quantize_plan;
+
+/* What the mapping reads: the palette, and for Floyd–Steinberg its entries
+ * on the 0..255 scale and their range per channel (dithered values are
+ * clamped to it). */
+typedef struct {
+  quantize_palette pal;
+  int              dither;
+  float            value[CUDAFX_MAX_COLORS][3];
+  float            lo[3], hi[3];
+} quantize_mapping;
+
 static inline CUDAFX_HOST_DEVICE uint32_t
 quantize_float_bits (float a)
 {

@@ -555,9 +555,10 @@ launch_columns (const cfx_stripe *s, int r, int rank)
 
 struct median_ctx
 {
-  const cudafx_median_params *p;
-  int rank;
-  int *d_half;
+  const median_plan *p;
+  int                rank;
+  int               *d_half; /* the plan's column half-heights on the device */
+  cfx_context       *cx;
 };
 
 template <typename T>
@@ -613,10 +614,7 @@ median_stripe (void *ctx, const cfx_stripe *s)
     return launch_select<unsigned char> (m, s);
   int r = m->p->radius;
   size_t shared_bytes = (2 * r + 1) * sizeof (int) + 272 * HIST_THREADS * sizeof (unsigned short);
-  cudafx_status st = cfx_check (cudaFuncSetAttribute (median_histogram_kernel,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      (int) shared_bytes),
-                                "median", "shared-memory attribute");
+  cudafx_status st = cfx_allow_shared (m->cx, (const void *) median_histogram_kernel, shared_bytes, "median");
   if (st)
     return st;
   dim3 grid ((s->width + HIST_THREADS - 1) / HIST_THREADS, (s->rows + HIST_SEGMENT - 1) / HIST_SEGMENT,
@@ -628,34 +626,21 @@ median_stripe (void *ctx, const cfx_stripe *s)
 } // namespace
 
 extern "C" cudafx_status
-cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst, const cudafx_median_params *p,
+cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst, const median_plan *plan,
                     const cudafx_options *o)
 {
-  int r = p->radius;
-  /* Column half-heights of the window and its size n; rank as the CPU has it. */
-  int h_half[2 * 100 + 1];
-  long n = 0;
-  for (int dx = -r; dx <= r; dx++)
+  cfx_call call;
+  cudafx_status s = cfx_begin (call, "median");
+  if (s)
+    return s;
+  median_ctx m = { plan, plan->rank, NULL, call.cx };
+  if (src->type == CUDAFX_U8 && plan->radius > MAX_REGISTER_RADIUS)
     {
-      int h = r;
-      if (p->shape == CUDAFX_SHAPE_CIRCLE)
-        while (h * h + dx * dx > r * r)
-          h--;
-      h_half[dx + r] = h;
-      n += 2 * h + 1;
+      size_t bytes = sizeof (int) * (2 * plan->radius + 1);
+      if ((s = cfx_buffer (call.cx, CFX_SLOT_AUX, bytes, (void **) &m.d_half, "median")) ||
+          (s = cfx_check (cudaMemcpyAsync (m.d_half, plan->half, bytes, cudaMemcpyHostToDevice, call.cx->stream),
+                          "median", "copy to device")))
+        return s;
     }
-  median_ctx m = { p, (int) lround (p->percentile / 100.0 * (double) (n - 1)), NULL };
-
-  cudafx_status s = CUDAFX_OK;
-  if (src->type == CUDAFX_U8 && r > MAX_REGISTER_RADIUS)
-    {
-      s = cfx_check (cudaMalloc (&m.d_half, sizeof (int) * (2 * r + 1)), "median", "allocation");
-      if (!s)
-        s = cfx_check (cudaMemcpy (m.d_half, h_half, sizeof (int) * (2 * r + 1), cudaMemcpyHostToDevice),
-                       "median", "copy to device");
-    }
-  if (!s)
-    s = cfx_run_stripes ("median", src, dst, r, CUDAFX_BORDER_CLAMP, 0, median_stripe, &m, o);
-  cudaFree (m.d_half);
-  return s;
+  return cfx_run_stripes (call.cx, "median", src, dst, plan->radius, CUDAFX_BORDER_CLAMP, 0, median_stripe, &m, o);
 }
