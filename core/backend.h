@@ -89,6 +89,41 @@ typedef struct {
   void (*quantize_close) (quantize_session *s);
 } cudafx_backend_ops;
 
+/* The operations of backend b (cpu, cuda), named cudafx_FILTER_b[_STEP]:
+ * one declaration for both, so their signatures cannot drift apart. */
+#define CUDAFX_BACKEND_DECLARE(b)                                                                   \
+  int cudafx_##b##_probe (char *name, size_t name_size, char *why, size_t why_size);                \
+  cudafx_status cudafx_median_##b (const cudafx_image *src, cudafx_image *dst,                      \
+                                   const median_plan *plan, const cudafx_options *o);               \
+  cudafx_status cudafx_convolve_##b (const cudafx_image *src, cudafx_image *dst,                    \
+                                     const convolve_plan *plan, const cudafx_options *o);           \
+  cudafx_status cudafx_nlmeans_##b##_open (const cudafx_image *src, int colours, int max_halo,      \
+                                           const cudafx_options *o, nlmeans_session **out);         \
+  cudafx_status cudafx_nlmeans_##b##_count (nlmeans_session *s, uint64_t *hist);                    \
+  cudafx_status cudafx_nlmeans_##b##_denoise (nlmeans_session *s, const nlmeans_plan *plan,         \
+                                              cudafx_image *dst);                                   \
+  void cudafx_nlmeans_##b##_close (nlmeans_session *s);                                             \
+  cudafx_status cudafx_quantize_##b##_open (const quantize_plan *plan, const cudafx_options *o,     \
+                                            quantize_session **out);                                \
+  cudafx_status cudafx_quantize_##b##_seed (quantize_session *s, const sample_set *smp,             \
+                                            const quantize_seeding *job,                            \
+                                            int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found,   \
+                                            int64_t *error, int *seeded);                           \
+  cudafx_status cudafx_quantize_##b##_assign (quantize_session *s, const float (*centre)[3], int k, \
+                                              quantize_sums *sums, double from, double to);         \
+  cudafx_status cudafx_quantize_##b##_map (quantize_session *s, const quantize_mapping *m,          \
+                                           cudafx_image *dst);                                      \
+  void cudafx_quantize_##b##_close (quantize_session *s);
+
+/* Backend b's table, from the operations CUDAFX_BACKEND_DECLARE names. */
+#define CUDAFX_BACKEND_TABLE(b)                                                                     \
+  {                                                                                                 \
+    #b, cudafx_##b##_probe, cudafx_median_##b, cudafx_convolve_##b, cudafx_nlmeans_##b##_open,      \
+    cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_denoise, cudafx_nlmeans_##b##_close,           \
+    cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
+    cudafx_quantize_##b##_map, cudafx_quantize_##b##_close                                          \
+  }
+
 /* The CPU backend (core/cpu.c): the reference. */
 extern const cudafx_backend_ops cudafx_cpu_backend;
 #ifdef CUDAFX_HAVE_CUDA

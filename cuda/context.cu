@@ -120,7 +120,7 @@ cfx_begin (cfx_call &call, const char *filter)
   call.cx = cx;
   std::call_once (cx->probed, probe, cx);
   if (!cx->usable)
-    return cudafx_fail (CUDAFX_ERR_NO_DEVICE, "%s: %s", filter, cx->why);
+    return cudafx_fail (CUDAFX_ERR_NO_DEVICE, "%s: backend cuda: %s", filter, cx->why);
   cudafx_status s = cfx_check (cudaSetDevice (cx->device), filter, "device selection");
   if (s || cx->ready)
     return s;
