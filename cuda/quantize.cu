@@ -29,7 +29,10 @@
  * Floyd–Steinberg: see the dither section below. */
 #include "context.cuh"
 
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/warp/warp_reduce.cuh>
+#include <cub/warp/warp_scan.cuh>
 #include <new>
 #include <stdio.h>
 #include <thread>
@@ -301,13 +304,31 @@ struct seed_view
   uint32_t     seed;
 };
 
-__device__ __forceinline__ long long
-warp_sum (long long v)
+/* Sums of the seeding's int64 values: exact, so CUB's order is as good as
+ * any. */
+typedef cub::WarpReduce<long long> warp_reduce;
+typedef cub::WarpScan<long long> warp_scan;
+typedef cub::BlockReduce<long long, SEED_THREADS> block_reduce;
+typedef cub::BlockScan<long long, SEED_THREADS> block_scan;
+
+/* The trials' sums of one thread, reduced over a block as one value. */
+struct trial_sums
 {
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_down_sync (FULL_MASK, v, o);
-  return v; /* in lane 0 */
-}
+  long long t[QUANTIZE_MAX_TRIALS];
+};
+
+struct add_trial_sums
+{
+  __device__ __forceinline__ trial_sums
+  operator() (const trial_sums &a, const trial_sums &b) const
+  {
+    trial_sums r;
+#pragma unroll
+    for (int i = 0; i < QUANTIZE_MAX_TRIALS; i++)
+      r.t[i] = a.t[i] + b.t[i];
+    return r;
+  }
+};
 
 /* Called by every block after writing its results: true in the block that
  * finished last, which then reads the others' results from L2 (__ldcg).
@@ -343,8 +364,8 @@ sample_distance (const seed_view &v, int j, const int *centre)
 __device__ void
 choose_candidates (const seed_view &v, int a, int slot, const int *newest, int found)
 {
-  typedef cub::BlockScan<long long, SEED_THREADS> block_scan;
   __shared__ typename block_scan::TempStorage s_scan;
+  __shared__ typename warp_scan::TempStorage s_warp_scan[SEED_WARPS];
   __shared__ long long s_prefix[SEED_THREADS];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   long long sum = tid < v.blocks ? __ldcg (&v.part[((size_t) a * QUANTIZE_MAX_TRIALS + slot) * v.blocks + tid])
@@ -389,13 +410,8 @@ choose_candidates (const seed_view &v, int a, int slot, const int *newest, int f
         }
       lane_sum += value[i];
     }
-  long long inclusive = lane_sum;
-  for (int o = 1; o < 32; o <<= 1)
-    {
-      long long up = __shfl_up_sync (FULL_MASK, inclusive, o);
-      if (lane >= o)
-        inclusive += up;
-    }
+  long long inclusive;
+  warp_scan (s_warp_scan[warp]).InclusiveSum (lane_sum, inclusive);
   /* the block's samples sum to its prefix step, which exceeds rest: some lane crosses */
   int crossing = __ffs (__ballot_sync (FULL_MASK, inclusive > rest)) - 1;
   if (lane == crossing)
@@ -420,7 +436,7 @@ __global__ void __launch_bounds__ (SEED_THREADS)
 seed_first_kernel (seed_view v)
 {
   const int a = blockIdx.y, tid = threadIdx.x, j = blockIdx.x * SEED_THREADS + tid;
-  __shared__ long long s_warp[SEED_WARPS];
+  __shared__ typename block_reduce::TempStorage s_reduce;
   const int first = (int) (quantize_draw (quantize_attempt_state (v.seed, a), 0) * v.n);
   int centre[3];
   for (int c = 0; c < 3; c++)
@@ -431,17 +447,9 @@ seed_first_kernel (seed_view v)
       d = sample_distance (v, j, centre);
       v.d2[(size_t) a * v.n + j] = d;
     }
-  d = warp_sum (d);
-  if (tid % 32 == 0)
-    s_warp[tid / 32] = d;
-  __syncthreads ();
+  const long long sum = block_reduce (s_reduce).Sum (d);
   if (tid == 0)
-    {
-      long long sum = 0;
-      for (int w = 0; w < SEED_WARPS; w++)
-        sum += s_warp[w];
-      v.part[(size_t) a * QUANTIZE_MAX_TRIALS * v.blocks + blockIdx.x] = sum; /* slot 0 */
-    }
+    v.part[(size_t) a * QUANTIZE_MAX_TRIALS * v.blocks + blockIdx.x] = sum; /* slot 0 */
   if (!last_block (&v.st->ticket[a]))
     return;
   if (tid == 0)
@@ -462,7 +470,8 @@ seed_pick_kernel (seed_view v)
   if (!st->picking[a])
     return;
   __shared__ int s_cand[QUANTIZE_MAX_TRIALS][3];
-  __shared__ long long s_warp[QUANTIZE_MAX_TRIALS][SEED_WARPS];
+  __shared__ typename cub::BlockReduce<trial_sums, SEED_THREADS>::TempStorage s_reduce;
+  __shared__ typename warp_reduce::TempStorage s_warp_reduce[SEED_WARPS];
   __shared__ long long s_potential[QUANTIZE_MAX_TRIALS];
   __shared__ int s_best;
   const int found = st->res.found[a];
@@ -470,10 +479,10 @@ seed_pick_kernel (seed_view v)
     s_cand[tid / 3][tid % 3] = (int) v.plane[tid % 3][st->cand[a][tid / 3]];
   __syncthreads ();
   const int j = blockIdx.x * SEED_THREADS + tid;
-  long long value[QUANTIZE_MAX_TRIALS];
+  trial_sums value;
 #pragma unroll
   for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
-    value[t] = 0;
+    value.t[t] = 0;
   if (j < v.n)
     {
       long long *d2 = &v.d2[(size_t) a * v.n + j];
@@ -485,25 +494,13 @@ seed_pick_kernel (seed_view v)
         if (t < v.trials)
           {
             e = sample_distance (v, j, s_cand[t]);
-            value[t] = e < d ? e : d;
+            value.t[t] = e < d ? e : d;
           }
     }
-#pragma unroll
-  for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
-    if (t < v.trials)
-      {
-        long long sum = warp_sum (value[t]);
-        if (lane == 0)
-          s_warp[t][warp] = sum;
-      }
-  __syncthreads ();
-  if (tid < v.trials)
-    {
-      long long sum = 0;
-      for (int w = 0; w < SEED_WARPS; w++)
-        sum += s_warp[tid][w];
-      v.part[((size_t) a * QUANTIZE_MAX_TRIALS + tid) * v.blocks + blockIdx.x] = sum;
-    }
+  const trial_sums sums = cub::BlockReduce<trial_sums, SEED_THREADS> (s_reduce).Reduce (value, add_trial_sums ());
+  if (tid == 0)
+    for (int t = 0; t < v.trials; t++)
+      v.part[((size_t) a * QUANTIZE_MAX_TRIALS + t) * v.blocks + blockIdx.x] = sums.t[t];
   if (!last_block (&st->ticket[a]))
     return;
   /* the trial with the lowest potential (the first on ties) is the next centre */
@@ -513,7 +510,7 @@ seed_pick_kernel (seed_view v)
       long long sum = 0;
       for (int b = lane; b < v.blocks; b += 32)
         sum += __ldcg (&part[b]);
-      sum = warp_sum (sum);
+      sum = warp_reduce (s_warp_reduce[warp]).Sum (sum);
       if (lane == 0)
         s_potential[warp] = sum;
     }
@@ -543,7 +540,7 @@ seed_refine_kernel (seed_view v)
     return;
   __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
   __shared__ int s_sum[COUNTERS];
-  __shared__ long long s_warp[SEED_WARPS];
+  __shared__ typename block_reduce::TempStorage s_reduce;
   const int k = st->res.found[a];
   for (int i = tid; i < 3 * k; i += SEED_THREADS)
     s_centre[i / 3][i % 3] = (float) st->res.centres[a][i / 3][i % 3];
@@ -590,20 +587,13 @@ seed_refine_kernel (seed_view v)
           }
         atomicAdd (slot + 3, 1);
       }
-  error = warp_sum (error);
-  if (tid % 32 == 0)
-    s_warp[tid / 32] = error;
-  __syncthreads ();
+  error = block_reduce (s_reduce).Sum (error);
+  __syncthreads (); /* the block's atomics on s_sum are done */
   for (int i = tid; i < 4 * k; i += SEED_THREADS)
     if (s_sum[i])
       atomicAdd ((unsigned long long *) &st->acc[a][i], (unsigned long long) (long long) s_sum[i]);
   if (tid == 0)
-    {
-      long long sum = 0;
-      for (int w = 0; w < SEED_WARPS; w++)
-        sum += s_warp[w];
-      atomicAdd ((unsigned long long *) &st->error_acc[a], (unsigned long long) sum);
-    }
+    atomicAdd ((unsigned long long *) &st->error_acc[a], (unsigned long long) error);
   if (!last_block (&st->ticket[a]))
     return;
   /* update_centres on the host; the last round only measures the error */
