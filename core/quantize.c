@@ -48,10 +48,7 @@
  *     means): at most 50 updates, stopping when no centre moves; then error
  *     = sum in int64 of each sample's float distance to its nearest final
  *     centre (integers below 2^46 held exactly, quantize.h: the sum is exact
- *     in any order; the double sum in sample order used before gave the
- *     same values, so the same palettes, whenever the sums stayed below
- *     2^53: always for u8 images and f32 ones within 0..1, whose features
- *     stay within 0..65280 and distances below 2^34).
+ *     in any order).
  * The attempt with the lowest error (the first on ties) gives the starting
  * centres. Attempts are independent, so they may run in parallel. If it has
  * fewer than K centres (the sample has fewer distinct colours) and n > S,

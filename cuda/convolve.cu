@@ -20,21 +20,15 @@
  * every tile row it reads feeds the taps of each of its 4 output rows, in
  * tap order for every output. Built for 3x3 and 5x5 (loops unrolled, taps
  * as instruction operands) and 15x15 (a tile row's taps unrolled), and for
- * any size. Measured on an H100, 12 MP RGB u8: 5x5 0.193 ms, 15x15 0.718
- * (the generic build alone: 0.259, 0.996; the earlier one-row kernel:
- * 0.266, 0.966); f32 5x5 0.383, 15x15 0.761.
+ * any size.
  *
  * u8 3x3 and 5x5 without alpha take a leaner build of the same scheme
  * (convolve_small_kernel): only the taps as parameters, a tile aligned to
  * whole groups (one float4 store a plane per group, every load of a
  * thread's share issued before any conversion), the channels summed one
- * after the other in a loop that is not unrolled (unrolled, the 45 KB of
- * straight code stalled on instruction fetch: ncu no_instruction 2.1 warps
- * per issue, now 0.2) and the bytes packed into words before they are
- * stored. Measured on an H100, 12 MP RGB u8, median of 9 report.kernel_ms:
- * 5x5 0.193 -> 0.120 ms (channel loop unrolled: 0.131), 3x3 0.089; ncu
- * puts the 5x5 kernel at 0.090 ms at 1.97 GHz, and about 0.015 ms of
- * kernel_ms is the launch (a 256x64 image).
+ * after the other in a loop that is not unrolled (unrolled, the straight
+ * code outgrows the instruction cache and stalls on instruction fetch) and
+ * the bytes packed into words before they are stored.
  *
  * Separable u8 without alpha with non-negative taps (plan->fixed16: the
  * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
@@ -48,13 +42,13 @@
  * bytes; the vertical pass treats the scratch as plain columns of elements
  * (channels need no care), each thread 4 elements times 8 output rows, with
  * 8 scratch rows in registers, each read once for every output it feeds.
- * Measured on an H100, 12 MP RGB, sigma 5 (31 taps): 0.246 ms (the earlier
- * two-pass kernels with fma + integer add a term: 0.487).
  *
  * Other separable kernels (f32, alpha, negative taps): a horizontal pass
  * into a float scratch (rows of the stripe plus halo), then a vertical pass
  * that also finishes the pixel. Rows beyond the image come from the stripe
- * runner; kernels map columns through the border policy. */
+ * runner; kernels map columns through the border policy.
+ *
+ * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md. */
 #include "context.cuh"
 #include "../core/convolve.h"
 

@@ -24,10 +24,7 @@
  *   hold 0x6400 + byte, which also reads as the half float 1024 + byte, so
  *   the even outputs' network runs as 16-bit integer min/max and the odd
  *   outputs' as half-float min/max (sm_80 on), two instruction kinds the
- *   scheduler can overlap. Measured on an H100, 12 MP RGB, kernel time:
- *   3x3 0.094 ms, 5x5 0.180, 7x7 0.379 (one row a step: 5x5 0.240, 7x7
- *   0.575; before the register-kept rows and the half floats: 0.136, 0.287,
- *   0.654).
+ *   scheduler can overlap.
  * - median_packed_kernel (u8, square, radius <= 2, the other ranks): four
  *   bytes per 32-bit word through a full sorting network with SIMD byte
  *   min/max, then the rank-k word is picked.
@@ -41,7 +38,8 @@
  *   counts per thread in shared memory with 16 coarse bins to find the rank
  *   quickly; per output it costs O(r) updates, not O(r^2). Circles slide per
  *   column with each column's own half-height.
- * Borders clamp: the stripe runner makes up rows, kernels clamp columns. */
+ * Borders clamp: the stripe runner makes up rows, kernels clamp columns.
+ * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md. */
 #include "context.cuh"
 #include "median_network.h"
 
@@ -402,7 +400,7 @@ column_key (const uint2 *words)
 template <int R> constexpr int rows_per_step = R >= 2 ? 2 : 1;
 
 /* Blocks an SM must hold (0: no bound). 5 caps 7x7 at 96 registers (112
- * unbounded): 2% faster on an H100; more blocks spill. 3x3 is left alone. */
+ * unbounded), which is faster; more blocks spill. 3x3 is left alone. */
 template <int R> constexpr int columns_min_blocks = R >= 2 ? 5 : 0;
 
 /* The thread's even and odd outputs of the step's STEP rows: every tile word
@@ -597,8 +595,8 @@ median_stripe (void *ctx, const cfx_stripe *s)
       if (launched)
         return cfx_check_launch ("median", "median_columns_kernel");
     }
-  /* Other ranks. Measured on an H100: packed networks win up to 5x5; at 7x7
-   * the network outgrows the registers and selection by counting is faster. */
+  /* Other ranks: packed networks up to 5x5; at 7x7 the network outgrows the
+   * registers and selection by counting is faster. */
   if (m->p->radius <= MAX_PACKED_RADIUS && m->p->shape == CUDAFX_SHAPE_SQUARE)
     {
       dim3 block (64, 4);
