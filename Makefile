@@ -114,7 +114,7 @@ $(SHLIB): $(CORE_OBJS) $(CUDA_OBJS)
 
 $(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(CUDA_DEFS) -c $< -o $@
 
 $(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
