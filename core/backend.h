@@ -34,6 +34,21 @@ extern "C" {
 /* The window: column dx in -radius..radius spans rows |dy| <= half[dx +
  * radius] (the square: all radius; the disc: floor (sqrt (r² − dx²))); n
  * values in all, the output the one of rank `rank` (0 = smallest). */
+/* Order-preserving unsigned key of a float (negative floats reversed,
+ * positives above them) and back: both backends rank f32 values by it. */
+static inline CUDAFX_HOST_DEVICE uint32_t
+median_float_key (float f)
+{
+  uint32_t u = cudafx_float_bits (f);
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+static inline CUDAFX_HOST_DEVICE float
+median_key_float (uint32_t k)
+{
+  return cudafx_bits_float (k & 0x80000000u ? k & 0x7fffffffu : ~k);
+}
+
 typedef struct {
   int          radius;
   cudafx_shape shape;

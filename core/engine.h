@@ -9,6 +9,7 @@
 #include "i18n.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,31 @@ cudafx_row (const cudafx_image *img, int y)
 #else
 #define CUDAFX_HOST_DEVICE
 #endif
+
+/* The bits of a float and back, the same on the host and the device. */
+static inline CUDAFX_HOST_DEVICE uint32_t
+cudafx_float_bits (float a)
+{
+#ifdef __CUDA_ARCH__
+  return __float_as_uint (a);
+#else
+  uint32_t i;
+  memcpy (&i, &a, sizeof i);
+  return i;
+#endif
+}
+
+static inline CUDAFX_HOST_DEVICE float
+cudafx_bits_float (uint32_t i)
+{
+#ifdef __CUDA_ARCH__
+  return __uint_as_float (i);
+#else
+  float a;
+  memcpy (&a, &i, sizeof a);
+  return a;
+#endif
+}
 
 /* Index that stands for position i (any integer) of a row or column of n
  * under a border policy; -1 for black. One definition for the CPU filters,

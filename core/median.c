@@ -598,15 +598,6 @@ hist_rows (void *ctx_, int y0, int y1)
       hist_row_f32 (ctx, h, y);
 }
 
-/* Order-preserving unsigned key of a float's bits. */
-static uint32_t
-float_key (float f)
-{
-  uint32_t u;
-  memcpy (&u, &f, sizeof u);
-  return u & 0x80000000u ? ~u : u | 0x80000000u;
-}
-
 /* Replaces each f32 element by the rank of its value among the distinct
  * values (LSD radix sort of key/index pairs, 11 bits a pass); values[rank]
  * gives the float back. */
@@ -630,7 +621,7 @@ rank_transform (const cudafx_image *src, uint32_t **ranks_out, float **values_ou
       const float *row = (const float *) cudafx_row (src, y);
       for (size_t i = 0; i < row_n; i++)
         {
-          keys[y * row_n + i] = float_key (row[i]);
+          keys[y * row_n + i] = median_float_key (row[i]);
           idx[y * row_n + i] = (uint32_t) (y * row_n + i);
         }
     }

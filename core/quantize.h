@@ -59,40 +59,16 @@ typedef struct {
   float            lo[3], hi[3];
 } quantize_mapping;
 
-static inline CUDAFX_HOST_DEVICE uint32_t
-quantize_float_bits (float a)
-{
-#ifdef __CUDA_ARCH__
-  return __float_as_uint (a);
-#else
-  uint32_t i;
-  memcpy (&i, &a, sizeof i);
-  return i;
-#endif
-}
-
-static inline CUDAFX_HOST_DEVICE float
-quantize_bits_float (uint32_t i)
-{
-#ifdef __CUDA_ARCH__
-  return __uint_as_float (i);
-#else
-  float a;
-  memcpy (&a, &i, sizeof a);
-  return a;
-#endif
-}
-
 /* a^(1/n), a > 0: exponent-bits guess, then 3 Newton steps (0 otherwise). */
 static inline CUDAFX_HOST_DEVICE float
 quantize_root_n (float a, int n)
 {
   if (!(a > 0.0f))
     return 0.0f;
-  uint32_t i = quantize_float_bits (a);
+  uint32_t i = cudafx_float_bits (a);
   /* log2-linear first guess from the exponent bits */
   i = (uint32_t) ((int32_t) (i - 0x3f800000u) / n + 0x3f800000);
-  float y = quantize_bits_float (i);
+  float y = cudafx_bits_float (i);
   for (int step = 0; step < 3; step++)
     {
       float power = y;

@@ -67,16 +67,8 @@ template <> struct key_of<unsigned char>
 template <> struct key_of<float>
 {
   static constexpr int bits = 32;
-  /* Order-preserving: negative floats reversed, positives above them. */
-  __device__ static unsigned to (float v)
-  {
-    unsigned u = __float_as_uint (v);
-    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
-  }
-  __device__ static float from (unsigned k)
-  {
-    return __uint_as_float ((k & 0x80000000u) ? k & 0x7fffffffu : ~k);
-  }
+  __device__ static unsigned to (float v) { return median_float_key (v); }
+  __device__ static float from (unsigned k) { return median_key_float (k); }
 };
 
 /* Smallest key t with more than `rank` window keys <= t: the rank-th key. */
