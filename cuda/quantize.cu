@@ -311,25 +311,6 @@ typedef cub::WarpScan<long long> warp_scan;
 typedef cub::BlockReduce<long long, SEED_THREADS> block_reduce;
 typedef cub::BlockScan<long long, SEED_THREADS> block_scan;
 
-/* The trials' sums of one thread, reduced over a block as one value. */
-struct trial_sums
-{
-  long long t[QUANTIZE_MAX_TRIALS];
-};
-
-struct add_trial_sums
-{
-  __device__ __forceinline__ trial_sums
-  operator() (const trial_sums &a, const trial_sums &b) const
-  {
-    trial_sums r;
-#pragma unroll
-    for (int i = 0; i < QUANTIZE_MAX_TRIALS; i++)
-      r.t[i] = a.t[i] + b.t[i];
-    return r;
-  }
-};
-
 /* Called by every block after writing its results: true in the block that
  * finished last, which then reads the others' results from L2 (__ldcg).
  * Resets the ticket for the next launch. */
@@ -470,8 +451,8 @@ seed_pick_kernel (seed_view v)
   if (!st->picking[a])
     return;
   __shared__ int s_cand[QUANTIZE_MAX_TRIALS][3];
-  __shared__ typename cub::BlockReduce<trial_sums, SEED_THREADS>::TempStorage s_reduce;
   __shared__ typename warp_reduce::TempStorage s_warp_reduce[SEED_WARPS];
+  __shared__ long long s_warp[QUANTIZE_MAX_TRIALS][SEED_WARPS];
   __shared__ long long s_potential[QUANTIZE_MAX_TRIALS];
   __shared__ int s_best;
   const int found = st->res.found[a];
@@ -479,10 +460,10 @@ seed_pick_kernel (seed_view v)
     s_cand[tid / 3][tid % 3] = (int) v.plane[tid % 3][st->cand[a][tid / 3]];
   __syncthreads ();
   const int j = blockIdx.x * SEED_THREADS + tid;
-  trial_sums value;
+  long long value[QUANTIZE_MAX_TRIALS];
 #pragma unroll
   for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
-    value.t[t] = 0;
+    value[t] = 0;
   if (j < v.n)
     {
       long long *d2 = &v.d2[(size_t) a * v.n + j];
@@ -494,13 +475,30 @@ seed_pick_kernel (seed_view v)
         if (t < v.trials)
           {
             e = sample_distance (v, j, s_cand[t]);
-            value.t[t] = e < d ? e : d;
+            value[t] = e < d ? e : d;
           }
     }
-  const trial_sums sums = cub::BlockReduce<trial_sums, SEED_THREADS> (s_reduce).Reduce (value, add_trial_sums ());
-  if (tid == 0)
-    for (int t = 0; t < v.trials; t++)
-      v.part[((size_t) a * QUANTIZE_MAX_TRIALS + t) * v.blocks + blockIdx.x] = sums.t[t];
+  /* Each trial's sum over the block: the warps' sums, then thread t adds
+   * trial t's; only the trials in use, one barrier for all of them. (A
+   * cub::BlockReduce of the 8 trials as one struct always reduces all 8 and
+   * nearly doubles the kernel's local memory: ptxas 144 bytes of stack.) */
+#pragma unroll
+  for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
+    if (t < v.trials)
+      {
+        long long sum = warp_reduce (s_warp_reduce[warp]).Sum (value[t]);
+        if (lane == 0)
+          s_warp[t][warp] = sum;
+        __syncwarp (); /* before the warp's temporary storage serves again */
+      }
+  __syncthreads ();
+  if (tid < v.trials)
+    {
+      long long sum = 0;
+      for (int w = 0; w < SEED_WARPS; w++)
+        sum += s_warp[tid][w];
+      v.part[((size_t) a * QUANTIZE_MAX_TRIALS + tid) * v.blocks + blockIdx.x] = sum;
+    }
   if (!last_block (&st->ticket[a]))
     return;
   /* the trial with the lowest potential (the first on ties) is the next centre */
