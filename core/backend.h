@@ -68,7 +68,6 @@ typedef struct nlmeans_session nlmeans_session;
 typedef struct quantize_session quantize_session;
 
 typedef struct {
-  const char *name; /* "cpu", "cuda" */
   /* 1 when usable; name: the device, why: the reason it is not. */
   int (*probe) (char *name, size_t name_size, char *why, size_t why_size);
 
@@ -133,7 +132,7 @@ typedef struct {
 /* Backend b's table, from the operations CUDAFX_BACKEND_DECLARE names. */
 #define CUDAFX_BACKEND_TABLE(b)                                                                     \
   {                                                                                                 \
-    #b, cudafx_##b##_probe, cudafx_median_##b, cudafx_convolve_##b, cudafx_nlmeans_##b##_open,      \
+    cudafx_##b##_probe, cudafx_median_##b, cudafx_convolve_##b, cudafx_nlmeans_##b##_open,          \
     cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_denoise, cudafx_nlmeans_##b##_close,           \
     cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
     cudafx_quantize_##b##_map, cudafx_quantize_##b##_close                                          \
