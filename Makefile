@@ -3,7 +3,9 @@
 # (and nvcc for the CUDA backend); the CLI needs GEGL.
 
 CC        ?= gcc
-ARCHFLAGS ?= -march=native
+# A packaged binary must run on any x86-64: no -march=native unless asked
+# (`make ARCHFLAGS=-march=native`; docs/BENCHMARKS.md has what it changes).
+ARCHFLAGS ?=
 # -ffp-contract=off: no fused multiply-adds the source did not ask for, so
 # results do not depend on the compiler's choices (CPU/GPU determinism).
 CFLAGS    ?= -O3 -g
@@ -12,6 +14,8 @@ CFLAGS    += $(ARCHFLAGS) -std=gnu11 -Wall -Wextra -Wno-unused-parameter \
 LDLIBS    += -fopenmp -lm
 
 BUILD     ?= build
+# Header dependencies, written by the compilers beside each object.
+DEPFLAGS  := -MMD -MP
 
 # CUDA: nvcc from PATH, else /usr/local/cuda; `make CUDA=0` builds CPU-only.
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
@@ -57,13 +61,13 @@ GPU_SRCS  := $(wildcard tests/gpu/*.c)
 GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
 GEGL_OK   := $(shell pkg-config --exists gegl-0.4 && echo yes)
-ifeq ($(GEGL_OK)$(wildcard tools/cudafx.c),yestools/cudafx.c)
+ifeq ($(GEGL_OK)$(wildcard cli/cudafx.c),yescli/cudafx.c)
 CLI       := $(BUILD)/cudafx
 GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
 endif
 
-.PHONY: all locale check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp pot update-po
+.PHONY: all install locale check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp pot update-po
 # Translations, gettext domain "cudafx": po/<lang>.po compiled to
 # $(BUILD)/locale/<lang>/LC_MESSAGES/cudafx.mo, the layout both GIMPs and the
 # CLI look for beside their executable. `make pot` re-extracts the strings,
@@ -71,7 +75,7 @@ endif
 MSGFMT    := $(shell command -v msgfmt 2>/dev/null)
 LINGUAS   := $(patsubst po/%.po,%,$(wildcard po/*.po))
 MO_FILES  := $(if $(MSGFMT),$(LINGUAS:%=$(BUILD)/locale/%/LC_MESSAGES/cudafx.mo))
-I18N_C    := $(sort $(wildcard core/*.c tools/cudafx.c plugin/*.c ui/*.c))
+I18N_C    := $(sort $(wildcard core/*.c cli/*.c plugin/*/*.c))
 I18N_CXX  := $(sort $(wildcard cuda/*.cu))
 XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=cudafx \
                   --keyword=_ --keyword=N_ --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
@@ -79,8 +83,14 @@ XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=c
                   --keyword=runtime_error:1 --flag=runtime_error:1:c-format \
                   --sort-by-file
 
-all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) locale
+# The GIMP plug-ins whose development files this machine has.
+GIMP3_OK   := $(shell pkg-config --exists gimpui-3.0 && echo yes)
+GIMP210_OK := $(shell pkg-config --exists gimpui-2.0 && echo yes)
+PLUGINS    := $(if $(GIMP3_OK),$(BUILD)/gimp3-native/cudafx) $(if $(GIMP210_OK),$(BUILD)/gimp210/cudafx)
+
+all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) $(PLUGINS) locale
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
+	@echo "  GIMP 3 plug-in: $(if $(GIMP3_OK),built,skipped (no libgimp-3.0-dev)); GIMP 2.10 plug-in: $(if $(GIMP210_OK),built,skipped (no libgimp2.0-dev))"
 
 # The catalogs alone (the plug-ins install them beside themselves).
 locale: $(MO_FILES)
@@ -97,13 +107,13 @@ pot:
 update-po: pot
 	for po in $(wildcard po/*.po); do msgmerge --quiet --update --backup=none $$po po/cudafx.pot; done
 
-$(BUILD)/core/%.o: core/%.c $(wildcard core/*.h)
+$(BUILD)/core/%.o: core/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(CUDA_DEFS) -c $< -o $@
+	$(CC) $(CFLAGS) $(CUDA_DEFS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh core/*.h)
+$(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(LIB): $(CORE_OBJS) $(CUDA_OBJS)
 	@rm -f $@
@@ -112,9 +122,9 @@ $(LIB): $(CORE_OBJS) $(CUDA_OBJS)
 $(SHLIB): $(CORE_OBJS) $(CUDA_OBJS)
 	$(CC) -shared $^ $(LIB_LIBS) -o $@
 
-$(BUILD)/tests/%.o: tests/unit/%.c tests/unit/harness.h core/cudafx.h
+$(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(CUDA_DEFS) -c $< -o $@
+	$(CC) $(CFLAGS) $(CUDA_DEFS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -o $@
@@ -125,19 +135,19 @@ $(BUILD)/test-median-network: tests/unit/median_network.cc cuda/median_network.h
 	$(CXX) -O2 -std=c++17 -Wall -Wextra $< -o $@
 
 # GPU tests also ask the CUDA runtime (cudaMemGetInfo) how much memory is free.
-$(BUILD)/tests-gpu/%.o: tests/gpu/%.c tests/unit/harness.h core/cudafx.h
+$(BUILD)/tests-gpu/%.o: tests/gpu/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
 # The unit tests plus the CUDA-machinery tests, for the CUDA backend.
 $(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(LIB) $(LIB_LIBS) -o $@
 
-$(BUILD)/tools/%.o: tools/%.c core/cudafx.h $(wildcard tools/*.h)
+$(BUILD)/cli/%.o: cli/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(GEGL_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(GEGL_CFLAGS) -c $< -o $@
 
-$(BUILD)/cudafx: $(BUILD)/tools/cudafx.o $(LIB)
+$(BUILD)/cudafx: $(BUILD)/cli/cudafx.o $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -o $@
 
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
@@ -165,13 +175,13 @@ reliability-gpu: $(SHLIB) $(BUILD)/test-gpu
 
 # GPU benchmark against CuPy, PyTorch and NPP (on the CUDA machine).
 NPP_LIBS ?= -lnppif -lnppig -lnppc
-$(BUILD)/bench_npp: tools/bench_npp.cu
+$(BUILD)/bench_npp: bench/bench_npp.cu
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -arch=native $< $(NPP_LIBS) -o $@
 
 bench-gpu: $(SHLIB)
 	-$(MAKE) --no-print-directory $(BUILD)/bench_npp
-	python3 tools/bench_gpu.py
+	python3 bench/bench_gpu.py
 
 ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan CUDA=0 ARCHFLAGS= \
   CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
@@ -205,7 +215,7 @@ build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fno-sanitize-coverage=trace-cmp tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
 
-build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c tools/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h)
+build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c cli/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
 
@@ -233,7 +243,7 @@ PYTHON3    ?= /usr/bin/python3
 BENCH_ARGS ?=
 
 bench: $(SHLIB)
-	$(PYTHON3) tools/bench.py $(BENCH_ARGS)
+	$(PYTHON3) bench/bench.py $(BENCH_ARGS)
 
 # Each tests/quality/*.py in order; all run, the target fails if any did.
 quality: $(SHLIB)
@@ -246,21 +256,22 @@ quality: $(SHLIB)
 # GIMP 3 plug-in: compiled and linked inside a Debian 13 chroot that
 # tests/gimp/chroot.sh creates once (root, network to the host's Debian mirror)
 # and keeps outside the clone; the engine library comes from the host.
-GIMP3_SRCS := plugin/gimp3.c plugin/procedures.c plugin/region.c plugin/dialog-common.c \
-               $(wildcard ui/*.c)
+GIMP3_SRCS := $(wildcard plugin/gimp3/*.c plugin/common/*.c)
+GIMP3_HDRS := $(wildcard plugin/gimp3/*.h plugin/common/*.h)
+GIMP3_INC  := -Icore -Iplugin/common -Iplugin/gimp3
 
-$(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h $(LIB) \
+$(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB) \
                        tests/gimp/build-plugin.sh tests/gimp/chroot.sh
-	tests/gimp/build-plugin.sh $@ $(LIB) "$(LIB_LIBS)" $(GIMP3_SRCS)
+	tests/gimp/build-plugin.sh $@ $(LIB) "$(LIB_LIBS)" "$(GIMP3_INC)" $(GIMP3_SRCS) $(GIMP3_HDRS)
 
 plugin: $(BUILD)/gimp3/cudafx locale
 
 # The same plug-in built natively where the system has GIMP 3's development
 # files (libgimp-3.0-dev); install.sh uses it.
-$(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(wildcard plugin/*.h ui/*.h) core/cudafx.h $(LIB)
+$(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB)
 	@pkg-config --exists gimpui-3.0 || { echo "plugin-3-native needs GIMP 3's development files (libgimp-3.0-dev)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin -Iui \
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration $(GIMP3_INC) \
 	  $$(pkg-config --cflags gimpui-3.0) $(GIMP3_SRCS) $(LIB) $$(pkg-config --libs gimpui-3.0) \
 	  $(LIB_LIBS) -o $@
 
@@ -274,23 +285,23 @@ check-gimp: plugin
 # GIMP 2.10 plug-in: built natively (Debian 12: libgimp2.0-dev) against the
 # engine library; tests drive gimp-console-2.10 on the host. GTK 2's headers
 # use GLib types GLib now deprecates: those warnings are not ours.
-GIMP210_SRCS := plugin/gimp210.c plugin/procedures.c plugin/region.c plugin/dialog210.c \
-                plugin/dialog-common.c
+GIMP210_SRCS := $(wildcard plugin/gimp210/*.c plugin/common/*.c)
+GIMP210_HDRS := $(wildcard plugin/gimp210/*.h plugin/common/*.h)
 
-$(BUILD)/gimp210/cudafx: $(GIMP210_SRCS) $(wildcard plugin/*.h) core/cudafx.h $(LIB)
+$(BUILD)/gimp210/cudafx: $(GIMP210_SRCS) $(GIMP210_HDRS) core/cudafx.h $(LIB)
 	@pkg-config --exists gimpui-2.0 || { echo "plugin-210 needs GIMP 2.10's development files (libgimp2.0-dev)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin \
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin/common -Iplugin/gimp210 \
 	  -DGLIB_DISABLE_DEPRECATION_WARNINGS $$(pkg-config --cflags gimpui-2.0) $(GIMP210_SRCS) $(LIB) $$(pkg-config --libs gimpui-2.0) \
 	  $(LIB_LIBS) -o $@
 
 # The plug-in's procedure table (engine arguments, then the hosts' own) as a
 # library for scripts that write GIMP 2.10 calls (tests/gimp210/procargs.py).
-$(BUILD)/libcudafx-procedures.so: plugin/procedures.c plugin/procedures.h core/cudafx.h $(CORE_OBJS) $(CUDA_OBJS)
-	$(CC) $(CFLAGS) -shared -Icore -Iplugin $$(pkg-config --cflags glib-2.0) plugin/procedures.c \
+$(BUILD)/libcudafx-procedures.so: plugin/common/procedures.c plugin/common/procedures.h core/cudafx.h $(CORE_OBJS) $(CUDA_OBJS)
+	$(CC) $(CFLAGS) -shared -Icore -Iplugin/common $$(pkg-config --cflags glib-2.0) plugin/common/procedures.c \
 	  $(CORE_OBJS) $(CUDA_OBJS) $$(pkg-config --libs glib-2.0) $(LIB_LIBS) -o $@
 
-.PHONY: plugin-210 check-gimp210 install
+.PHONY: plugin-210 check-gimp210
 plugin-210: $(BUILD)/gimp210/cudafx $(BUILD)/libcudafx-procedures.so locale
 
 # Headless GIMP 2.10 tests of the plug-in; ends with "N passed, N failed".
@@ -303,9 +314,11 @@ check-gimp210: plugin-210 all
 screenshots-210: plugin-210 all
 	tests/gimp210/screenshots.sh $(BUILD)
 
-# Everything a user needs: dependencies, build, the plug-in in every GIMP found, a smoke run.
-install:
-	./install.sh
+# What `make` built, for the user (GIMP's and GEGL's folders in $$HOME, the CLI
+# in ~/.local/bin) or, with PREFIX (and DESTDIR), system-wide; never apt-get.
+# install.sh is a user's whole set-up: packages, build, this, a smoke run.
+install: all
+	tools/install-files.sh $(BUILD)
 
 # The dialogs for the README, under Xvfb: GIMP 3's four from the chroot
 # (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish
@@ -313,8 +326,8 @@ install:
 # (tests/gimp210/screenshots.sh BUILD OUTDIR, same naming with gimp210-).
 .PHONY: screenshots check-dialogs
 screenshots: plugin
-	ui/screenshots.sh $(BUILD) docs/screenshots
-	ui/screenshots.sh --lang es_ES $(BUILD) docs/screenshots
+	tests/gimp/screenshots.sh $(BUILD) docs/screenshots
+	tests/gimp/screenshots.sh --lang es_ES $(BUILD) docs/screenshots
 	if [ -x tests/gimp210/screenshots.sh ]; then tests/gimp210/screenshots.sh $(BUILD) docs/screenshots; fi
 
 # The GIMP 3 dialogs opened under Xvfb with nobody at the keyboard: each
@@ -322,8 +335,8 @@ screenshots: plugin
 # minutes here; not in CI). Ends with "N passed, N failed".
 check-dialogs: plugin all
 	rm -rf $(BUILD)/dialog-shots
-	ui/screenshots.sh --both $(BUILD) $(BUILD)/dialog-shots
-	$(PYTHON3) ui/check-dialogs.py $(BUILD)/dialog-shots $(BUILD)/cudafx
+	tests/gimp/screenshots.sh --both $(BUILD) $(BUILD)/dialog-shots
+	$(PYTHON3) tests/gimp/check-dialogs.py $(BUILD)/dialog-shots $(BUILD)/cudafx
 
 clean:
 	rm -rf build build-asan build-gpu build-fuzz
@@ -341,3 +354,6 @@ demo:
 	$(BUILD)/cudafx quantize --colors 16 --palette-out out/quantize.gpl --json $(DEMO_IN) out/quantize.png
 	$(BUILD)/cudafx convolve --preset sharpen-5x5 --json $(DEMO_IN) out/convolve.png
 	@echo "demo: results in out/ (median.png nl-means.png quantize.png quantize.gpl convolve.png)"
+
+# The header dependencies the compilers wrote (absent before the first build).
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # cudafx — one command for a user: installs what is missing (apt on
 # Debian/Ubuntu: build tools, GEGL, GIMP and its plug-in development files),
-# builds, installs the plug-in into the user's folder of every GIMP found
-# (3.x: ~/.config/GIMP/3.x/plug-ins/cudafx/ for every 3.x folder and the
-# installed GIMP 3's version, 2.10: ~/.config/GIMP/2.10/plug-ins/cudafx/),
-# then runs the four procedures through headless GIMP on tests/data/astronaut.png
-# and writes out/gimp3-<filter>.png (GIMP 3) and out/gimp-<filter>.png (GIMP 2.10).
+# builds (`make`), installs for this user (`make install`: the plug-in into the
+# folder of every GIMP found, the CLI in ~/.local/bin; tools/install-files.sh
+# says where), then runs the four procedures through headless GIMP on
+# tests/data/astronaut.png and writes out/gimp3-<filter>.png (GIMP 3) and
+# out/gimp-<filter>.png (GIMP 2.10).
 set -eu
 cd "$(dirname "$0")"
 config=${XDG_CONFIG_HOME:-$HOME/.config}/GIMP
@@ -28,6 +28,7 @@ elif ! command -v gimp-console-2.10 >/dev/null && ! command -v gimp-console-3.0 
 fi
 
 make -j"$(nproc)" all
+make install
 mkdir -p out
 in=$PWD/tests/data/astronaut.png
 filters="median nl-means quantize convolve"
@@ -62,12 +63,6 @@ if [ -z "$versions" ]; then
 elif ! pkg-config --exists gimpui-3.0; then
   echo "install: GIMP 3 found ($versions) but not its plug-in development files (gimpui-3.0.pc: libgimp-3.0-dev); skipping the GIMP 3 plug-in" >&2
 else
-  make plugin-3-native
-  for v in $versions; do
-    mkdir -p "$config/$v/plug-ins/cudafx"
-    tools/install-plugin.sh build/gimp3-native/cudafx build/locale "$config/$v/plug-ins/cudafx"
-    echo "install: GIMP $v plug-in installed in $config/$v/plug-ins/cudafx/"
-  done
   installed="$installed $versions"
   console=$(command -v gimp-console-3.0 gimp-console-3 2>/dev/null | head -n 1 || true)
   if [ -n "$console" ]; then
@@ -89,9 +84,6 @@ fi
 
 if pkg-config --exists gimp-2.0 && command -v gimp-console-2.10 >/dev/null; then
   make plugin-210
-  mkdir -p "$config/2.10/plug-ins/cudafx"
-  tools/install-plugin.sh build/gimp210/cudafx build/locale "$config/2.10/plug-ins/cudafx"
-  echo "install: GIMP 2.10 plug-in installed in $config/2.10/plug-ins/cudafx/"
   installed="$installed 2.10"
   # Script-Fu 2.10 takes every argument in order: procargs.py writes them.
   program=""

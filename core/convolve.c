@@ -81,13 +81,7 @@
 void
 cudafx_convolve_params_init (cudafx_convolve_params *p)
 {
-  p->preset = (cudafx_preset) cudafx_arg_default (CUDAFX_FILTER_CONVOLVE, "preset");
-  p->kernel = NULL;
-  p->kernel_size = 0;
-  p->sigma = cudafx_arg_default (CUDAFX_FILTER_CONVOLVE, "sigma");
-  p->divisor = cudafx_arg_default (CUDAFX_FILTER_CONVOLVE, "divisor");
-  p->offset = cudafx_arg_default (CUDAFX_FILTER_CONVOLVE, "offset");
-  p->border = (cudafx_border) cudafx_arg_default (CUDAFX_FILTER_CONVOLVE, "border");
+  cudafx_params_defaults (CUDAFX_FILTER_CONVOLVE, p);
 }
 
 /* ---- kernels ------------------------------------------------------------ */
@@ -139,11 +133,7 @@ check_params (const cudafx_convolve_params *p)
   cudafx_status s;
   if (!p)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "convolve: params is NULL");
-  if ((s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "preset", p->preset)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "sigma", p->sigma)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "divisor", p->divisor)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "offset", p->offset)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_CONVOLVE, "border", p->border)))
+  if ((s = cudafx_params_check (CUDAFX_FILTER_CONVOLVE, p)))
     return s;
   if (p->preset == CUDAFX_PRESET_CUSTOM && p->kernel)
     {

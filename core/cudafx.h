@@ -115,6 +115,17 @@ typedef struct {
   const char *label;  /* "Floyd–Steinberg" */
 } cudafx_choice;
 
+/* Where an argument's value lives in cudafx_filter_params (below), as libvips
+ * binds its arguments to struct fields: hosts and the engine move values in,
+ * read defaults and validate by walking the table, never by name. */
+typedef enum {
+  CUDAFX_FIELD_NONE,    /* not the engine's: a host's own argument (GIMP's palette options) */
+  CUDAFX_FIELD_INT,     /* int: int arguments, booleans (0/1) and choices (int-sized enums) */
+  CUDAFX_FIELD_UINT32,  /* uint32_t */
+  CUDAFX_FIELD_DOUBLE,  /* double */
+  CUDAFX_FIELD_KERNEL   /* the convolution kernel: pointer and size, set from the host's array */
+} cudafx_field;
+
 typedef struct {
   const char          *name;   /* "search-radius": GIMP argument and CLI --search-radius */
   const char          *label;  /* "_Search radius" (mnemonic for dialogs) */
@@ -123,6 +134,8 @@ typedef struct {
   double               min, max, def; /* int, double; boolean 0/1; choice index */
   const cudafx_choice *choices;       /* CHOICE only, n_choices entries */
   int                  n_choices;
+  cudafx_field         field;         /* engine arguments: how the value is stored */
+  size_t               offset;        /* engine arguments: offsetof (cudafx_filter_params, ...) */
 } cudafx_arg;
 
 typedef struct {
@@ -134,6 +147,8 @@ typedef struct {
   const char       *help;       /* a paragraph */
   const cudafx_arg *args;       /* the filter's own arguments, then "backend" */
   int               n_args;
+  size_t            params_offset; /* its struct in cudafx_filter_params (.median, ...) */
+  size_t            params_size;
 } cudafx_filter_desc;
 
 enum { CUDAFX_FILTER_MEDIAN, CUDAFX_FILTER_NLMEANS, CUDAFX_FILTER_QUANTIZE,
@@ -290,6 +305,9 @@ typedef struct {
  * the filter call validates. */
 void cudafx_filter_params_from_values (int filter, const double *values, const double *kernel,
                                        int kernel_size, cudafx_filter_params *p);
+
+/* Bytes of cudafx_filter_params, for bindings that treat it as opaque. */
+size_t cudafx_filter_params_size (void);
 
 /* Runs filter with p (its backend replaces o's); result may be NULL. */
 cudafx_status cudafx_run_filter (int filter, const cudafx_filter_params *p, const cudafx_image *src,

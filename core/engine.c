@@ -118,36 +118,6 @@ cudafx_check_pair (const char *filter, const cudafx_image *src, const cudafx_ima
   return CUDAFX_OK;
 }
 
-static const cudafx_arg *
-table_arg (int filter, const char *arg)
-{
-  const cudafx_arg *a = cudafx_arg_find (&cudafx_filters[filter], arg);
-  if (!a)
-    abort (); /* a misspelt name in the engine itself: a programming error */
-  return a;
-}
-
-cudafx_status
-cudafx_check_arg (int filter, const char *arg, double value)
-{
-  const cudafx_arg *a = table_arg (filter, arg);
-  if (!(value >= a->min && value <= a->max)) /* also rejects NaN */
-    {
-      if (a->type == CUDAFX_ARG_DOUBLE)
-        return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s %g is out of range %g..%g",
-                            cudafx_filters[filter].name, arg, value, a->min, a->max);
-      return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: %s %.0f is out of range %.0f..%.0f",
-                          cudafx_filters[filter].name, arg, value, a->min, a->max);
-    }
-  return CUDAFX_OK;
-}
-
-double
-cudafx_arg_default (int filter, const char *arg)
-{
-  return table_arg (filter, arg)->def;
-}
-
 void
 cudafx_options_init (cudafx_options *options)
 {

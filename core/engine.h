@@ -26,11 +26,15 @@ cudafx_status cudafx_check_image (const char *filter, const char *what, const cu
  * and that they do not overlap. */
 cudafx_status cudafx_check_pair (const char *filter, const cudafx_image *src, const cudafx_image *dst);
 
-/* Checks a value against the argument table's range for filter/arg; the
- * message names both, e.g. "median: radius 101 is out of range 1..100". */
-cudafx_status cudafx_check_arg (int filter, const char *arg, double value);
-/* The table's default of filter/arg. */
-double cudafx_arg_default (int filter, const char *arg);
+/* The argument table over a filter's own parameter struct (params points at a
+ * cudafx_median_params, ...), by the fields the table binds (core/params.c):
+ * the defaults, and every value checked against its range, the message naming
+ * both, e.g. "median: radius 101 is out of range 1..100". */
+void          cudafx_params_defaults (int filter, void *params);
+cudafx_status cudafx_params_check (int filter, const void *params);
+/* One bound field's value as a double, and set from one. */
+double cudafx_field_get (const cudafx_arg *a, const void *field);
+void   cudafx_field_set (const cudafx_arg *a, void *field, double value);
 
 static inline uint8_t *
 cudafx_row (const cudafx_image *img, int y)

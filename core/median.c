@@ -906,9 +906,7 @@ median_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
 void
 cudafx_median_params_init (cudafx_median_params *p)
 {
-  p->radius = (int) cudafx_arg_default (CUDAFX_FILTER_MEDIAN, "radius");
-  p->percentile = cudafx_arg_default (CUDAFX_FILTER_MEDIAN, "percentile");
-  p->shape = (cudafx_shape) cudafx_arg_default (CUDAFX_FILTER_MEDIAN, "shape");
+  cudafx_params_defaults (CUDAFX_FILTER_MEDIAN, p);
 }
 
 cudafx_status
@@ -919,9 +917,7 @@ cudafx_median (const cudafx_image *src, cudafx_image *dst,
   if (!p)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "median: params is NULL");
   if ((s = cudafx_check_pair ("median", src, dst))
-      || (s = cudafx_check_arg (CUDAFX_FILTER_MEDIAN, "radius", p->radius))
-      || (s = cudafx_check_arg (CUDAFX_FILTER_MEDIAN, "percentile", p->percentile))
-      || (s = cudafx_check_arg (CUDAFX_FILTER_MEDIAN, "shape", p->shape)))
+      || (s = cudafx_params_check (CUDAFX_FILTER_MEDIAN, p)))
     return s;
   median_call call = { src, dst, { p->radius, p->shape, p->percentile, 0, 0, { 0 } } };
   for (int dx = -p->radius; dx <= p->radius; dx++)

@@ -586,11 +586,7 @@ colour_channels (const cudafx_image *img)
 void
 cudafx_nlmeans_params_init (cudafx_nlmeans_params *p)
 {
-  p->automatic = (int) cudafx_arg_default (CUDAFX_FILTER_NLMEANS, "auto");
-  p->h = cudafx_arg_default (CUDAFX_FILTER_NLMEANS, "h");
-  p->patch_radius = (int) cudafx_arg_default (CUDAFX_FILTER_NLMEANS, "patch-radius");
-  p->search_radius = (int) cudafx_arg_default (CUDAFX_FILTER_NLMEANS, "search-radius");
-  p->sigma = 0.0;
+  cudafx_params_defaults (CUDAFX_FILTER_NLMEANS, p);
 }
 
 /* ---- the CPU backend's session (core/cpu.c's table) ---------------------- */
@@ -703,9 +699,7 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
     return s;
   if (!p)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: params is NULL");
-  if ((s = cudafx_check_arg (CUDAFX_FILTER_NLMEANS, "h", p->h)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_NLMEANS, "patch-radius", p->patch_radius)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_NLMEANS, "search-radius", p->search_radius)))
+  if ((s = cudafx_params_check (CUDAFX_FILTER_NLMEANS, p)))
     return s;
   if (!(p->sigma >= 0.0 && p->sigma <= 255.0))
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: sigma must be 0..255 (0: estimate it), not %g",

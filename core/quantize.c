@@ -1155,11 +1155,7 @@ done:
 void
 cudafx_quantize_params_init (cudafx_quantize_params *p)
 {
-  p->colors = (int) cudafx_arg_default (CUDAFX_FILTER_QUANTIZE, "colors");
-  p->color_space = (cudafx_color_space) cudafx_arg_default (CUDAFX_FILTER_QUANTIZE, "color-space");
-  p->dither = (cudafx_dither) cudafx_arg_default (CUDAFX_FILTER_QUANTIZE, "dither");
-  p->max_iterations = (int) cudafx_arg_default (CUDAFX_FILTER_QUANTIZE, "max-iterations");
-  p->seed = (uint32_t) cudafx_arg_default (CUDAFX_FILTER_QUANTIZE, "seed");
+  cudafx_params_defaults (CUDAFX_FILTER_QUANTIZE, p);
 }
 
 cudafx_status
@@ -1175,11 +1171,7 @@ cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quanti
   if (dims != 1 && dims != 3)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
                         "quantize: source image has %d colour channels (1 grey or 3 RGB expected)", dims);
-  if ((s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "colors", p->colors)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "color-space", (double) p->color_space)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "dither", (double) p->dither)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "max-iterations", p->max_iterations)) ||
-      (s = cudafx_check_arg (CUDAFX_FILTER_QUANTIZE, "seed", (double) p->seed)))
+  if ((s = cudafx_params_check (CUDAFX_FILTER_QUANTIZE, p)))
     return s;
   quantize_job job = { src, dst, p, palette };
   return cudafx_dispatch (FILTER, quantize_run, &job, o);

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the CLI's option and kernel parsing (tools/cudafx.c).
+/* libFuzzer harness for the CLI's option and kernel parsing (cli/cudafx.c).
  *
  * The input is a command line: NUL-separated words, the first naming the
  * filter (median, nl-means, quantize, convolve; anything else picks one by its
@@ -12,7 +12,7 @@
  * values. Built and run by `make fuzz`, which closes the target's stdout and
  * stderr (help and usage messages) with -close_fd_mask=3. */
 #define main cudafx_cli_main
-#include "../../tools/cudafx.c"
+#include "../../cli/cudafx.c"
 #undef main
 
 #define MAX_WORDS 64

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Builds the GIMP 3 plug-in inside the Debian 13 chroot (GIMP 3's libraries
 # are newer than the host's) against the engine library built on the host.
-#   tests/gimp/build-plugin.sh OUT ENGINE_LIB "ENGINE_LINK_FLAGS" SOURCE...
-# Sources, headers of plugin/ ui/ and the public ones of core/ are copied into the chroot.
+#   tests/gimp/build-plugin.sh OUT ENGINE_LIB "ENGINE_LINK_FLAGS" "INCLUDE_FLAGS" FILE...
+# The FILEs (the host's sources and headers, .c ones compiled) and the public
+# headers of core/ are copied into the chroot, keeping their paths.
 set -euo pipefail
-out=$1 lib=$2 libs=$3; shift 3
+out=$1 lib=$2 libs=$3 includes=$4; shift 4
 here=$(cd "$(dirname "$0")" && pwd)
 root=$("$here/chroot.sh" ensure)
 
 work=$(mktemp -d "$root/tmp/cudafx-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-tar -cf - core/cudafx.h core/i18n.h $(ls plugin/*.h ui/*.h 2>/dev/null) "$@" | tar -xf - -C "$work"
+tar -cf - core/cudafx.h core/i18n.h "$@" | tar -xf - -C "$work"
+sources=()
+for f in "$@"; do [[ $f == *.c ]] && sources+=("$f"); done
 cp "$lib" "$work/libcudafx.a"
 # A CUDA engine links cudart statically: bring the archive along, and use the
 # chroot's libstdc++ runtime (it has no C++ development files).
@@ -22,8 +25,8 @@ fi
 inside=${work#"$root"}
 
 "$here/chroot.sh" run /bin/sh -c "cd $inside && gcc -O2 -g -std=gnu11 -Wall -Wextra \
-  -Wno-unused-parameter -Werror=implicit-function-declaration -Icore -Iplugin -Iui \
-  \$(pkg-config --cflags gimpui-3.0) $* libcudafx.a \$(pkg-config --libs gimpui-3.0) $libs -o cudafx"
+  -Wno-unused-parameter -Werror=implicit-function-declaration $includes \
+  \$(pkg-config --cflags gimpui-3.0) ${sources[*]} libcudafx.a \$(pkg-config --libs gimpui-3.0) $libs -o cudafx"
 mkdir -p "$(dirname "$out")"
 cp "$work/cudafx" "$out"
 echo "built $out (in $root)"

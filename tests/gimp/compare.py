@@ -4,7 +4,7 @@ python3 with OpenCV and numpy).
 
   compare.py reference FILTER IN OUT [name=value ...]
       Runs the engine ($CUDAFX_LIB, default build/libcudafx.so, through
-      tools/pycudafx.py) on IN with
+      bench/pycudafx.py) on IN with
       the procedure arguments given by name (choices by nick, kernel as
       comma-separated values) and writes OUT. If the engine rejects the call,
       prints its message and exits 3.
@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import pycudafx  # noqa: E402
 
 

@@ -3,7 +3,7 @@
 # a throw-away profile inside the Debian 13 chroot (tests/gimp/chroot.sh),
 # drives gimp-console-3.0 with Script-Fu, and compares what GIMP exports with
 # the engine's output for the same parameters (the CLI BUILD/cudafx when it
-# exists, else the engine library through tools/pycudafx.py). A filter the
+# exists, else the engine library through bench/pycudafx.py). A filter the
 # engine rejects must fail in GIMP with the engine's message and leave the
 # image untouched. One case calls the plug-in from Python-Fu instead; two
 # check quantize's palette and indexed-mode arguments. Ends with "N passed, N failed".

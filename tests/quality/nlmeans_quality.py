@@ -34,7 +34,7 @@ import cv2
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import pycudafx  # noqa: E402
 
 COLOUR = ["astronaut", "chelsea", "coffee"]
@@ -162,7 +162,7 @@ def quality(engine, use_gmic):
 
 
 def speed(engine, repeats):
-    """--auto on the bench's 1 MP crop (tools/bench.py) with noise, against
+    """--auto on the bench's 1 MP crop (bench/bench.py) with noise, against
     OpenCV fastNlMeansDenoisingColored(h=10, 7, 21), best of `repeats`."""
     rgb = cv2.cvtColor(cv2.imread(os.path.join(ROOT, "tests", "data", "astronaut.png")),
                        cv2.COLOR_BGR2RGB)

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import pycudafx  # noqa: E402
 
 PHOTOS = ["astronaut", "chelsea", "coffee"]
@@ -40,8 +40,7 @@ def opencv_quantize(img, k):
 def main():
     cv2.setRNGSeed(0)
     engine = pycudafx.Engine()
-    defaults = pycudafx.QuantizeParams()
-    engine.lib.cudafx_quantize_params_init(pycudafx.C.byref(defaults))
+    max_iterations = int(engine.default("quantize", "max-iterations"))
     means = {k: [0.0, 0.0] for k in COLORS}
     print("%-10s %4s %10s %10s %7s %5s" % ("photo", "K", "ours dB", "opencv dB", "diff", "iter"))
     for name in PHOTOS:
@@ -49,7 +48,7 @@ def main():
         img = np.ascontiguousarray(bgr[:, :, ::-1])
         for k in COLORS:
             ours, _, palette = engine.quantize(img, colors=k, color_space=RGB, dither=0,
-                                               max_iterations=defaults.max_iterations, seed=0)
+                                               max_iterations=max_iterations, seed=0)
             theirs = opencv_quantize(img, k)
             a, b = psnr(img, ours), psnr(img, theirs)
             means[k][0] += a / len(PHOTOS)

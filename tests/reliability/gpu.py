@@ -22,7 +22,6 @@ reliability-gpu` runs every part; each prints what it measured and ends with
 
 Usage: gpu.py faults | huge [--width W --height H] | concurrent"""
 import argparse
-import ctypes as C
 import os
 import subprocess
 import sys
@@ -30,18 +29,19 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import pycudafx as P  # noqa: E402
 
-# name, run(engine, src, backend, has_alpha) -> (out, report), largest difference
+# name, run(engine, src, backend, has_alpha, **kw) -> (out, report), largest difference
 # from the CPU on the 0..255 scale (DESIGN.md, Determinism)
 FILTERS = {
-    "median": (lambda e, s, b, a: e.median(s, radius=3, backend=b, has_alpha=a), 1e-5 * 255),
-    "convolve": (lambda e, s, b, a: e.convolve(s, preset=2, backend=b, has_alpha=a), 1e-5 * 255),
-    "nl-means": (lambda e, s, b, a: e.nlmeans(s, automatic=False, h=12, patch_radius=1,
-                                             search_radius=3, backend=b, has_alpha=a)[:2], 1.0),
-    "quantize": (lambda e, s, b, a: e.quantize(s, colors=16, max_iterations=10, backend=b,
-                                              has_alpha=a)[:2], 0.0),
+    "median": (lambda e, s, b, a, **kw: e.median(s, radius=3, backend=b, has_alpha=a, **kw), 1e-5 * 255),
+    "convolve": (lambda e, s, b, a, **kw: e.convolve(s, preset=2, backend=b, has_alpha=a, **kw),
+                 1e-5 * 255),
+    "nl-means": (lambda e, s, b, a, **kw: e.nlmeans(s, automatic=False, h=12, patch_radius=1,
+                                                   search_radius=3, backend=b, has_alpha=a, **kw)[:2], 1.0),
+    "quantize": (lambda e, s, b, a, **kw: e.quantize(s, colors=16, max_iterations=10, backend=b,
+                                                    has_alpha=a, **kw)[:2], 0.0),
 }
 results = {"passed": 0, "failed": 0}
 
@@ -69,21 +69,13 @@ def test_image(h, w, c, dtype, seed=1):
 def forced_cuda_fails(engine, name, src, point):
     """Forced cuda under a fault: an error with a message; dst untouched unless
     the fault came after a stripe was written (stripe1)."""
-    fn = {"median": engine.lib.cudafx_median, "convolve": engine.lib.cudafx_convolve}.get(name)
-    if fn is None:  # nl-means and quantize take an extra pointer: check through the wrapper
-        try:
-            FILTERS[name][0](engine, src, "cuda", False)
-            return False, "succeeded"
-        except P.CudafxError as e:
-            return True, str(e)
-    params = P.MedianParams(3, 50.0, 0) if name == "median" else P.ConvolveParams(2, None, 0, 2.0, 0, 0, 0)
-    src, s = engine._image(src, False)
     dst = np.full_like(src, 77)
-    _, d = engine._image(dst, False)
-    opts = P.Options(P.BACKENDS["cuda"], 0, None, None, None)
-    status = fn(C.byref(s), C.byref(d), C.byref(params), C.byref(opts))
-    message = engine.lib.cudafx_error_message().decode()
-    return bool(status != 0 and message and (point == "stripe1" or np.all(dst == 77))), message
+    try:
+        FILTERS[name][0](engine, src, "cuda", False, out=dst)
+        return False, "succeeded"
+    except P.CudafxError as e:
+        message = str(e)
+    return bool(message and (point == "stripe1" or np.all(dst == 77))), message
 
 
 def faults_child(point, name):

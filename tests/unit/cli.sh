@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of the cudafx command-line tool (tools/cudafx.c): usage errors exit 2
+# Tests of the cudafx command-line tool (cli/cudafx.c): usage errors exit 2
 # and name the option, runtime errors exit 1, neither creates OUT nor touches
 # an existing one; each filter runs on the test images and writes a valid
 # image of the same size and depth; --json and --palette-out write what they

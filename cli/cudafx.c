@@ -956,7 +956,13 @@ init_translations (const char *argv0)
 {
   char *exe = g_file_read_link ("/proc/self/exe", NULL);
   char *dir = g_path_get_dirname (exe ? exe : argv0);
+  /* Beside the executable in a build tree; PREFIX/share/locale once installed. */
   char *locale_dir = g_build_filename (dir, "locale", NULL);
+  if (!g_file_test (locale_dir, G_FILE_TEST_IS_DIR))
+    {
+      g_free (locale_dir);
+      locale_dir = g_build_filename (dir, "..", "share", "locale", NULL);
+    }
   setlocale (LC_ALL, "");
   setlocale (LC_NUMERIC, "C");
   bindtextdomain (GETTEXT_PACKAGE, locale_dir);

@@ -5,12 +5,12 @@
 # RUN-INTERACTIVE) on a photo from tests/data, waits until the preview has
 # stopped changing, saves the dialog's window and cancels it.
 #
-#   ui/screenshots.sh BUILD OUTDIR          OUTDIR/gimp3-<filter>.png
-#   ui/screenshots.sh --both BUILD OUTDIR   also OUTDIR/gimp3-<filter>-off.png, the
+#   tests/gimp/screenshots.sh BUILD OUTDIR          OUTDIR/gimp3-<filter>.png
+#   tests/gimp/screenshots.sh --both BUILD OUTDIR   also OUTDIR/gimp3-<filter>-off.png, the
 #                                           same dialog with its Preview toggle off,
 #                                           and the photo as gimp3-<filter>-input.png
-#                                           (ui/check-dialogs.py compares them)
-#   ui/screenshots.sh --lang es_ES BUILD OUTDIR
+#                                           (tests/gimp/check-dialogs.py compares them)
+#   tests/gimp/screenshots.sh --lang es_ES BUILD OUTDIR
 #                                           the Non-Local Means dialog with GIMP in that
 #                                           locale: OUTDIR/gimp3-nl-means-es.png
 #
@@ -20,8 +20,8 @@ set -euo pipefail
 both=0 locale=
 [ "${1:-}" = --both ] && { both=1; shift; }
 [ "${1:-}" = --lang ] && { locale=$2; shift 2; }
-build=${1:?usage: ui/screenshots.sh [--both] BUILD OUTDIR}
-outdir=${2:?usage: ui/screenshots.sh [--both] BUILD OUTDIR}
+build=${1:?usage: tests/gimp/screenshots.sh [--both] BUILD OUTDIR}
+outdir=${2:?usage: tests/gimp/screenshots.sh [--both] BUILD OUTDIR}
 cd "$(dirname "$0")/.."
 chroot_sh=tests/gimp/chroot.sh
 [ -x "$build/gimp3/cudafx" ] || { echo "no plug-in at $build/gimp3/cudafx (make plugin)" >&2; exit 1; }
@@ -35,7 +35,7 @@ tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plu
 cp tests/data/astronaut.png tests/data/coffee.png "$work/"
 
 # filter : dialog title : photo the dialog opens on (noisy ones made inside
-# the chroot) : keys typed before the shot (xdotool names; ui/check-dialogs.py
+# the chroot) : keys typed before the shot (xdotool names; tests/gimp/check-dialogs.py
 # knows what they set). Convolution: Alt+T (Preset), five up from Gaussian is
 # Sharpen 5x5, a kernel the grid shows.
 dialogs=(

@@ -1,7 +1,7 @@
 /* cudafx — the GIMP 3 front end: one plug-in executable registering the four
  * procedures from the engine's argument table and the hosts' own arguments
- * (plugin/procedures.c), reading each run's arguments back from the procedure
- * config (ui/args.c), showing the dialog (ui/dialog.c) in interactive runs,
+ * (plugin/common/procedures.c), reading each run's arguments back from the procedure
+ * config (args.c), showing the dialog (dialog.c) in interactive runs,
  * and handing pixels to region.c. Quantize can also create a palette resource
  * (which it returns) and convert the image to indexed mode with it.
  * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */

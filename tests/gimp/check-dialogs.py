@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks screenshots of the GIMP 3 dialogs (ui/screenshots.sh --both): in
+"""Checks screenshots of the GIMP 3 dialogs (tests/gimp/screenshots.sh --both): in
 each dialog the preview area must show the filter's result, not the photo.
 
 For every filter, the pixels that change when the Preview toggle goes off
@@ -8,7 +8,7 @@ photo (found by template matching: this gives its position), and with the
 toggle on it must match the CLI's output for the same settings at that
 position, while differing from the photo.
 
-    ui/check-dialogs.py SHOTS_DIR CLI      ends with "N passed, N failed"
+    tests/gimp/check-dialogs.py SHOTS_DIR CLI      ends with "N passed, N failed"
 """
 import os
 import subprocess
@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 # What each dialog shows, as CLI options: the defaults of a fresh profile,
-# except what ui/screenshots.sh types (convolution: Sharpen 5x5).
+# except what tests/gimp/screenshots.sh types (convolution: Sharpen 5x5).
 SETTINGS = {
     "median": [],
     "nl-means": [],

@@ -1,6 +1,6 @@
 /* cudafx — a GIMP 3 procedure config read back into argument values, walking
  * the procedure's arguments (core/params.c, then the host's in
- * plugin/procedures.c) by name. */
+ * plugin/common/procedures.c) by name. */
 #include "args.h"
 
 gboolean

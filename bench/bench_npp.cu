@@ -1,7 +1,7 @@
 /* NVIDIA NPP as a benchmark peer: times NPP's median, general 2-D filter and
  * Gaussian on the same 12-megapixel RGB u8 image the cudafx GPU benchmark
  * uses (device-resident, CUDA events, median of runs). Reads the raw image
- * from the file given (H W then H*W*3 bytes, as tools/bench_gpu.py writes it)
+ * from the file given (H W then H*W*3 bytes, as bench/bench_gpu.py writes it)
  * and prints one "npp WORKLOAD MS" line per workload. Not part of cudafx. */
 #include <cuda_runtime.h>
 #include <npp.h>

@@ -4,24 +4,26 @@
 #include "procedures.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "i18n.h"
 
 G_DEFINE_QUARK (cudafx-proc-error-quark, cudafx_proc_error)
 
-/* The host arguments, after each filter's table arguments; msgids as in core/params.c. */
+/* The host arguments, after each filter's table arguments; msgids as in
+ * core/params.c. Quantize's in the order of the enum below. */
 static const cudafx_arg quantize_host_args[] = {
   { "create-palette", N_("Create p_alette"),
     N_("Also create a GIMP palette of the colors found, named \"cudafx N colors\" "
        "(GIMP makes the name unique); quantize returns it"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
   { "convert-indexed", N_("Convert to _indexed"),
     N_("Then convert the whole image to 8-bit indexed mode with that palette (creating it), "
        "without dithering, as Image ▸ Mode ▸ Indexed does: every layer is converted, pixels "
        "outside a selection become their nearest palette color, and partial transparency "
        "becomes opaque or transparent"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
 };
 
 static const struct {
@@ -61,25 +63,43 @@ cudafx_proc_arg_index (int filter, const char *name)
   return -1;
 }
 
-/* A value by name; names come from this file and the table, so a miss is a bug. */
-static double
-value (const cudafx_proc_args *args, const char *name)
-{
-  int index = cudafx_proc_arg_index (args->filter, name);
+/* Positions of quantize's host arguments among its procedure arguments. */
+enum { CREATE_PALETTE, CONVERT_INDEXED };
 
-  g_return_val_if_fail (index >= 0, 0);
-  return args->values[index];
+static double
+host_value (const cudafx_proc_args *args, int host_index)
+{
+  return args->values[desc_of (args)->n_args + host_index];
 }
 
-/* A value clamped to the table's range: only for sizing the halo, so that an
- * out-of-range value reaches the engine (which names it) instead of
+/* The table argument bound to a field of cudafx_filter_params, and its position. */
+#define BOUND(field) offsetof (cudafx_filter_params, field)
+static int
+bound_index (const cudafx_proc_args *args, size_t offset)
+{
+  const cudafx_filter_desc *desc = desc_of (args);
+  for (int i = 0; i < desc->n_args; i++)
+    if (desc->args[i].field != CUDAFX_FIELD_NONE && desc->args[i].field != CUDAFX_FIELD_KERNEL
+        && desc->args[i].offset == offset)
+      return i;
+  g_return_val_if_reached (0);
+}
+
+/* A bound value clamped to the table's range: only for sizing the halo, so
+ * that an out-of-range value reaches the engine (which names it) instead of
  * allocating a huge region first. */
 static int
-clamped (const cudafx_proc_args *args, const char *name)
+clamped (const cudafx_proc_args *args, size_t offset)
 {
-  const cudafx_arg *arg = cudafx_arg_find (desc_of (args), name);
+  int i = bound_index (args, offset);
+  const cudafx_arg *arg = &desc_of (args)->args[i];
+  return (int) CLAMP (args->values[i], arg->min, arg->max);
+}
 
-  return (int) CLAMP (value (args, name), arg->min, arg->max);
+static int
+bound_max (const cudafx_proc_args *args, size_t offset)
+{
+  return (int) desc_of (args)->args[bound_index (args, offset)].max;
 }
 
 void
@@ -150,20 +170,18 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
   switch (args->filter)
     {
     case CUDAFX_FILTER_MEDIAN:
-      *halo = clamped (args, "radius");
+      *halo = clamped (args, BOUND (median.radius));
       return TRUE;
 
     case CUDAFX_FILTER_NLMEANS:
-      if (value (args, "auto") != 0)
-        {
-          /* Automatic mode picks the radii from the noise it finds: allow
-           * for the largest it may pick. */
-          const cudafx_filter_desc *desc = desc_of (args);
-          *halo = (int) (cudafx_arg_find (desc, "patch-radius")->max
-                         + cudafx_arg_find (desc, "search-radius")->max);
-        }
+      if (clamped (args, BOUND (nlmeans.automatic)) != 0)
+        /* Automatic mode picks the radii from the noise it finds: allow
+         * for the largest it may pick. */
+        *halo = bound_max (args, BOUND (nlmeans.patch_radius))
+                + bound_max (args, BOUND (nlmeans.search_radius));
       else
-        *halo = clamped (args, "patch-radius") + clamped (args, "search-radius");
+        *halo = clamped (args, BOUND (nlmeans.patch_radius))
+                + clamped (args, BOUND (nlmeans.search_radius));
       return TRUE;
 
     case CUDAFX_FILTER_QUANTIZE:
@@ -214,14 +232,14 @@ cudafx_proc_run (const cudafx_proc_args *args, const cudafx_image *src, cudafx_i
 gboolean
 cudafx_proc_converts_indexed (const cudafx_proc_args *args)
 {
-  return args->filter == CUDAFX_FILTER_QUANTIZE && value (args, "convert-indexed") != 0;
+  return args->filter == CUDAFX_FILTER_QUANTIZE && host_value (args, CONVERT_INDEXED) != 0;
 }
 
 gboolean
 cudafx_proc_creates_palette (const cudafx_proc_args *args)
 {
   return args->filter == CUDAFX_FILTER_QUANTIZE
-         && (value (args, "create-palette") != 0 || cudafx_proc_converts_indexed (args));
+         && (host_value (args, CREATE_PALETTE) != 0 || cudafx_proc_converts_indexed (args));
 }
 
 gchar *
