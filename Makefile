@@ -39,9 +39,12 @@ $(error libcudart_static.a not found under $(CUDA_HOME) (nvcc: $(NVCC)); build w
 endif
 CUDA_LDLIBS  := $(CUDART_A) -ldl -lrt -lpthread -lstdc++
 CUDA_STATE   := CUDA ($(NVCC))
+# The engine lists the CUDA backend's table only where it is built.
+CUDA_DEFS    := -DCUDAFX_HAVE_CUDA
 else
-CUDA_OBJS    := $(BUILD)/cuda/stub.o
+CUDA_OBJS    :=
 CUDA_LDLIBS  :=
+CUDA_DEFS    :=
 CUDA_STATE   := CPU only (no nvcc or CUDA=0)
 endif
 
@@ -106,11 +109,7 @@ update-po: pot
 
 $(BUILD)/core/%.o: core/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
-
-$(BUILD)/cuda/stub.o: cuda/stub.c
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(CUDA_DEFS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(@D)
@@ -125,7 +124,7 @@ $(SHLIB): $(CORE_OBJS) $(CUDA_OBJS)
 
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(CUDA_DEFS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/test-unit: $(UNIT_OBJS) $(BUILD)/cli/batch.o $(LIB)
 	$(CC) $(CFLAGS) $(UNIT_OBJS) $(BUILD)/cli/batch.o $(LIB) $(LIB_LIBS) -lpthread -o $@
@@ -164,7 +163,7 @@ check: all $(BUILD)/test-median-network
 # On a machine with a CUDA device: the filters' tests against the CUDA
 # backend, striping and fault fallback, then compute-sanitizer.
 check-gpu: $(BUILD)/test-gpu
-	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "check-gpu needs nvcc"; exit 1; }
+	@test -n "$(CUDA_OBJS)" || { echo "check-gpu needs nvcc"; exit 1; }
 	@tests/run.sh $(BUILD) gpu
 
 # Reliability of the CUDA backend (on the CUDA machine): device memory over
@@ -173,7 +172,7 @@ check-gpu: $(BUILD)/test-gpu
 GPU_PYTHON ?= python3
 .PHONY: reliability-gpu
 reliability-gpu: $(SHLIB) $(BUILD)/test-gpu
-	@test -n "$(CUDA_OBJS:%stub.o=)" || { echo "reliability-gpu needs nvcc"; exit 1; }
+	@test -n "$(CUDA_OBJS)" || { echo "reliability-gpu needs nvcc"; exit 1; }
 	$(BUILD)/test-gpu device_memory_over_1000_previews
 	$(GPU_PYTHON) tests/reliability/gpu.py faults
 	$(GPU_PYTHON) tests/reliability/gpu.py concurrent
@@ -214,14 +213,14 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 120
 FUZZ_FLAGS   := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-omit-frame-pointer -Wno-psabi \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_ENGINE  := $(CORE_SRCS) cuda/stub.c
+FUZZ_ENGINE  := $(CORE_SRCS)
 FUZZERS      := build-fuzz/fuzz-engine $(if $(CLI),build-fuzz/fuzz-cli)
 
-build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fno-sanitize-coverage=trace-cmp tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
 
-build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZZ_ENGINE) $(wildcard core/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(CLI_PARTS) $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -lpthread -o $@
 

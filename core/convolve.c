@@ -63,9 +63,7 @@
  * cache. The weighted sums keep 128 outputs in 8 vector registers (GCC
  * vector extensions) while they run through the terms.
  */
-#include "convolve.h"
-#include "engine.h"
-#include "../cuda/cudafx_cuda.h"
+#include "cpu.h"
 
 #include <math.h>
 #include <omp.h>
@@ -367,6 +365,7 @@ make_plan (const cudafx_convolve_params *p, const cudafx_image *src, convolve_pl
   double d = p->divisor != 0 ? p->divisor : plan->zero_sum ? 1 : sum;
   if (!k->outer)
     find_rank_1 (k);
+  plan->border = p->border;
   plan->size = n;
   plan->radius = n / 2;
   plan->separable = k->outer;
@@ -831,9 +830,8 @@ round_tile (size_t n)
 }
 
 static cudafx_status
-convolve_cpu (void *opaque, const cudafx_options *o)
+convolve_job_run (convolve_job *job, const cudafx_options *o)
 {
-  convolve_job *job = opaque;
   const cudafx_image *src = job->src;
   const convolve_plan *pl = job->plan;
   const int threads = cudafx_thread_count (o);
@@ -878,37 +876,54 @@ convolve_cpu (void *opaque, const cudafx_options *o)
   return s;
 }
 
-static cudafx_status
-convolve_cuda (void *opaque, const cudafx_options *o)
+/* The CPU backend's convolution (core/cpu.c's table). */
+cudafx_status
+cudafx_convolve_cpu (const cudafx_image *src, cudafx_image *dst, const convolve_plan *plan,
+                     const cudafx_options *o)
 {
-  convolve_job *job = opaque;
-  return cudafx_convolve_cuda (job->src, job->dst, job->plan, job->border, o);
+  convolve_job *job = calloc (1, sizeof *job);
+  if (!job)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory");
+  job->src = src;
+  job->dst = dst;
+  job->plan = plan;
+  job->border = plan->border;
+  cudafx_status s = convolve_job_run (job, o);
+  free (job);
+  return s;
+}
+
+typedef struct {
+  const cudafx_image  *src;
+  cudafx_image        *dst;
+  const convolve_plan *plan;
+} convolve_call;
+
+static cudafx_status
+convolve_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
+{
+  const convolve_call *call = call_;
+  return b->convolve (call->src, call->dst, call->plan, o);
 }
 
 cudafx_status
 cudafx_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_convolve_params *p,
                  const cudafx_options *o)
 {
-  convolve_job *job;
   convolve_plan *plan;
   cudafx_status s;
 
   cudafx_clear_error ();
   if ((s = cudafx_check_pair ("convolve", src, dst)) || (s = check_params (p)))
     return s;
-  job = calloc (1, sizeof *job);
   plan = malloc (sizeof *plan);
-  if (!job || !plan)
+  if (!plan)
     s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory");
   else if (!(s = make_plan (p, src, plan)))
     {
-      job->src = src;
-      job->dst = dst;
-      job->plan = plan;
-      job->border = p->border;
-      s = cudafx_dispatch ("convolve", convolve_cpu, convolve_cuda, job, o);
+      convolve_call call = { src, dst, plan };
+      s = cudafx_dispatch ("convolve", convolve_run, &call, o);
     }
   free (plan);
-  free (job);
   return s;
 }

@@ -1,6 +1,7 @@
-/* Convolution plan: the float taps and constants both backends compute with
- * (engine-internal; core/convolve.c makes it, cuda/convolve.cu copies its
- * arithmetic). See core/convolve.c for the arithmetic. */
+/* Convolution plan: the border and the float taps and constants both
+ * backends compute with (engine-internal; core/convolve.c makes it and is
+ * the reference, cuda/convolve.cu computes the same sums). See
+ * core/convolve.c's header for the arithmetic. */
 #ifndef CUDAFX_CONVOLVE_H
 #define CUDAFX_CONVOLVE_H
 
@@ -16,6 +17,7 @@
 #define CONVOLVE_MAX_TAPS_2D (CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE)
 
 typedef struct {
+  cudafx_border border; /* columns, and the rows above and below the image */
   int   size, radius;
   int   separable;
   /* direct: size*size row-major; separable: size horizontal, then size vertical */

@@ -1,7 +1,8 @@
-/* Engine plumbing: error messages, validation, backend choice and fallback,
- * and the striped multithreaded row loop with progress and cancel. */
-#include "engine.h"
-#include "../cuda/cudafx_cuda.h"
+/* Engine plumbing: error messages, validation, the one place where a call's
+ * backend is chosen (cudafx_dispatch: auto, cpu or cuda, and the fallback
+ * to the CPU with its reason), and the striped multithreaded row loop with
+ * progress and cancel. */
+#include "backend.h"
 
 #include <omp.h>
 #include <stdarg.h>
@@ -198,11 +199,34 @@ requested_backend (const cudafx_options *o)
   return b;
 }
 
+/* The CUDA backend's table, or NULL in a build without nvcc. */
+static const cudafx_backend_ops *
+cuda_backend (void)
+{
+#ifdef CUDAFX_HAVE_CUDA
+  return &cudafx_cuda_backend;
+#else
+  return NULL;
+#endif
+}
+
+/* 1 when the CUDA backend is built and a device is usable; else why not. */
+static int
+cuda_usable (const cudafx_backend_ops *cuda, char *name, size_t name_size, char *why, size_t why_size)
+{
+  if (cuda)
+    return cuda->probe (name, name_size, why, why_size);
+  snprintf (name, name_size, "%s", "");
+  snprintf (why, why_size, "built without CUDA");
+  return 0;
+}
+
 void
 cudafx_backend_describe (char *buf, size_t size)
 {
   char name[128], why[256];
-  if (requested_backend (NULL) != CUDAFX_BACKEND_CPU && cudafx_cuda_probe (name, sizeof name, why, sizeof why))
+  if (requested_backend (NULL) != CUDAFX_BACKEND_CPU &&
+      cuda_usable (cuda_backend (), name, sizeof name, why, sizeof why))
     snprintf (buf, size, "CUDA: %s", name); /* hosts look for this prefix */
   else
     {
@@ -226,10 +250,10 @@ report_cpu (const cudafx_options *o, const char *fallback)
 }
 
 cudafx_status
-cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_fn run_cuda,
-                 void *job, const cudafx_options *o)
+cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_options *o)
 {
   cudafx_backend want = requested_backend (o);
+  const cudafx_backend_ops *cuda = cuda_backend ();
   char name[128], why[256] = "";
   cudafx_status s;
 
@@ -239,20 +263,15 @@ cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_f
                         filter, (int) want);
   if (want != CUDAFX_BACKEND_CPU)
     {
-      int usable = cudafx_cuda_probe (name, sizeof name, why, sizeof why);
-      if (usable && !run_cuda)
-        {
-          usable = 0;
-          snprintf (why, sizeof why, _("%s has no verified CUDA implementation yet"), filter);
-        }
+      int usable = cuda_usable (cuda, name, sizeof name, why, sizeof why);
       if (!usable && want == CUDAFX_BACKEND_CUDA)
-        return cudafx_fail (run_cuda ? CUDAFX_ERR_NO_DEVICE : CUDAFX_ERR_CUDA_NOT_BUILT,
+        return cudafx_fail (cuda ? CUDAFX_ERR_NO_DEVICE : CUDAFX_ERR_CUDA_NOT_BUILT,
                             "%s: backend cuda: %s", filter, why);
       if (usable)
         {
           if (o && o->report)
             o->report->kernel_ms = o->report->transfer_ms = 0;
-          s = run_cuda (job, o);
+          s = run (cuda, job, o);
           if (s == CUDAFX_OK)
             {
               cudafx_report *r = o ? o->report : NULL;
@@ -274,7 +293,7 @@ cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu, cudafx_backend_f
     }
   else
     snprintf (why, sizeof why, "%s", _("CPU requested"));
-  s = run_cpu (job, o);
+  s = run (&cudafx_cpu_backend, job, o);
   if (s == CUDAFX_OK)
     report_cpu (o, why);
   return s;

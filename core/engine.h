@@ -1,6 +1,7 @@
-/* Engine internals shared by the filters: errors, validation against the
- * argument table, backend dispatch, and the striped multithreaded row loop.
- * Not for hosts: they include cudafx.h only. */
+/* Engine internals shared by the filters and the backends: errors,
+ * validation against the argument table, the border map, and the striped
+ * multithreaded row loop with progress and cancel. The backends' interface
+ * is core/backend.h. Not for hosts: they include cudafx.h only. */
 #ifndef CUDAFX_ENGINE_H
 #define CUDAFX_ENGINE_H
 
@@ -8,6 +9,7 @@
 #include "i18n.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +47,31 @@ cudafx_row (const cudafx_image *img, int y)
 #else
 #define CUDAFX_HOST_DEVICE
 #endif
+
+/* The bits of a float and back, the same on the host and the device. */
+static inline CUDAFX_HOST_DEVICE uint32_t
+cudafx_float_bits (float a)
+{
+#ifdef __CUDA_ARCH__
+  return __float_as_uint (a);
+#else
+  uint32_t i;
+  memcpy (&i, &a, sizeof i);
+  return i;
+#endif
+}
+
+static inline CUDAFX_HOST_DEVICE float
+cudafx_bits_float (uint32_t i)
+{
+#ifdef __CUDA_ARCH__
+  return __uint_as_float (i);
+#else
+  float a;
+  memcpy (&a, &i, sizeof a);
+  return a;
+#endif
+}
 
 /* Index that stands for position i (any integer) of a row or column of n
  * under a border policy; -1 for black. One definition for the CPU filters,
@@ -87,14 +114,6 @@ cudafx_status cudafx_progress (const cudafx_options *o, double fraction);
 typedef void (*cudafx_rows_fn) (void *ctx, int y0, int y1);
 cudafx_status cudafx_parallel_rows (int height, cudafx_rows_fn fn, void *ctx,
                                     const cudafx_options *o, double from, double to);
-
-/* Backend dispatch. run_cuda may be NULL while a filter has no CUDA path.
- * AUTO tries CUDA when usable and falls back to the CPU on any CUDA failure,
- * recording why in the report; CUDA forced fails with the CUDA status.
- * Invalid-argument, out-of-memory-on-host and cancel statuses never fall back. */
-typedef cudafx_status (*cudafx_backend_fn) (void *job, const cudafx_options *o);
-cudafx_status cudafx_dispatch (const char *filter, cudafx_backend_fn run_cpu,
-                               cudafx_backend_fn run_cuda, void *job, const cudafx_options *o);
 
 #ifdef __cplusplus
 }

@@ -32,8 +32,7 @@
  *   (a radix sort), the histogram runs over ranks, and ranks map back to the
  *   original floats, so the result is an exact order statistic.
  */
-#include "engine.h"
-#include "../cuda/cudafx_cuda.h"
+#include "cpu.h"
 
 #include <math.h>
 #include <omp.h>
@@ -49,9 +48,9 @@
 #define ALIGN 64
 
 typedef struct {
-  const cudafx_image         *src;
-  cudafx_image               *dst;
-  const cudafx_median_params *p;
+  const cudafx_image *src;
+  cudafx_image       *dst;
+  const median_plan  *p;
 } median_job;
 
 /* Half-height of window column dx (also half-width of window row dy). */
@@ -283,13 +282,13 @@ typedef struct {
 
 /* Builds the network for the window; rows dy = −r..r are ids 0..2r. */
 static cudafx_status
-network_build (network *net, int r, cudafx_shape shape, double percentile,
-               int channels, int width, cudafx_type type)
+network_build (network *net, const median_plan *plan, int channels, int width, cudafx_type type)
 {
+  const int r = plan->radius, n = plan->n, rank = plan->rank;
+  const cudafx_shape shape = plan->shape;
   builder b = { NULL, 0, 0, 2 * r + 1, 0 };
   int *last_use = NULL, *slot_of = NULL, *free_slots = NULL, *needed = NULL;
   cudafx_status status = CUDAFX_ERR_NO_MEMORY;
-  int n = window_size (r, shape), rank = window_rank (n, percentile);
 
   /* Column stage: one sorted column per distinct half-height. */
   value sorted[NETWORK_MAX_RADIUS + 1][2 * NETWORK_MAX_RADIUS + 1];
@@ -472,13 +471,11 @@ network_rows (void *ctx_, int y0, int y1)
 static cudafx_status
 median_network (const median_job *job, const cudafx_options *o)
 {
-  const cudafx_median_params *p = job->p;
   const cudafx_image *src = job->src;
   network net = { 0 };
   network_ctx ctx = { job, &net, NULL };
   int threads = cudafx_thread_count (o);
-  cudafx_status status = network_build (&net, p->radius, p->shape, p->percentile,
-                                        src->channels, src->width, src->type);
+  cudafx_status status = network_build (&net, job->p, src->channels, src->width, src->type);
   if (status)
     return status;
   size_t bytes = net.n_slots * net.slot_len * net.esize;
@@ -542,7 +539,7 @@ typedef struct {
   size_t            bin_stride;
   const float      *values;    /* f32: value of each rank */
   int               levels;
-  int              *extent;    /* half-width of window row dy, index dy + r */
+  const int        *extent;    /* half-width of window row dy, index dy + r */
   int               rank;
   histogram        *hists;     /* per thread */
 } hist_ctx;
@@ -601,15 +598,6 @@ hist_rows (void *ctx_, int y0, int y1)
       hist_row_f32 (ctx, h, y);
 }
 
-/* Order-preserving unsigned key of a float's bits. */
-static uint32_t
-float_key (float f)
-{
-  uint32_t u;
-  memcpy (&u, &f, sizeof u);
-  return u & 0x80000000u ? ~u : u | 0x80000000u;
-}
-
 /* Replaces each f32 element by the rank of its value among the distinct
  * values (LSD radix sort of key/index pairs, 11 bits a pass); values[rank]
  * gives the float back. */
@@ -633,7 +621,7 @@ rank_transform (const cudafx_image *src, uint32_t **ranks_out, float **values_ou
       const float *row = (const float *) cudafx_row (src, y);
       for (size_t i = 0; i < row_n; i++)
         {
-          keys[y * row_n + i] = float_key (row[i]);
+          keys[y * row_n + i] = median_float_key (row[i]);
           idx[y * row_n + i] = (uint32_t) (y * row_n + i);
         }
     }
@@ -693,17 +681,14 @@ static cudafx_status
 median_histogram (const median_job *job, const cudafx_options *o)
 {
   const cudafx_image *src = job->src;
-  const cudafx_median_params *p = job->p;
-  int r = p->radius, threads = cudafx_thread_count (o);
+  const median_plan *p = job->p;
+  int threads = cudafx_thread_count (o);
   uint32_t *ranks = NULL, n_bins = 256;
   float *values = NULL;
-  int extent[2 * 100 + 1];
-  hist_ctx ctx = { job, src->data, src->stride, NULL, 0, extent, 0, NULL };
+  /* the window is symmetric: row dy's half-width is column dy's half-height */
+  hist_ctx ctx = { job, src->data, src->stride, NULL, 0, p->half, p->rank, NULL };
   cudafx_status status;
 
-  for (int dy = -r; dy <= r; dy++)
-    extent[dy + r] = window_extent (r, dy, p->shape);
-  ctx.rank = window_rank (window_size (r, p->shape), p->percentile);
   if (src->type == CUDAFX_F32)
     {
       status = rank_transform (src, &ranks, &values, &n_bins);
@@ -866,7 +851,7 @@ median_columns (const median_job *job, const cudafx_options *o)
 {
   const cudafx_image *src = job->src;
   int r = job->p->radius, c = src->channels, threads = cudafx_thread_count (o);
-  columns_ctx ctx = { job, window_rank (window_size (r, CUDAFX_SHAPE_SQUARE), job->p->percentile),
+  columns_ctx ctx = { job, job->p->rank,
                       0, NULL };
   ctx.strip = STRIP_ELEMENTS / c - 2 * r;
   if (ctx.strip < 32)
@@ -892,22 +877,30 @@ out:
 
 /* ==== entry points ========================================================= */
 
-static cudafx_status
-median_cpu (void *job_, const cudafx_options *o)
+/* The CPU backend's median (core/cpu.c's table). */
+cudafx_status
+cudafx_median_cpu (const cudafx_image *src, cudafx_image *dst, const median_plan *plan,
+                   const cudafx_options *o)
 {
-  const median_job *job = job_;
-  if (job->p->radius <= NETWORK_MAX_RADIUS)
-    return median_network (job, o);
-  if (job->src->type == CUDAFX_U8 && job->p->shape == CUDAFX_SHAPE_SQUARE)
-    return median_columns (job, o);
-  return median_histogram (job, o);
+  const median_job job = { src, dst, plan };
+  if (plan->radius <= NETWORK_MAX_RADIUS)
+    return median_network (&job, o);
+  if (src->type == CUDAFX_U8 && plan->shape == CUDAFX_SHAPE_SQUARE)
+    return median_columns (&job, o);
+  return median_histogram (&job, o);
 }
 
+typedef struct {
+  const cudafx_image *src;
+  cudafx_image       *dst;
+  median_plan         plan;
+} median_call;
+
 static cudafx_status
-median_cuda (void *job_ptr, const cudafx_options *o)
+median_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
 {
-  const median_job *job = job_ptr;
-  return cudafx_median_cuda (job->src, job->dst, job->p, o);
+  median_call *call = call_;
+  return b->median (call->src, call->dst, &call->plan, o);
 }
 
 void
@@ -926,6 +919,10 @@ cudafx_median (const cudafx_image *src, cudafx_image *dst,
   if ((s = cudafx_check_pair ("median", src, dst))
       || (s = cudafx_params_check (CUDAFX_FILTER_MEDIAN, p)))
     return s;
-  median_job job = { src, dst, p };
-  return cudafx_dispatch ("median", median_cpu, median_cuda, &job, o);
+  median_call call = { src, dst, { p->radius, p->shape, p->percentile, 0, 0, { 0 } } };
+  for (int dx = -p->radius; dx <= p->radius; dx++)
+    call.plan.half[dx + p->radius] = window_extent (p->radius, dx, p->shape);
+  call.plan.n = window_size (p->radius, p->shape);
+  call.plan.rank = window_rank (call.plan.n, p->percentile);
+  return cudafx_dispatch ("median", median_run, &call, o);
 }

@@ -46,12 +46,13 @@
  * a tile's working set stays in cache. The tile layout does not depend on the
  * thread count, so neither does the output.
  *
- * cuda/nlmeans.cu is the GPU path: it counts the same noise histograms
- * (core/nlmeans.h's nlmeans_noise_bin) and hands them to
- * nlmeans_noise_counted here, so both backends get the same sigma and plan. */
-#include "engine.h"
-#include "nlmeans.h"
-#include "../cuda/cudafx_cuda.h"
+ * A call runs on a backend session (core/backend.h): the engine opens it,
+ * has the backend count the noise histograms (core/nlmeans.h's
+ * nlmeans_noise_bin, the same counts on both), turns them into sigma and,
+ * in automatic mode, the parameters and plan (nlmeans_noise_counted), then
+ * has the backend denoise with that plan. This file's CPU session is the
+ * reference; cuda/nlmeans.cu is the GPU's. */
+#include "cpu.h"
 
 #include <math.h>
 #include <omp.h>
@@ -60,6 +61,21 @@
 
 #define TILE_H 64
 #define TILE_W 256
+
+/* What the CPU's denoise works on. */
+typedef struct {
+  const cudafx_image *src;
+  cudafx_image       *dst;
+  int                 colours;
+  nlmeans_plan        plan;
+} nlmeans_job;
+
+/* The CPU backend's session: the image, nothing to keep. */
+struct nlmeans_session {
+  const cudafx_image   *src;
+  int                   colours;
+  const cudafx_options *o;
+};
 /* One thread's buffers, sized for the largest tile. */
 typedef struct {
   float *planes;  /* colour planes of the tile plus halo, 0..255 scale */
@@ -393,33 +409,6 @@ denoise_cpu (const nlmeans_job *job, const cudafx_options *o)
   return s;
 }
 
-static cudafx_status count_noise (const cudafx_image *src, int colours, const cudafx_options *o,
-                                  uint64_t **out);
-
-/* The estimate (if asked) and the filter (if dst) on the CPU. */
-static cudafx_status
-nlmeans_cpu (void *job_, const cudafx_options *o)
-{
-  nlmeans_job *job = job_;
-  if (job->estimate)
-    {
-      uint64_t *hist;
-      cudafx_status s = count_noise (job->src, job->colours, o, &hist);
-      if (s)
-        return s;
-      nlmeans_noise_counted (job, hist);
-      free (hist);
-    }
-  return job->dst ? denoise_cpu (job, o) : CUDAFX_OK;
-}
-
-/* The GPU path (cuda/nlmeans.cu): the same histograms, parameters and weights. */
-static cudafx_status
-nlmeans_cuda (void *job_, const cudafx_options *o)
-{
-  return cudafx_nlmeans_cuda (job_, o);
-}
-
 /* Noise sigma from the histograms: per colour channel the median of |l|,
  * with linear interpolation inside its bin; bin b holds [b - 1/2, b + 1/2) /
  * NLMEANS_NOISE_BINS_PER_UNIT, so integer residuals (u8 data) sit at bin
@@ -453,14 +442,13 @@ noise_sigma (const uint64_t *hist, int colours)
 }
 
 /* The noise histograms of the colour channels on the CPU (see header):
- * per thread, then summed into the first thread's. */
+ * per thread, then summed into out. */
 static cudafx_status
-count_noise (const cudafx_image *src, int colours, const cudafx_options *o, uint64_t **out)
+count_noise (const cudafx_image *src, int colours, const cudafx_options *o, uint64_t *out)
 {
   const int W = src->width, H = src->height;
   int threads = cudafx_thread_count (o);
   size_t hist_n, rows_n;
-  *out = NULL;
   if (size_mul ((size_t) threads * colours, NLMEANS_NOISE_BINS, &hist_n) ||
       size_mul ((size_t) threads * 3, W, &rows_n))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
@@ -493,11 +481,14 @@ count_noise (const cudafx_image *src, int colours, const cudafx_options *o, uint
             }
         }
   }
-  for (int t = 1; t < threads; t++)
-    for (size_t i = 0; i < (size_t) colours * NLMEANS_NOISE_BINS; i++)
-      hist[i] += hist[(size_t) t * colours * NLMEANS_NOISE_BINS + i];
+  for (size_t i = 0; i < (size_t) colours * NLMEANS_NOISE_BINS; i++)
+    {
+      out[i] = hist[i];
+      for (int t = 1; t < threads; t++)
+        out[i] += hist[(size_t) t * colours * NLMEANS_NOISE_BINS + i];
+    }
   free (rows);
-  *out = hist;
+  free (hist);
   return CUDAFX_OK;
 }
 
@@ -598,17 +589,89 @@ cudafx_nlmeans_params_init (cudafx_nlmeans_params *p)
   cudafx_params_defaults (CUDAFX_FILTER_NLMEANS, p);
 }
 
-void
-nlmeans_noise_counted (nlmeans_job *job, const uint64_t *hist)
+/* ---- the CPU backend's session (core/cpu.c's table) ---------------------- */
+
+cudafx_status
+cudafx_nlmeans_cpu_open (const cudafx_image *src, int colours, int max_halo, const cudafx_options *o,
+                         nlmeans_session **out)
 {
-  double sigma = noise_sigma (hist, job->colours);
-  if (job->automatic)
+  *out = malloc (sizeof **out);
+  if (!*out)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+  **out = (nlmeans_session) { src, colours, o };
+  return CUDAFX_OK;
+}
+
+cudafx_status
+cudafx_nlmeans_cpu_count (nlmeans_session *ses, uint64_t *hist)
+{
+  return count_noise (ses->src, ses->colours, ses->o, hist);
+}
+
+cudafx_status
+cudafx_nlmeans_cpu_denoise (nlmeans_session *ses, const nlmeans_plan *plan, cudafx_image *dst)
+{
+  nlmeans_job job = { ses->src, dst, ses->colours, *plan };
+  return denoise_cpu (&job, ses->o);
+}
+
+void
+cudafx_nlmeans_cpu_close (nlmeans_session *ses)
+{
+  free (ses);
+}
+
+/* ---- the engine's side ----------------------------------------------------- */
+
+/* One call as the engine runs it on a backend. */
+typedef struct {
+  const cudafx_image *src;
+  cudafx_image       *dst;      /* NULL: the noise estimate only */
+  int                 colours;  /* colour channels: channels minus alpha */
+  int                 estimate; /* count the noise first */
+  int                 automatic; /* the parameters follow the estimate */
+  int                 max_halo; /* the largest S + P the plan can get from the estimate */
+  cudafx_nlmeans_info used;     /* the parameters (and sigma) of the run */
+  nlmeans_plan        plan;
+} nlmeans_call;
+
+/* From the noise histograms: the sigma in call->used, and in automatic mode
+ * the parameters and the plan. */
+static void
+nlmeans_noise_counted (nlmeans_call *call, const uint64_t *hist)
+{
+  double sigma = noise_sigma (hist, call->colours);
+  if (call->automatic)
     {
-      choose_params (sigma, job->colours, &job->used);
-      make_plan (&job->used, job->colours, sigma, &job->plan);
+      choose_params (sigma, call->colours, &call->used);
+      make_plan (&call->used, call->colours, sigma, &call->plan);
     }
   else
-    job->used.sigma = sigma;
+    call->used.sigma = sigma;
+}
+
+/* Estimate (if asked), parameters, then the filter (if dst) on backend b. */
+static cudafx_status
+nlmeans_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
+{
+  nlmeans_call *call = call_;
+  nlmeans_session *ses = NULL;
+  uint64_t *hist = NULL;
+  cudafx_status s = b->nlmeans_open (call->src, call->colours, call->dst ? call->max_halo : 0, o, &ses);
+  if (!s && call->estimate)
+    {
+      hist = calloc ((size_t) call->colours * NLMEANS_NOISE_BINS, sizeof *hist);
+      if (!hist)
+        s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+      else if (!(s = b->nlmeans_count (ses, hist)))
+        nlmeans_noise_counted (call, hist);
+    }
+  if (!s && call->dst)
+    s = b->nlmeans_denoise (ses, &call->plan, call->dst);
+  if (ses)
+    b->nlmeans_close (ses);
+  free (hist);
+  return s;
 }
 
 cudafx_status
@@ -620,10 +683,10 @@ cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudaf
     return s;
   if (!info)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: info is NULL");
-  nlmeans_job job = { .src = src, .colours = colour_channels (src), .estimate = 1, .automatic = 1 };
-  if ((s = cudafx_dispatch ("nl-means", nlmeans_cpu, nlmeans_cuda, &job, o)))
+  nlmeans_call call = { .src = src, .colours = colour_channels (src), .estimate = 1, .automatic = 1 };
+  if ((s = cudafx_dispatch ("nl-means", nlmeans_run, &call, o)))
     return s;
-  *info = job.used;
+  *info = call.used;
   return CUDAFX_OK;
 }
 
@@ -643,31 +706,32 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
                         p->sigma);
 
   const int colours = colour_channels (src);
-  nlmeans_job job = { .src = src, .dst = dst, .colours = colours };
+  nlmeans_call call = { .src = src, .dst = dst, .colours = colours };
   if (p->automatic && p->sigma > 0.0)
     {
-      choose_params (p->sigma, colours, &job.used);
-      make_plan (&job.used, colours, p->sigma, &job.plan);
+      choose_params (p->sigma, colours, &call.used);
+      make_plan (&call.used, colours, p->sigma, &call.plan);
+      call.max_halo = call.plan.search_radius + call.plan.patch_radius;
     }
   else if (p->automatic)
     {
       /* The plan comes from the estimate, which the backend makes first. */
-      job.estimate = job.automatic = 1;
-      job.max_halo = auto_max_halo (colours);
+      call.estimate = call.automatic = 1;
+      call.max_halo = auto_max_halo (colours);
     }
   else
     {
       /* The estimate is only reported in manual mode: skip it when unseen. */
-      job.estimate = info != NULL;
-      job.used.h = p->h;
-      job.used.patch_radius = p->patch_radius;
-      job.used.search_radius = p->search_radius;
-      make_plan (&job.used, colours, 0.0, &job.plan);
-      job.max_halo = p->patch_radius + p->search_radius;
+      call.estimate = info != NULL;
+      call.used.h = p->h;
+      call.used.patch_radius = p->patch_radius;
+      call.used.search_radius = p->search_radius;
+      make_plan (&call.used, colours, 0.0, &call.plan);
+      call.max_halo = p->patch_radius + p->search_radius;
     }
 
-  s = cudafx_dispatch ("nl-means", nlmeans_cpu, nlmeans_cuda, &job, o);
+  s = cudafx_dispatch ("nl-means", nlmeans_run, &call, o);
   if (s == CUDAFX_OK && info)
-    *info = job.used;
+    *info = call.used;
   return s;
 }

@@ -1,8 +1,8 @@
 /* NL-means plan: the parameters and the weight function both backends
- * compute with, the noise residual both count, and the job a backend runs
- * (engine-internal; core/nlmeans.c makes the plan and is the reference,
- * cuda/nlmeans.cu copies its arithmetic). See core/nlmeans.c's header for the
- * formula and the order of the sums. */
+ * compute with, and the noise residual both count (engine-internal;
+ * core/nlmeans.c makes the plan and is the reference, cuda/nlmeans.cu
+ * computes the same floats). See core/nlmeans.c's header for the formula
+ * and the order of the sums. */
 #ifndef CUDAFX_NLMEANS_H
 #define CUDAFX_NLMEANS_H
 
@@ -84,25 +84,5 @@ nlmeans_noise_bin (const float *r0, const float *r1, const float *r2)
   double b = fabs ((double) l) * NLMEANS_NOISE_BINS_PER_UNIT + 0.5;
   return b < NLMEANS_NOISE_BINS - 1 ? (int) b : NLMEANS_NOISE_BINS - 1;
 }
-
-/* One run of the filter (or of the estimate alone) as a backend gets it. */
-typedef struct {
-  const cudafx_image *src;
-  cudafx_image       *dst;      /* NULL: the noise estimate only */
-  int                 colours;  /* colour channels: channels minus alpha */
-  int                 estimate; /* count the noise first, then nlmeans_noise_counted */
-  int                 automatic; /* the parameters follow the estimate */
-  int                 max_halo; /* the largest S + P the plan can get from the estimate */
-  cudafx_nlmeans_info used;     /* the parameters (and sigma) of the run */
-  nlmeans_plan        plan;
-} nlmeans_job;
-
-/* From the noise histograms, colours x NLMEANS_NOISE_BINS counts over the
- * whole image: the sigma in job->used, and in automatic mode the parameters
- * and the plan. Both backends call it. */
-#ifdef __cplusplus
-extern "C"
-#endif
-void nlmeans_noise_counted (nlmeans_job *job, const uint64_t *hist);
 
 #endif /* CUDAFX_NLMEANS_H */

@@ -48,10 +48,7 @@
  *     means): at most 50 updates, stopping when no centre moves; then error
  *     = sum in int64 of each sample's float distance to its nearest final
  *     centre (integers below 2^46 held exactly, quantize.h: the sum is exact
- *     in any order; the double sum in sample order used before gave the
- *     same values, so the same palettes, whenever the sums stayed below
- *     2^53: always for u8 images and f32 ones within 0..1, whose features
- *     stay within 0..65280 and distances below 2^34).
+ *     in any order).
  * The attempt with the lowest error (the first on ties) gives the starting
  * centres. Attempts are independent, so they may run in parallel. If it has
  * fewer than K centres (the sample has fewer distinct colours) and n > S,
@@ -88,16 +85,17 @@
  * takes 32 rows, a lane each, and waits on the warp above's progress).
  *
  * Backends. The per-pixel arithmetic (features, distance) is quantize.h's,
- * shared with cuda/quantize.cu. On the CUDA backend the device does the
- * passes over every pixel (assignment sums, mapping, Floyd–Steinberg) and
- * the seeding attempts on the sample (cuda/quantize.cu's seeding section:
- * the same integer arithmetic, so the same centres; the host seeds when the
- * device budget leaves no room for it); the sample, the choice of the
- * attempt, the image's centre update and convergence test and the palette
- * stay here for both, so the palette is the CPU's.
+ * shared with cuda/quantize.cu. quantize_run drives a backend session
+ * (core/backend.h): the backend does the passes over every pixel
+ * (assignment sums, mapping, Floyd–Steinberg) and the seeding attempts on
+ * the sample (cuda/quantize.cu's seeding section: the same integer
+ * arithmetic, so the same centres; a backend may leave the seeding to the
+ * host's reference, as the CUDA one does when its memory budget leaves no
+ * room). The sample, the choice of the attempt, the image's centre update
+ * and convergence test and the palette stay here for both, so the palette
+ * is the CPU's. This file's CPU session is the reference backend.
  */
-#include "quantize.h"
-#include "../cuda/cudafx_cuda.h"
+#include "cpu.h"
 
 #include <math.h>
 #include <omp.h>
@@ -210,9 +208,14 @@ typedef struct {
   const float       (*centre)[3]; /* their features; grey: [1], [2] are 0 */
   float               lloyd[CUDAFX_MAX_COLORS][3]; /* Lloyd's centres as features */
   quantize_sums      *acc;       /* one per thread */
-  quantize_palette    pal;
-  float               pal_value[CUDAFX_MAX_COLORS][3]; /* palette on the 0..255 scale */
+  const quantize_mapping *map;   /* the mapping's palette */
 } quantize_ctx;
+
+/* The CPU backend's session: the passes' context with the Oklab cache. */
+struct quantize_session {
+  quantize_ctx          q;
+  const cudafx_options *o;
+};
 
 static const float zero_block[BLOCK];
 
@@ -262,9 +265,9 @@ is_voting (const quantize_ctx *q, const uint8_t *row, int x)
   return src->type == CUDAFX_U8 ? row[a] != 0 : ((const float *) row)[a] != 0.0f;
 }
 
-/* First pass: counts the voting pixels of each row, fills the Oklab cache. */
+/* First pass: counts the voting pixels of each row. */
 static void
-prepare_rows (void *ctx_, int y0, int y1)
+vote_rows (void *ctx_, int y0, int y1)
 {
   quantize_ctx *q = ctx_;
   for (int y = y0; y < y1; y++)
@@ -275,13 +278,20 @@ prepare_rows (void *ctx_, int y0, int y1)
         for (int x = votes = 0; x < q->width; x++)
           votes += is_voting (q, row, x);
       q->row_votes[y] = votes;
-      if (q->plane[0])
-        {
-          size_t base = (size_t) y * q->width;
-          float *out[3] = { q->plane[0] + base, q->plane[1] ? q->plane[1] + base : NULL,
-                            q->plane[2] ? q->plane[2] + base : NULL };
-          compute_features (q, y, 0, q->width, out);
-        }
+    }
+}
+
+/* Fills the CPU session's Oklab cache. */
+static void
+cache_rows (void *ctx_, int y0, int y1)
+{
+  quantize_ctx *q = ctx_;
+  for (int y = y0; y < y1; y++)
+    {
+      size_t base = (size_t) y * q->width;
+      float *out[3] = { q->plane[0] + base, q->plane[1] ? q->plane[1] + base : NULL,
+                        q->plane[2] ? q->plane[2] + base : NULL };
+      compute_features (q, y, 0, q->width, out);
     }
 }
 
@@ -380,14 +390,14 @@ write_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
       if (dst->type == CUDAFX_U8)
         {
           for (int c = 0; c < dims; c++)
-            drow[at + c] = q->pal.u8[j][c];
+            drow[at + c] = q->map->pal.u8[j][c];
           if (src->has_alpha)
             drow[at + ch - 1] = srow[at + ch - 1];
         }
       else
         {
           for (int c = 0; c < dims; c++)
-            ((float *) drow)[at + c] = q->pal.f32[j][c];
+            ((float *) drow)[at + c] = q->map->pal.f32[j][c];
           if (src->has_alpha)
             ((float *) drow)[at + ch - 1] = ((const float *) srow)[at + ch - 1];
         }
@@ -604,9 +614,11 @@ add_unsampled_colours (const quantize_ctx *q, int32_t (*centres)[3], int found, 
 /* ---- the run ------------------------------------------------------------- */
 
 /* Rounds the centres to palette entries of the element type, drops
- * duplicates, and makes the entries' features the centres of the mapping. */
+ * duplicates, and makes the entries' features the centres of the mapping;
+ * then the entries' range per channel. */
 static int
-build_palette (quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palette *palette)
+build_palette (const quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palette *palette,
+               quantize_mapping *m)
 {
   int dims = q->fs.dims, u8 = q->src->type == CUDAFX_U8, n = 0;
   for (int j = 0; j < k; j++)
@@ -631,24 +643,32 @@ build_palette (quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palet
         }
       int duplicate = 0;
       for (int e = 0; e < n && !duplicate; e++)
-        duplicate = u8 ? !memcmp (q->pal.u8[e], code, sizeof code)
-                       : !memcmp (q->pal.f32[e], stored, sizeof stored);
+        duplicate = u8 ? !memcmp (m->pal.u8[e], code, sizeof code)
+                       : !memcmp (m->pal.f32[e], stored, sizeof stored);
       if (duplicate)
         continue;
-      memcpy (q->pal.u8[n], code, sizeof code);
-      memcpy (q->pal.f32[n], stored, sizeof stored);
+      memcpy (m->pal.u8[n], code, sizeof code);
+      memcpy (m->pal.f32[n], stored, sizeof stored);
       for (int c = 0; c < 3; c++)
-        q->pal_value[n][c] = c < dims ? v[c] : 0.0f;
+        m->value[n][c] = c < dims ? v[c] : 0.0f;
       features_of (&q->fs, v, u8 ? code : NULL, f);
       for (int c = 0; c < 3; c++)
-        q->pal.centre[n][c] = c < dims ? f[c] : 0.0f;
+        m->pal.centre[n][c] = c < dims ? f[c] : 0.0f;
       if (palette)
         for (int c = 0; c < 3; c++)
           palette->entries[n][c] = c >= dims ? 0.0 : u8 ? code[c] : (double) stored[c] * 255.0;
       n++;
     }
-  q->pal.k = q->k = n;
-  q->centre = (const float (*)[3]) q->pal.centre;
+  m->pal.k = n;
+  for (int c = 0; c < 3; c++)
+    {
+      m->lo[c] = m->hi[c] = m->value[0][c];
+      for (int j = 1; j < n; j++)
+        {
+          m->lo[c] = fminf (m->lo[c], m->value[j][c]);
+          m->hi[c] = fmaxf (m->hi[c], m->value[j][c]);
+        }
+    }
   return n;
 }
 
@@ -765,7 +785,7 @@ dither_row (dither_state *d, int y)
       if (voting)
         for (int c = 0; c < dims; c++)
           {
-            float e = v[c] - q->pal_value[j][c];
+            float e = v[c] - q->map->value[j][c];
             cur[3 * (x + 1) + c] += e * (7.0f / 16.0f);
             next[3 * (x - 1) + c] += e * (3.0f / 16.0f);
             next[3 * x + c] += e * (5.0f / 16.0f);
@@ -776,22 +796,6 @@ dither_row (dither_state *d, int y)
     }
   atomic_store_explicit (&mine->at, start + w, memory_order_release);
   return 1;
-}
-
-/* The palette's range per channel (0..255 scale): dithered values are
- * clamped to it. */
-static void
-palette_range (const quantize_ctx *q, float *lo, float *hi)
-{
-  for (int c = 0; c < 3; c++)
-    {
-      lo[c] = hi[c] = q->pal_value[0][c];
-      for (int j = 1; j < q->k; j++)
-        {
-          lo[c] = fminf (lo[c], q->pal_value[j][c]);
-          hi[c] = fmaxf (hi[c], q->pal_value[j][c]);
-        }
-    }
 }
 
 /* Floyd–Steinberg (see the header) on the CPU's threads. Progress and cancel
@@ -814,7 +818,11 @@ dither_image (quantize_ctx *q, const cudafx_options *o)
   for (int t = 0; t < threads; t++)
     atomic_init (&d.done[t].at, 0);
   atomic_init (&d.stop, 0);
-  palette_range (q, d.lo, d.hi);
+  for (int c = 0; c < 3; c++)
+    {
+      d.lo[c] = q->map->lo[c];
+      d.hi[c] = q->map->hi[c];
+    }
 #pragma omp parallel num_threads (threads)
   {
     /* the team may be smaller than asked (nested, limits): a ring of
@@ -917,50 +925,132 @@ take_sample (const quantize_ctx *q, uint64_t n_vote, sample_set *smp, const cuda
   return s;
 }
 
-/* Sums of one assignment pass over the image for q->centre, into q->acc[0]. */
+/* The seeding attempts on the host (the reference; also what the engine
+ * runs when a backend leaves the seeding to it). */
 static cudafx_status
-assign_pass (quantize_ctx *q, quantize_device *gpu, const cudafx_options *o, double from,
-             double to)
+seed_reference (const sample_set *smp, const quantize_seeding *job, const cudafx_options *o,
+                int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error)
 {
-  if (gpu)
-    {
-      cudafx_status s = cudafx_quantize_cuda_assign (gpu, q->centre, q->k, &q->acc[0]);
-      return s ? s : cudafx_progress (o, to);
-    }
-  int threads = cudafx_thread_count (o), dims = q->fs.dims;
+  int threads = cudafx_thread_count (o);
+  threads = threads < job->attempts ? threads : job->attempts;
+  int64_t *work = malloc ((size_t) smp->n * 3 * (size_t) threads * sizeof *work);
+  quantize_sums *acc = malloc (QUANTIZE_ATTEMPTS * sizeof *acc);
+  cudafx_status s = CUDAFX_OK;
+  if (!work || !acc)
+    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
+  else
+    seed_on_host (smp, job, threads, work, acc, centres, found, error);
+  free (work);
+  free (acc);
+  return s;
+}
+
+/* ---- the CPU backend's session (core/cpu.c's table) ---------------------- */
+
+void
+cudafx_quantize_cpu_close (quantize_session *ses)
+{
+  if (!ses)
+    return;
+  for (int c = 0; c < 3; c++)
+    free (ses->q.plane[c]);
+  free (ses->q.acc);
+  free (ses);
+}
+
+cudafx_status
+cudafx_quantize_cpu_open (const quantize_plan *plan, const cudafx_options *o, quantize_session **out)
+{
+  const cudafx_image *src = plan->src;
+  int threads = cudafx_thread_count (o);
+  size_t n = (size_t) src->width * (size_t) src->height; /* checked by quantize_run */
+  quantize_session *ses = *out = calloc (1, sizeof *ses);
+  if (!ses)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory");
+  quantize_ctx *q = &ses->q;
+  ses->o = o;
+  q->src = src;
+  q->width = src->width;
+  q->fs = plan->fs;
+  q->everyone_votes = plan->everyone_votes;
+  /* Oklab features cost cube roots: computed once (up to CACHE_MAX_PIXELS).
+   * RGB ones are recomputed from the pixels in every pass, cheaper than
+   * reading a cache. */
+  int want_cache = q->fs.oklab && n <= CACHE_MAX_PIXELS, cache = want_cache;
+  for (int c = 0; c < q->fs.dims && cache; c++)
+    if (!(q->plane[c] = malloc (n * sizeof (float))))
+      cache = 0;
+  q->acc = malloc ((size_t) threads * sizeof (quantize_sums));
+  if (cache != want_cache || !q->acc)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
+  return cache ? cudafx_parallel_rows (src->height, cache_rows, q, o, 0.05, 0.1) : CUDAFX_OK;
+}
+
+cudafx_status
+cudafx_quantize_cpu_seed (quantize_session *ses, const sample_set *smp, const quantize_seeding *job,
+                          int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
+                          int *seeded)
+{
+  *seeded = 1;
+  return seed_reference (smp, job, ses->o, centres, found, error);
+}
+
+cudafx_status
+cudafx_quantize_cpu_assign (quantize_session *ses, const float (*centre)[3], int k, quantize_sums *sums,
+                            double from, double to)
+{
+  quantize_ctx *q = &ses->q;
+  int threads = cudafx_thread_count (ses->o), dims = q->fs.dims;
+  q->centre = centre;
+  q->k = k;
   memset (q->acc, 0, (size_t) threads * sizeof (quantize_sums));
-  cudafx_status s = cudafx_parallel_rows (q->src->height, assign_rows, q, o, from, to);
+  cudafx_status s = cudafx_parallel_rows (q->src->height, assign_rows, q, ses->o, from, to);
   for (int t = 1; t < threads && !s; t++)
-    for (int j = 0; j < q->k; j++)
+    for (int j = 0; j < k; j++)
       {
         for (int c = 0; c < dims; c++)
           q->acc[0].sums[j][c] += q->acc[t].sums[j][c];
         q->acc[0].counts[j] += q->acc[t].counts[j];
       }
+  if (!s)
+    *sums = q->acc[0];
   return s;
 }
 
-/* One run on either backend: sampling, seeding and the palette on the host;
- * the passes over every pixel (assignment sums, the mapping or Floyd–
- * Steinberg) by the CPU's threads, or on the device when on_gpu. */
-static cudafx_status
-quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
+cudafx_status
+cudafx_quantize_cpu_map (quantize_session *ses, const quantize_mapping *m, cudafx_image *dst)
 {
+  quantize_ctx *q = &ses->q;
+  q->dst = dst;
+  q->map = m;
+  q->centre = (const float (*)[3]) m->pal.centre;
+  q->k = m->pal.k;
+  return m->dither ? dither_image (q, ses->o) : cudafx_parallel_rows (q->src->height, map_rows, q, ses->o, 0.9, 1.0);
+}
+
+/* ---- the engine's side ----------------------------------------------------- */
+
+/* One run on backend b: the votes, the sample, the choice of the seeding
+ * attempt, Lloyd's centre updates and the palette here; the passes over
+ * every pixel and the seeding attempts by the backend. */
+static cudafx_status
+quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
+{
+  const quantize_job *job = job_;
   const cudafx_image *src = job->src;
   const cudafx_quantize_params *p = job->p;
   int dims = src->channels - src->has_alpha, h = src->height;
-  int threads = cudafx_thread_count (o);
   size_t n = (size_t) src->width * (size_t) h;
   cudafx_status s = CUDAFX_OK;
   float *sample_planes = NULL;
-  int64_t *work = NULL;
   int32_t (*attempt)[CUDAFX_MAX_COLORS][3] = NULL;
-  quantize_device *gpu = NULL;
+  quantize_session *ses = NULL;
+  quantize_sums *sums = NULL;
+  quantize_mapping *map = NULL;
   quantize_ctx *q = calloc (1, sizeof *q);
   if (!q)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory");
   q->src = src;
-  q->dst = job->dst;
   q->width = src->width;
   q->everyone_votes = !src->has_alpha;
   feature_space_init (&q->fs, dims, p->color_space == CUDAFX_SPACE_OKLAB);
@@ -970,23 +1060,16 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: image size overflows");
       goto done;
     }
-  /* Oklab features cost cube roots: computed once (up to CACHE_MAX_PIXELS).
-   * RGB ones are recomputed from the pixels in every pass, cheaper than
-   * reading a cache. The device keeps its own. */
-  int want_cache = q->fs.oklab && !on_gpu && n <= CACHE_MAX_PIXELS, cache = want_cache;
-  for (int c = 0; c < dims && cache; c++)
-    if (!(q->plane[c] = malloc (n * sizeof (float))))
-      cache = 0;
   q->row_votes = malloc ((size_t) h * sizeof (int));
-  q->acc = malloc ((size_t) (threads > QUANTIZE_ATTEMPTS ? threads : QUANTIZE_ATTEMPTS) *
-                  sizeof (quantize_sums));
-  if (cache != want_cache || !q->row_votes || !q->acc)
+  sums = malloc (sizeof *sums);
+  map = calloc (1, sizeof *map);
+  if (!q->row_votes || !sums || !map)
     {
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
       goto done;
     }
 
-  if ((s = cudafx_parallel_rows (h, prepare_rows, q, o, 0.0, 0.1)))
+  if ((s = cudafx_parallel_rows (h, vote_rows, q, o, 0.0, 0.05)))
     goto done;
   uint64_t n_vote = 0;
   for (int y = 0; y < h; y++)
@@ -999,7 +1082,8 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
         q->row_votes[y] = q->width;
       n_vote = n;
     }
-  if (on_gpu && (s = cudafx_quantize_cuda_open (src, &q->fs, q->everyone_votes, o, &gpu)))
+  quantize_plan plan = { src, q->fs, q->everyone_votes };
+  if ((s = b->quantize_open (&plan, o, &ses)))
     goto done;
 
   int count = n_vote < QUANTIZE_SAMPLE_MAX ? (int) n_vote : QUANTIZE_SAMPLE_MAX;
@@ -1016,19 +1100,9 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
   quantize_seeding seeding = seeding_for (p->colors, p->seed);
   int found[QUANTIZE_ATTEMPTS], seeded = 0;
   int64_t error[QUANTIZE_ATTEMPTS];
-  if (gpu && (s = cudafx_quantize_cuda_seed (gpu, &smp, &seeding, attempt, found, error, &seeded)))
+  if ((s = b->quantize_seed (ses, &smp, &seeding, attempt, found, error, &seeded)) ||
+      (!seeded && (s = seed_reference (&smp, &seeding, o, attempt, found, error))))
     goto done;
-  if (!seeded)
-    {
-      int seeding_threads = threads < seeding.attempts ? threads : seeding.attempts;
-      work = malloc ((size_t) count * 3 * (size_t) seeding_threads * sizeof *work);
-      if (!work)
-        {
-          s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
-          goto done;
-        }
-      seed_on_host (&smp, &seeding, seeding_threads, work, q->acc, attempt, found, error);
-    }
   int best = best_attempt (error, seeding.attempts);
   int32_t (*centres)[3] = attempt[best];
   q->k = found[best];
@@ -1037,7 +1111,6 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
   for (int j = 0; j < q->k; j++)
     for (int c = 0; c < 3; c++)
       q->lloyd[j][c] = (float) centres[j][c];
-  q->centre = (const float (*)[3]) q->lloyd;
 
   /* Assignments stop changing exactly when an update leaves every centre
    * where it was: the next assignment would repeat this one. */
@@ -1046,10 +1119,10 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
     {
       double from = 0.1 + 0.8 * (it - 1) / p->max_iterations;
       double to = 0.1 + 0.8 * it / p->max_iterations;
-      if ((s = assign_pass (q, gpu, o, from, to)))
+      if ((s = b->quantize_assign (ses, (const float (*)[3]) q->lloyd, q->k, sums, from, to)))
         goto done;
       iterations = it;
-      moved = update_centres (&q->acc[0], q->k, dims, centres);
+      moved = update_centres (sums, q->k, dims, centres);
       for (int j = 0; j < q->k; j++)
         for (int c = 0; c < dims; c++)
           q->lloyd[j][c] = (float) centres[j][c];
@@ -1057,19 +1130,9 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
 
   if (job->palette)
     memset (job->palette, 0, sizeof *job->palette);
-  q->k = build_palette (q, (const int32_t (*)[3]) centres, q->k, job->palette);
-  if (p->dither == CUDAFX_DITHER_FLOYD_STEINBERG && gpu)
-    {
-      float lo[3], hi[3];
-      palette_range (q, lo, hi);
-      s = cudafx_quantize_cuda_dither (gpu, &q->pal, (const float (*)[3]) q->pal_value, lo, hi, q->dst);
-    }
-  else if (p->dither == CUDAFX_DITHER_FLOYD_STEINBERG)
-    s = dither_image (q, o);
-  else if (gpu)
-    s = cudafx_quantize_cuda_map (gpu, &q->pal, q->dst);
-  else
-    s = cudafx_parallel_rows (h, map_rows, q, o, 0.9, 1.0);
+  q->k = build_palette (q, (const int32_t (*)[3]) centres, q->k, job->palette, map);
+  map->dither = p->dither == CUDAFX_DITHER_FLOYD_STEINBERG;
+  s = b->quantize_map (ses, map, job->dst);
   if (!s && job->palette)
     {
       job->palette->colors = q->k;
@@ -1078,29 +1141,15 @@ quantize_run (const quantize_job *job, const cudafx_options *o, int on_gpu)
     }
 
 done:
-  if (gpu)
-    cudafx_quantize_cuda_close (gpu);
+  if (ses)
+    b->quantize_close (ses);
   free (sample_planes);
-  free (work);
   free (attempt);
-  for (int c = 0; c < 3; c++)
-    free (q->plane[c]);
+  free (sums);
+  free (map);
   free (q->row_votes);
-  free (q->acc);
   free (q);
   return s;
-}
-
-static cudafx_status
-quantize_cpu (void *job, const cudafx_options *o)
-{
-  return quantize_run (job, o, 0);
-}
-
-static cudafx_status
-quantize_cuda (void *job, const cudafx_options *o)
-{
-  return quantize_run (job, o, 1);
 }
 
 void
@@ -1125,5 +1174,5 @@ cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quanti
   if ((s = cudafx_params_check (CUDAFX_FILTER_QUANTIZE, p)))
     return s;
   quantize_job job = { src, dst, p, palette };
-  return cudafx_dispatch (FILTER, quantize_cpu, quantize_cuda, &job, o);
+  return cudafx_dispatch (FILTER, quantize_run, &job, o);
 }

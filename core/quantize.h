@@ -42,29 +42,22 @@ typedef struct {
   float   f32[CUDAFX_MAX_COLORS][3];
 } quantize_palette;
 
-static inline CUDAFX_HOST_DEVICE uint32_t
-quantize_float_bits (float a)
-{
-#ifdef __CUDA_ARCH__
-  return __float_as_uint (a);
-#else
-  uint32_t i;
-  memcpy (&i, &a, sizeof i);
-  return i;
-#endif
-}
+/* One run's passes over the image, as a backend gets them. */
+typedef struct {
+  const cudafx_image *src;
+  quantize_space      fs;
+  int                 everyone_votes; /* no alpha, or every pixel transparent */
+} quantize_plan;
 
-static inline CUDAFX_HOST_DEVICE float
-quantize_bits_float (uint32_t i)
-{
-#ifdef __CUDA_ARCH__
-  return __uint_as_float (i);
-#else
-  float a;
-  memcpy (&a, &i, sizeof a);
-  return a;
-#endif
-}
+/* What the mapping reads: the palette, and for Floyd–Steinberg its entries
+ * on the 0..255 scale and their range per channel (dithered values are
+ * clamped to it). */
+typedef struct {
+  quantize_palette pal;
+  int              dither;
+  float            value[CUDAFX_MAX_COLORS][3];
+  float            lo[3], hi[3];
+} quantize_mapping;
 
 /* a^(1/n), a > 0: exponent-bits guess, then 3 Newton steps (0 otherwise). */
 static inline CUDAFX_HOST_DEVICE float
@@ -72,10 +65,10 @@ quantize_root_n (float a, int n)
 {
   if (!(a > 0.0f))
     return 0.0f;
-  uint32_t i = quantize_float_bits (a);
+  uint32_t i = cudafx_float_bits (a);
   /* log2-linear first guess from the exponent bits */
   i = (uint32_t) ((int32_t) (i - 0x3f800000u) / n + 0x3f800000);
-  float y = quantize_bits_float (i);
+  float y = cudafx_bits_float (i);
   for (int step = 0; step < 3; step++)
     {
       float power = y;

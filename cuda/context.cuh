@@ -1,22 +1,100 @@
-/* Shared CUDA machinery for every filter: error checking into engine
- * statuses, a cache of device buffers reused across calls (dialog previews
- * call the engine many times), a device-memory budget (CUDAFX_CUDA_MEM_LIMIT
- * caps it so tests can force striping), fault injection for fallback tests
- * (CUDAFX_CUDA_FAIL), and the stripe runner that feeds kernels rows with
- * halos so an image larger than device memory still works. */
+/* The CUDA backend's context: one object per process that owns what every
+ * filter's launcher shares.
+ * - the device, chosen once: CUDAFX_DEVICE=N, else the first device that
+ *   can run kernels (compute mode not prohibited); its multiprocessor count
+ *   and shared-memory opt-in limit;
+ * - two non-blocking streams (the call's work, and work beside it such as
+ *   quantize's seeding) and the events that time them; nothing runs on the
+ *   legacy default stream, which would synchronise with both;
+ * - grow-only device buffers kept across calls (dialog previews call the
+ *   engine many times) and a device-memory budget (CUDAFX_CUDA_MEM_LIMIT caps
+ *   it so tests can force striping);
+ * - pinned host staging buffers, grow-only, mapped into the device's
+ *   address space;
+ * - the kernels' shared-memory attributes already set;
+ * - the process-wide lock: one call uses the device at a time.
+ * Also here: CUDA errors into engine statuses, fault injection for the
+ * fallback tests (CUDAFX_CUDA_FAIL), and the stripe runner that feeds
+ * kernels rows with halos, so an image larger than device memory works. */
 #ifndef CUDAFX_CONTEXT_CUH
 #define CUDAFX_CONTEXT_CUH
 
-#include "../core/engine.h"
 #include "cudafx_cuda.h"
 
 #include <cuda_runtime.h>
 #include <mutex>
 
+/* Device buffers of the cache; AUX for a filter's small extras (nl-means'
+ * noise histograms, the median's window heights). */
+enum cfx_slot { CFX_SLOT_SRC, CFX_SLOT_DST, CFX_SLOT_SCRATCH, CFX_SLOT_AUX, CFX_N_SLOTS };
+/* Pinned host buffers: COUNTERS for small values the device writes while
+ * the host watches (quantize's dither progress), the others for images. */
+enum cfx_staging_slot { CFX_STAGING_UP, CFX_STAGING_DOWN, CFX_STAGING_COUNTERS, CFX_N_STAGING };
+
+constexpr int CFX_EVENTS = 8;
+constexpr int CFX_SHARED_ATTRIBUTES = 64; /* kernels whose shared-memory limit is remembered */
+
+struct cfx_context
+{
+  std::mutex   lock;
+  /* the device, probed once (without the lock: hosts ask while a call runs) */
+  std::once_flag probed;
+  bool         usable;
+  int          device;
+  char         name[128], why[256];
+  int          sms;          /* multiprocessors */
+  int          shared_optin; /* bytes of dynamic shared memory a block may opt in to */
+  /* created on the first call, on the device */
+  bool         ready;
+  cudaStream_t stream;       /* the call's copies and kernels */
+  cudaStream_t side;         /* work beside them */
+  cudaEvent_t  ev[CFX_EVENTS];
+  bool         upload_timed; /* ev[0..1] hold an upload the next stripe_apply reports */
+  /* caches */
+  void        *slot_ptr[CFX_N_SLOTS];
+  size_t       slot_size[CFX_N_SLOTS];
+  void        *staging_ptr[CFX_N_STAGING];
+  size_t       staging_size[CFX_N_STAGING];
+  const void  *shared_kernel[CFX_SHARED_ATTRIBUTES];
+  int          shared_allowed[CFX_SHARED_ATTRIBUTES];
+  int          n_shared;
+};
+
+/* A call's hold on the context: the lock, for as long as the object lives. */
+struct cfx_call
+{
+  std::unique_lock<std::mutex> guard;
+  cfx_context                 *cx = nullptr;
+};
+
+/* Takes the lock and makes the context ready on its device (streams,
+ * events). Every other function below wants a context so held. */
+cudafx_status cfx_begin (cfx_call &call, const char *filter);
+
 /* Turns a CUDA error into CUDAFX_ERR_CUDA with "filter: what: reason". */
 cudafx_status cfx_check (cudaError_t err, const char *filter, const char *what);
 /* Checks the last launch (and the CUDAFX_CUDA_FAIL=launch injection). */
 cudafx_status cfx_check_launch (const char *filter, const char *kernel);
+/* 1 when CUDAFX_CUDA_FAIL names this point (alloc, launch, seed, stripeN). */
+int cfx_inject (const char *point);
+
+/* Grow-only device buffer of the slot, zeroed when (re)allocated: kernels
+ * read whole aligned words that may reach into a row's pitch padding (bytes
+ * they discard), and defined padding keeps compute-sanitizer initcheck quiet. */
+cudafx_status cfx_buffer (cfx_context *cx, cfx_slot slot, size_t bytes, void **out, const char *filter);
+/* After a CUDA fault: the next call starts from fresh buffers. */
+void cfx_release_buffers (cfx_context *cx);
+/* Grow-only pinned host buffer, mapped: *device (may be NULL) gets its
+ * device address. Contents are undefined. */
+cudafx_status cfx_staging (cfx_context *cx, cfx_staging_slot which, size_t bytes, void **host, void **device,
+                           const char *filter);
+/* Bytes a call may hold on the device: free memory (plus what the cache
+ * holds) less a margin, capped by CUDAFX_CUDA_MEM_LIMIT (K, M or G suffix). */
+size_t cfx_memory_budget (cfx_context *cx);
+/* Lets kernel use `bytes` of dynamic shared memory (set once per size). */
+cudafx_status cfx_allow_shared (cfx_context *cx, const void *kernel, size_t bytes, const char *filter);
+
+/* ---- stripes ---------------------------------------------------------------- */
 
 /* One input stripe on the device: rows [y0 - halo, y0 + rows + halo) of the
  * image, rows outside the image already made up by the border policy; the
@@ -39,30 +117,17 @@ typedef cudafx_status (*cfx_stripe_fn) (void *ctx, const cfx_stripe *s);
 
 /* Runs fn over the image in stripes sized to the device-memory budget,
  * copying each stripe (with halo rows made up by `border`) to the device and
- * its result back (dst NULL: nothing comes back, fn only reads). Holds the
- * process-wide GPU lock for the whole call. */
-cudafx_status cfx_run_stripes (const char *filter, const cudafx_image *src, cudafx_image *dst,
-                               int halo, cudafx_border border, size_t scratch_row_bytes,
+ * its result back (dst NULL: nothing comes back, fn only reads). Kernel and
+ * transfer times go to o's report; progress after each stripe. */
+cudafx_status cfx_run_stripes (cfx_context *cx, const char *filter, const cudafx_image *src,
+                               cudafx_image *dst, int halo, cudafx_border border, size_t scratch_row_bytes,
                                cfx_stripe_fn fn, void *ctx, const cudafx_options *o);
-
-/* The pieces cfx_run_stripes is made of, for filters whose passes do not fit
- * it (k-means visits the whole image once per iteration). Hold cfx_lock
- * around every use of the others. */
-std::unique_lock<std::mutex> cfx_lock ();
-/* Grow-only device buffers kept across calls (dialog previews call often);
- * AUX for a filter's small extras (nl-means' noise histograms). */
-enum cfx_slot { CFX_SLOT_SRC, CFX_SLOT_DST, CFX_SLOT_SCRATCH, CFX_SLOT_AUX, CFX_N_SLOTS };
-cudafx_status cfx_buffer (cfx_slot slot, size_t bytes, void **out, const char *filter);
-/* After a CUDA fault: the next call starts from fresh buffers. */
-void cfx_release_buffers ();
-/* Bytes a call may hold on the device (CUDAFX_CUDA_MEM_LIMIT caps it). */
-size_t cfx_memory_budget ();
-/* Rows per stripe cfx_run_stripes would use for src with halo and scratch
- * (at most the image's height; 0: not even one row fits), with the budget
- * and the bytes of a one-row stripe. */
-int cfx_stripe_rows (const cudafx_image *src, int halo, size_t scratch_row_bytes, size_t *budget,
-                     size_t *need);
-/* 1 when CUDAFX_CUDA_FAIL names this point (alloc, launch, stripeN). */
-int cfx_inject (const char *point);
+/* The whole image as one stripe with halo rows, uploaded and kept for
+ * several cfx_apply calls; *loaded 0 (nothing done) when it does not fit. */
+cudafx_status cfx_load_image (cfx_context *cx, const char *filter, const cudafx_image *src, int halo,
+                              cudafx_border border, size_t scratch_row_bytes, cfx_stripe *st, int *loaded);
+/* fn on a loaded stripe, then its rows back to dst (unless NULL), timed. */
+cudafx_status cfx_apply (cfx_context *cx, const char *filter, const cfx_stripe *st, cfx_stripe_fn fn,
+                         void *ctx, cudafx_image *dst, const cudafx_options *o);
 
 #endif /* CUDAFX_CONTEXT_CUH */

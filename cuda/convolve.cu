@@ -20,21 +20,15 @@
  * every tile row it reads feeds the taps of each of its 4 output rows, in
  * tap order for every output. Built for 3x3 and 5x5 (loops unrolled, taps
  * as instruction operands) and 15x15 (a tile row's taps unrolled), and for
- * any size. Measured on an H100, 12 MP RGB u8: 5x5 0.193 ms, 15x15 0.718
- * (the generic build alone: 0.259, 0.996; the earlier one-row kernel:
- * 0.266, 0.966); f32 5x5 0.383, 15x15 0.761.
+ * any size.
  *
  * u8 3x3 and 5x5 without alpha take a leaner build of the same scheme
  * (convolve_small_kernel): only the taps as parameters, a tile aligned to
  * whole groups (one float4 store a plane per group, every load of a
  * thread's share issued before any conversion), the channels summed one
- * after the other in a loop that is not unrolled (unrolled, the 45 KB of
- * straight code stalled on instruction fetch: ncu no_instruction 2.1 warps
- * per issue, now 0.2) and the bytes packed into words before they are
- * stored. Measured on an H100, 12 MP RGB u8, median of 9 report.kernel_ms:
- * 5x5 0.193 -> 0.120 ms (channel loop unrolled: 0.131), 3x3 0.089; ncu
- * puts the 5x5 kernel at 0.090 ms at 1.97 GHz, and about 0.015 ms of
- * kernel_ms is the launch (a 256x64 image).
+ * after the other in a loop that is not unrolled (unrolled, the straight
+ * code outgrows the instruction cache and stalls on instruction fetch) and
+ * the bytes packed into words before they are stored.
  *
  * Separable u8 without alpha with non-negative taps (plan->fixed16: the
  * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
@@ -48,13 +42,13 @@
  * bytes; the vertical pass treats the scratch as plain columns of elements
  * (channels need no care), each thread 4 elements times 8 output rows, with
  * 8 scratch rows in registers, each read once for every output it feeds.
- * Measured on an H100, 12 MP RGB, sigma 5 (31 taps): 0.246 ms (the earlier
- * two-pass kernels with fma + integer add a term: 0.487).
  *
  * Other separable kernels (f32, alpha, negative taps): a horizontal pass
  * into a float scratch (rows of the stripe plus halo), then a vertical pass
  * that also finishes the pixel. Rows beyond the image come from the stripe
- * runner; kernels map columns through the border policy. */
+ * runner; kernels map columns through the border policy.
+ *
+ * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md. */
 #include "context.cuh"
 #include "../core/convolve.h"
 
@@ -832,11 +826,9 @@ convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
 /* Most warps (MAX_WARPS, halved down to 1) for which a block's dynamic
  * shared memory, fixed + warps * per_warp bytes, fits the device. */
 int
-warps_that_fit (size_t fixed, size_t per_warp, size_t *bytes)
+warps_that_fit (const cfx_context *cx, size_t fixed, size_t per_warp, size_t *bytes)
 {
-  int device = 0, limit = 48 * 1024;
-  if (cudaGetDevice (&device) == cudaSuccess)
-    cudaDeviceGetAttribute (&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  const int limit = cx->shared_optin;
   int warps = MAX_WARPS;
   while (warps > 1 && fixed + warps * per_warp > (size_t) limit)
     warps /= 2;
@@ -846,20 +838,19 @@ warps_that_fit (size_t fixed, size_t per_warp, size_t *bytes)
 
 template <typename K>
 cudafx_status
-allow_shared (K kernel, size_t bytes)
+allow_shared (cfx_context *cx, K kernel, size_t bytes)
 {
-  return cfx_check (cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bytes),
-                    "convolve", "shared-memory attribute");
+  return cfx_allow_shared (cx, (const void *) kernel, bytes, "convolve");
 }
 
 template <int CH>
 cudafx_status
-launch_fixed (const fixed_args &f, cudafx_border border, const cfx_stripe *s)
+launch_fixed (cfx_context *cx, const fixed_args &f, cudafx_border border, const cfx_stripe *s)
 {
   size_t shared;
-  const int warps = warps_that_fit (0, sizeof (float) * CH * plane_floats<ROWS_P> (tile_width (ROWS_P, f.size)),
+  const int warps = warps_that_fit (cx, 0, sizeof (float) * CH * plane_floats<ROWS_P> (tile_width (ROWS_P, f.size)),
                                     &shared);
-  cudafx_status st = allow_shared (convolve_rows_fixed_kernel<CH>, shared);
+  cudafx_status st = allow_shared (cx, convolve_rows_fixed_kernel<CH>, shared);
   if (st)
     return st;
   dim3 row_grid ((s->width + WARP * ROWS_P - 1) / (WARP * ROWS_P), (s->rows + 2 * s->halo + warps - 1) / warps);
@@ -875,7 +866,7 @@ launch_fixed (const fixed_args &f, cudafx_border border, const cfx_stripe *s)
 
 template <int CH, int N>
 cudafx_status
-launch_small (const convolve_plan &pl, cudafx_border border, const cfx_stripe *s)
+launch_small (cfx_context *cx, const convolve_plan &pl, cudafx_border border, const cfx_stripe *s)
 {
   small_args<N> a;
   for (int i = 0; i < N * N; i++)
@@ -883,16 +874,10 @@ launch_small (const convolve_plan &pl, cudafx_border border, const cfx_stripe *s
   a.offset = pl.offset;
   const size_t row_bytes = sizeof (float) * CH * SMALL_TW;
   size_t shared;
-  const int warps = warps_that_fit (row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
-  /* the attribute once per kernel and size: a call's launch stays short */
-  static size_t allowed = 0;
-  if (shared > allowed)
-    {
-      cudafx_status st = allow_shared (convolve_small_kernel<CH, N>, shared);
-      if (st)
-        return st;
-      allowed = shared;
-    }
+  const int warps = warps_that_fit (cx, row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
+  cudafx_status st = allow_shared (cx, convolve_small_kernel<CH, N>, shared);
+  if (st)
+    return st;
   dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P), (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
   convolve_small_kernel<CH, N><<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
   return cfx_check_launch ("convolve", "convolve_small_kernel");
@@ -902,6 +887,7 @@ struct convolve_ctx
 {
   const convolve_plan *plan;
   cudafx_border border;
+  cfx_context *cx;
 };
 
 template <typename T, int CH, bool ALPHA>
@@ -910,12 +896,13 @@ launch (const convolve_ctx *cx, const cfx_stripe *s)
 {
   const convolve_plan &pl = *cx->plan;
   if (sizeof (T) == 1 && !ALPHA && !pl.separable && (pl.size == 3 || pl.size == 5))
-    return pl.size == 3 ? launch_small<CH, 3> (pl, cx->border, s) : launch_small<CH, 5> (pl, cx->border, s);
+    return pl.size == 3 ? launch_small<CH, 3> (cx->cx, pl, cx->border, s)
+                        : launch_small<CH, 5> (cx->cx, pl, cx->border, s);
   if (!pl.separable)
     {
       const size_t row_bytes = sizeof (float) * CH * tile_width (DIRECT_P, pl.size);
       size_t shared;
-      const int warps = warps_that_fit (row_bytes * (pl.size - 1), row_bytes * DIRECT_R, &shared);
+      const int warps = warps_that_fit (cx->cx, row_bytes * (pl.size - 1), row_bytes * DIRECT_R, &shared);
       /* Built for the presets' sizes and the 15x15 of issue #4's targets;
        * f32 kernels with zero taps, which must be skipped, take the generic
        * one, which tests every tap. */
@@ -927,7 +914,7 @@ launch (const convolve_ctx *cx, const cfx_stripe *s)
                   : pl.size == 5 ? convolve_direct_kernel<T, CH, ALPHA, 5>
                   : pl.size == 15 ? convolve_direct_kernel<T, CH, ALPHA, 15>
                                   : convolve_direct_kernel<T, CH, ALPHA, 0>;
-      cudafx_status st = allow_shared (kernel, shared);
+      cudafx_status st = allow_shared (cx->cx, kernel, shared);
       if (st)
         return st;
       dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P),
@@ -975,10 +962,10 @@ convolve_stripe (void *ctx, const cfx_stripe *s)
   if (a->cx.plan->fixed16) /* u8 without alpha */
     switch (s->channels)
       {
-      case 1: return launch_fixed<1> (a->fixed, a->cx.border, s);
-      case 2: return launch_fixed<2> (a->fixed, a->cx.border, s);
-      case 3: return launch_fixed<3> (a->fixed, a->cx.border, s);
-      default: return launch_fixed<4> (a->fixed, a->cx.border, s);
+      case 1: return launch_fixed<1> (a->cx.cx, a->fixed, a->cx.border, s);
+      case 2: return launch_fixed<2> (a->cx.cx, a->fixed, a->cx.border, s);
+      case 3: return launch_fixed<3> (a->cx.cx, a->fixed, a->cx.border, s);
+      default: return launch_fixed<4> (a->cx.cx, a->fixed, a->cx.border, s);
       }
   return s->type == CUDAFX_U8 ? launch_type<unsigned char> (&a->cx, s, a->alpha)
                               : launch_type<float> (&a->cx, s, a->alpha);
@@ -1005,9 +992,13 @@ make_fixed_args (const convolve_plan *plan, size_t elements, fixed_args *f)
 
 extern "C" cudafx_status
 cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst, const convolve_plan *plan,
-                      cudafx_border border, const cudafx_options *o)
+                      const cudafx_options *o)
 {
-  stripe_args a = { { plan, border }, src->has_alpha != 0, {} };
+  cfx_call call;
+  cudafx_status s = cfx_begin (call, "convolve");
+  if (s)
+    return s;
+  stripe_args a = { { plan, plan->border, call.cx }, src->has_alpha != 0, {} };
   const size_t elements = (size_t) src->width * src->channels;
   size_t scratch = 0;
   if (plan->fixed16)
@@ -1017,5 +1008,6 @@ cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst, const convolve
     }
   else if (plan->separable)
     scratch = sizeof (float) * (size_t) src->width * (src->channels + (src->has_alpha ? 1 : 0));
-  return cfx_run_stripes ("convolve", src, dst, plan->radius, border, scratch, convolve_stripe, &a, o);
+  return cfx_run_stripes (call.cx, "convolve", src, dst, plan->radius, plan->border, scratch, convolve_stripe, &a,
+                          o);
 }

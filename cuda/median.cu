@@ -24,10 +24,7 @@
  *   hold 0x6400 + byte, which also reads as the half float 1024 + byte, so
  *   the even outputs' network runs as 16-bit integer min/max and the odd
  *   outputs' as half-float min/max (sm_80 on), two instruction kinds the
- *   scheduler can overlap. Measured on an H100, 12 MP RGB, kernel time:
- *   3x3 0.094 ms, 5x5 0.180, 7x7 0.379 (one row a step: 5x5 0.240, 7x7
- *   0.575; before the register-kept rows and the half floats: 0.136, 0.287,
- *   0.654).
+ *   scheduler can overlap.
  * - median_packed_kernel (u8, square, radius <= 2, the other ranks): four
  *   bytes per 32-bit word through a full sorting network with SIMD byte
  *   min/max, then the rank-k word is picked.
@@ -41,7 +38,8 @@
  *   counts per thread in shared memory with 16 coarse bins to find the rank
  *   quickly; per output it costs O(r) updates, not O(r^2). Circles slide per
  *   column with each column's own half-height.
- * Borders clamp: the stripe runner makes up rows, kernels clamp columns. */
+ * Borders clamp: the stripe runner makes up rows, kernels clamp columns.
+ * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md. */
 #include "context.cuh"
 #include "median_network.h"
 
@@ -69,16 +67,8 @@ template <> struct key_of<unsigned char>
 template <> struct key_of<float>
 {
   static constexpr int bits = 32;
-  /* Order-preserving: negative floats reversed, positives above them. */
-  __device__ static unsigned to (float v)
-  {
-    unsigned u = __float_as_uint (v);
-    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
-  }
-  __device__ static float from (unsigned k)
-  {
-    return __uint_as_float ((k & 0x80000000u) ? k & 0x7fffffffu : ~k);
-  }
+  __device__ static unsigned to (float v) { return median_float_key (v); }
+  __device__ static float from (unsigned k) { return median_key_float (k); }
 };
 
 /* Smallest key t with more than `rank` window keys <= t: the rank-th key. */
@@ -402,7 +392,7 @@ column_key (const uint2 *words)
 template <int R> constexpr int rows_per_step = R >= 2 ? 2 : 1;
 
 /* Blocks an SM must hold (0: no bound). 5 caps 7x7 at 96 registers (112
- * unbounded): 2% faster on an H100; more blocks spill. 3x3 is left alone. */
+ * unbounded), which is faster; more blocks spill. 3x3 is left alone. */
 template <int R> constexpr int columns_min_blocks = R >= 2 ? 5 : 0;
 
 /* The thread's even and odd outputs of the step's STEP rows: every tile word
@@ -555,9 +545,10 @@ launch_columns (const cfx_stripe *s, int r, int rank)
 
 struct median_ctx
 {
-  const cudafx_median_params *p;
-  int rank;
-  int *d_half;
+  const median_plan *p;
+  int                rank;
+  int               *d_half; /* the plan's column half-heights on the device */
+  cfx_context       *cx;
 };
 
 template <typename T>
@@ -596,8 +587,8 @@ median_stripe (void *ctx, const cfx_stripe *s)
       if (launched)
         return cfx_check_launch ("median", "median_columns_kernel");
     }
-  /* Other ranks. Measured on an H100: packed networks win up to 5x5; at 7x7
-   * the network outgrows the registers and selection by counting is faster. */
+  /* Other ranks: packed networks up to 5x5; at 7x7 the network outgrows the
+   * registers and selection by counting is faster. */
   if (m->p->radius <= MAX_PACKED_RADIUS && m->p->shape == CUDAFX_SHAPE_SQUARE)
     {
       dim3 block (64, 4);
@@ -613,10 +604,7 @@ median_stripe (void *ctx, const cfx_stripe *s)
     return launch_select<unsigned char> (m, s);
   int r = m->p->radius;
   size_t shared_bytes = (2 * r + 1) * sizeof (int) + 272 * HIST_THREADS * sizeof (unsigned short);
-  cudafx_status st = cfx_check (cudaFuncSetAttribute (median_histogram_kernel,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      (int) shared_bytes),
-                                "median", "shared-memory attribute");
+  cudafx_status st = cfx_allow_shared (m->cx, (const void *) median_histogram_kernel, shared_bytes, "median");
   if (st)
     return st;
   dim3 grid ((s->width + HIST_THREADS - 1) / HIST_THREADS, (s->rows + HIST_SEGMENT - 1) / HIST_SEGMENT,
@@ -628,34 +616,21 @@ median_stripe (void *ctx, const cfx_stripe *s)
 } // namespace
 
 extern "C" cudafx_status
-cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst, const cudafx_median_params *p,
+cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst, const median_plan *plan,
                     const cudafx_options *o)
 {
-  int r = p->radius;
-  /* Column half-heights of the window and its size n; rank as the CPU has it. */
-  int h_half[2 * 100 + 1];
-  long n = 0;
-  for (int dx = -r; dx <= r; dx++)
+  cfx_call call;
+  cudafx_status s = cfx_begin (call, "median");
+  if (s)
+    return s;
+  median_ctx m = { plan, plan->rank, NULL, call.cx };
+  if (src->type == CUDAFX_U8 && plan->radius > MAX_REGISTER_RADIUS)
     {
-      int h = r;
-      if (p->shape == CUDAFX_SHAPE_CIRCLE)
-        while (h * h + dx * dx > r * r)
-          h--;
-      h_half[dx + r] = h;
-      n += 2 * h + 1;
+      size_t bytes = sizeof (int) * (2 * plan->radius + 1);
+      if ((s = cfx_buffer (call.cx, CFX_SLOT_AUX, bytes, (void **) &m.d_half, "median")) ||
+          (s = cfx_check (cudaMemcpyAsync (m.d_half, plan->half, bytes, cudaMemcpyHostToDevice, call.cx->stream),
+                          "median", "copy to device")))
+        return s;
     }
-  median_ctx m = { p, (int) lround (p->percentile / 100.0 * (double) (n - 1)), NULL };
-
-  cudafx_status s = CUDAFX_OK;
-  if (src->type == CUDAFX_U8 && r > MAX_REGISTER_RADIUS)
-    {
-      s = cfx_check (cudaMalloc (&m.d_half, sizeof (int) * (2 * r + 1)), "median", "allocation");
-      if (!s)
-        s = cfx_check (cudaMemcpy (m.d_half, h_half, sizeof (int) * (2 * r + 1), cudaMemcpyHostToDevice),
-                       "median", "copy to device");
-    }
-  if (!s)
-    s = cfx_run_stripes ("median", src, dst, r, CUDAFX_BORDER_CLAMP, 0, median_stripe, &m, o);
-  cudaFree (m.d_half);
-  return s;
+  return cfx_run_stripes (call.cx, "median", src, dst, plan->radius, CUDAFX_BORDER_CLAMP, 0, median_stripe, &m, o);
 }

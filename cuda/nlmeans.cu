@@ -38,7 +38,7 @@
  * noise_kernel counts core/nlmeans.h's nlmeans_noise_bin per colour channel
  * into shared-memory histograms of integer counts, added to the device's
  * with integer atomics: order-free, so the counts, and from them sigma and
- * the plan (nlmeans_noise_counted, on the host), equal the CPU's. An image
+ * the plan (made by the engine, core/nlmeans.c), equal the CPU's. An image
  * that fits the device in one stripe with the largest halo the estimate
  * can lead to is uploaded once for the estimate and the filter; a larger one
  * is counted stripe by stripe (a 1-row halo) before it is filtered. */
@@ -46,7 +46,7 @@
 
 #include <math.h>
 #include <string.h>
-#include <vector>
+#include <new>
 
 namespace {
 
@@ -436,23 +436,26 @@ noise_kernel (cfx_stripe s, int colours, int y_begin, int y_end, unsigned long l
 
 struct nlm_ctx
 {
-  nlmeans_job          *job;
+  cfx_context          *cx;
+  int                   colours;
   int                   na; /* the kernels' channels */
   const cudafx_options *o;
+  const nlmeans_plan   *plan;
+  uint64_t             *hist; /* the counts' destination on the host */
   unsigned long long   *d_hist;
 };
 
 /* Counts the stripe's rows into the device's histograms (zeroed by the first
- * stripe); after the last one, nlmeans_noise_counted gets them. */
+ * stripe); after the last one, copies them to m->hist. */
 cudafx_status
 count_stripe (void *ctx, const cfx_stripe *s)
 {
   nlm_ctx *m = (nlm_ctx *) ctx;
-  const int colours = m->job->colours;
+  const int colours = m->colours;
   const size_t bytes = sizeof (unsigned long long) * colours * NLMEANS_NOISE_BINS;
   cudafx_status st;
   if (s->y0 == 0 &&
-      ((st = cfx_buffer (CFX_SLOT_AUX, bytes, (void **) &m->d_hist, "nl-means")) ||
+      ((st = cfx_buffer (m->cx, CFX_SLOT_AUX, bytes, (void **) &m->d_hist, "nl-means")) ||
        (st = cfx_check (cudaMemsetAsync (m->d_hist, 0, bytes, s->stream), "nl-means", "memset"))))
     return st;
 
@@ -460,14 +463,9 @@ count_stripe (void *ctx, const cfx_stripe *s)
   const int y_end = s->y0 + s->rows < s->height - 1 ? s->y0 + s->rows : s->height - 1;
   if (y_begin < y_end && s->width >= 3)
     {
-      static int sms;
-      if (!sms && (st = cfx_check (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, 0),
-                                   "nl-means", "device query")))
-        return st;
+      const int sms = m->cx->sms;
       const size_t shm = sizeof (unsigned) * colours * NLMEANS_NOISE_BINS;
-      if ((st = cfx_check (cudaFuncSetAttribute ((const void *) noise_kernel,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shm),
-                           "nl-means", "shared-memory attribute")))
+      if ((st = cfx_allow_shared (m->cx, (const void *) noise_kernel, shm, "nl-means")))
         return st;
       /* Enough blocks to fill the device twice, each across a row. */
       int gx = (s->width - 2 + NOISE_THREADS - 1) / NOISE_THREADS;
@@ -481,21 +479,20 @@ count_stripe (void *ctx, const cfx_stripe *s)
     }
   if (s->y0 + s->rows < s->height)
     return CUDAFX_OK;
-  std::vector<uint64_t> hist ((size_t) colours * NLMEANS_NOISE_BINS);
-  if ((st = cfx_check (cudaMemcpyAsync (hist.data (), m->d_hist, bytes, cudaMemcpyDeviceToHost, s->stream),
+  static_assert (sizeof (uint64_t) == sizeof (unsigned long long), "the counts' host and device types");
+  if ((st = cfx_check (cudaMemcpyAsync (m->hist, m->d_hist, bytes, cudaMemcpyDeviceToHost, s->stream),
                        "nl-means", "copy to host")) ||
       (st = cfx_check (cudaStreamSynchronize (s->stream), "nl-means", "noise_kernel")))
     return st;
-  nlmeans_noise_counted (m->job, hist.data ());
   return CUDAFX_OK;
 }
 
-/* The filter on one stripe with the job's plan. */
+/* The filter on one stripe with m->plan. */
 cudafx_status
 nlmeans_stripe (void *ctx, const cfx_stripe *s)
 {
   const nlm_ctx *m = (const nlm_ctx *) ctx;
-  const nlmeans_plan *plan = &m->job->plan;
+  const nlmeans_plan *plan = m->plan;
   const int P = plan->patch_radius, S = plan->search_radius;
   const bool u8 = s->type == CUDAFX_U8;
   bool flat = true;
@@ -504,9 +501,7 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   const int kind = !u8 ? F32 : flat ? U8_FLAT : U8_WEIGHTED;
   nlm_kernel_fn kernel = kernel_for (P, m->na, kind);
   size_t shm = shared_bytes (P, S, m->na, u8);
-  cudafx_status st = cfx_check (cudaFuncSetAttribute ((const void *) kernel,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shm),
-                                "nl-means", "shared-memory attribute");
+  cudafx_status st = cfx_allow_shared (m->cx, (const void *) kernel, shm, "nl-means");
   if (st)
     return st;
 
@@ -526,7 +521,7 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   for (int i = 0; i < chunks; i++)
     {
       nlm_args a = { S, S + P, rows * i / chunks, rows * (i + 1) / chunks, i == 0, i == chunks - 1,
-                     m->job->colours, plan->dist_scale, plan->dist_offset, plan->centre_max, {} };
+                     m->colours, plan->dist_scale, plan->dist_offset, plan->centre_max, {} };
       memcpy (a.g, plan->patch_weights, sizeof a.g);
       kernel<<<grid, THREADS, shm, s->stream>>> (*s, a);
       if ((st = cfx_check_launch ("nl-means", "nlmeans_kernel")))
@@ -540,62 +535,94 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   return CUDAFX_OK;
 }
 
-/* The estimate and the filter on an image uploaded once (one stripe). */
-cudafx_status
-count_and_filter_stripe (void *ctx, const cfx_stripe *s)
-{
-  if (s->rows != s->height) /* the budget shrank since the call checked it */
-    return cudafx_fail (CUDAFX_ERR_CUDA, "%s: out of memory", "nl-means");
-  cudafx_status st = count_stripe (ctx, s);
-  return st ? st : nlmeans_stripe (ctx, s);
-}
-
 } // namespace
 
-extern "C" cudafx_status
-cudafx_nlmeans_cuda (nlmeans_job *job, const cudafx_options *o)
+/* A call: the device held from open to close; the image kept on it from
+ * the count to the denoise when it fits one stripe with the largest halo
+ * the plan can have. */
+struct nlmeans_session
 {
-  const cudafx_image *src = job->src;
-  const int na = kernel_channels (job->colours);
-  nlm_ctx m = { job, na, o, NULL };
-  size_t scratch_row; /* partial sums between launches: na + 2 planes */
-  if (__builtin_mul_overflow ((size_t) src->width, sizeof (float) * (na + 2), &scratch_row))
-    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
-  const int halo = job->plan.search_radius + job->plan.patch_radius;
-  if (!job->estimate)
-    return cfx_run_stripes ("nl-means", src, job->dst, halo, CUDAFX_BORDER_CLAMP, scratch_row,
-                            nlmeans_stripe, &m, o);
+  cfx_call              call;
+  const cudafx_image   *src;
+  int                   max_halo;
+  nlm_ctx               m;
+  size_t                scratch_row; /* partial sums between launches: na + 2 planes */
+  cfx_stripe            image;       /* the kept image, when loaded */
+  int                   loaded;
+  bool                  failed;      /* a CUDA error: drop the buffers at close */
+};
 
-  /* Estimate and filter with one upload when the image fits one stripe
-   * with the largest halo the plan can need. */
-  if (job->dst)
-    {
-      const int max_halo = job->max_halo > halo ? job->max_halo : halo;
-      size_t budget, need;
-      int rows;
-      {
-        std::unique_lock<std::mutex> guard = cfx_lock ();
-        cudafx_status st = cfx_check (cudaSetDevice (0), "nl-means", "device selection");
-        if (st)
-          return st;
-        rows = cfx_stripe_rows (src, max_halo, scratch_row, &budget, &need);
-      }
-      if (rows == src->height)
-        return cfx_run_stripes ("nl-means", src, job->dst, max_halo, CUDAFX_BORDER_CLAMP, scratch_row,
-                                count_and_filter_stripe, &m, o);
-    }
+static cudafx_status
+session_status (nlmeans_session *ses, cudafx_status s)
+{
+  if (s == CUDAFX_ERR_CUDA)
+    ses->failed = true;
+  return s;
+}
 
-  /* Else count stripe by stripe first (progress is the filter's). */
+extern "C" cudafx_status
+cudafx_nlmeans_cuda_open (const cudafx_image *src, int colours, int max_halo, const cudafx_options *o,
+                          nlmeans_session **out)
+{
+  nlmeans_session *ses = *out = new (std::nothrow) nlmeans_session ();
+  if (!ses)
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+  cudafx_status s = cfx_begin (ses->call, "nl-means");
+  ses->src = src;
+  ses->max_halo = max_halo;
+  ses->m = { ses->call.cx, colours, kernel_channels (colours), o, NULL, NULL, NULL };
+  if (!s && __builtin_mul_overflow ((size_t) src->width, sizeof (float) * (ses->m.na + 2), &ses->scratch_row))
+    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
+  return s;
+}
+
+extern "C" cudafx_status
+cudafx_nlmeans_cuda_count (nlmeans_session *ses, uint64_t *hist)
+{
+  cfx_context *cx = ses->call.cx;
+  nlm_ctx *m = &ses->m;
+  m->hist = hist;
+  /* A denoise follows: with one upload for both when the image fits. */
+  cudafx_status s = CUDAFX_OK;
+  if (ses->max_halo > 0 &&
+      (s = cfx_load_image (cx, "nl-means", ses->src, ses->max_halo, CUDAFX_BORDER_CLAMP, ses->scratch_row,
+                           &ses->image, &ses->loaded)))
+    return session_status (ses, s);
+  if (ses->loaded)
+    return session_status (ses, cfx_apply (cx, "nl-means", &ses->image, count_stripe, m, NULL, m->o));
+  /* Else stripe by stripe (progress is the filter's). */
   cudafx_options quiet;
-  if (o)
+  if (m->o)
     {
-      quiet = *o;
+      quiet = *m->o;
       quiet.progress = NULL;
     }
-  cudafx_status st = cfx_run_stripes ("nl-means", src, NULL, 1, CUDAFX_BORDER_CLAMP, 0, count_stripe, &m,
-                                      o ? &quiet : NULL);
-  if (st || !job->dst)
-    return st;
-  return cfx_run_stripes ("nl-means", src, job->dst, job->plan.search_radius + job->plan.patch_radius,
-                          CUDAFX_BORDER_CLAMP, scratch_row, nlmeans_stripe, &m, o);
+  return session_status (ses, cfx_run_stripes (cx, "nl-means", ses->src, NULL, 1, CUDAFX_BORDER_CLAMP, 0,
+                                                count_stripe, m, m->o ? &quiet : NULL));
+}
+
+extern "C" cudafx_status
+cudafx_nlmeans_cuda_denoise (nlmeans_session *ses, const nlmeans_plan *plan, cudafx_image *dst)
+{
+  cfx_context *cx = ses->call.cx;
+  nlm_ctx *m = &ses->m;
+  m->plan = plan;
+  const int halo = plan->search_radius + plan->patch_radius;
+  cudafx_status s;
+  if (ses->loaded && halo <= ses->image.halo)
+    {
+      if (!(s = cfx_apply (cx, "nl-means", &ses->image, nlmeans_stripe, m, dst, m->o)))
+        s = cudafx_progress (m->o, 1.0);
+      return session_status (ses, s);
+    }
+  return session_status (ses, cfx_run_stripes (cx, "nl-means", ses->src, dst, halo, CUDAFX_BORDER_CLAMP,
+                                                ses->scratch_row, nlmeans_stripe, m, m->o));
+}
+
+extern "C" void
+cudafx_nlmeans_cuda_close (nlmeans_session *ses)
+{
+  if (ses && ses->failed && ses->call.cx)
+    cfx_release_buffers (ses->call.cx); /* after a fault, start the next call from clean buffers */
+  delete ses; /* releases the device */
 }

@@ -2,7 +2,8 @@
  * sums (Lloyd 1982), the mapping of every pixel to its nearest palette
  * entry, plain or with Floyd–Steinberg error diffusion, and the seeding
  * attempts on the sample (k-means++ and Lloyd, see the seeding section).
- * core/quantize.c drives them and stays the reference: sampling, the choice
+ * core/quantize.c drives them (a session of core/backend.h) and stays the
+ * reference: sampling, the choice
  * of the attempt, the centre update and convergence test on the image and
  * the palette run on the host for both backends, and the per-pixel
  * arithmetic is core/quantize.h's, compiled here without fused multiply-adds
@@ -22,13 +23,16 @@
  * device across the iterations when they fit the budget; otherwise every
  * pass uploads the image in stripes and recomputes their features. The
  * seeding's workspace (about 5 MB) is taken first when it costs at most a
- * quarter of the budget; otherwise the host seeds. The seeding runs on its
- * own stream while a one-stripe image goes up on stream 0.
+ * quarter of the budget; otherwise the host seeds. The seeding runs on the
+ * context's side stream while a one-stripe image goes up on its main one.
  *
  * Floyd–Steinberg: see the dither section below. */
 #include "context.cuh"
 
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/warp/warp_reduce.cuh>
+#include <cub/warp/warp_scan.cuh>
 #include <new>
 #include <stdio.h>
 #include <thread>
@@ -300,13 +304,12 @@ struct seed_view
   uint32_t     seed;
 };
 
-__device__ __forceinline__ long long
-warp_sum (long long v)
-{
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_down_sync (FULL_MASK, v, o);
-  return v; /* in lane 0 */
-}
+/* Sums of the seeding's int64 values: exact, so CUB's order is as good as
+ * any. */
+typedef cub::WarpReduce<long long> warp_reduce;
+typedef cub::WarpScan<long long> warp_scan;
+typedef cub::BlockReduce<long long, SEED_THREADS> block_reduce;
+typedef cub::BlockScan<long long, SEED_THREADS> block_scan;
 
 /* Called by every block after writing its results: true in the block that
  * finished last, which then reads the others' results from L2 (__ldcg).
@@ -342,8 +345,8 @@ sample_distance (const seed_view &v, int j, const int *centre)
 __device__ void
 choose_candidates (const seed_view &v, int a, int slot, const int *newest, int found)
 {
-  typedef cub::BlockScan<long long, SEED_THREADS> block_scan;
   __shared__ typename block_scan::TempStorage s_scan;
+  __shared__ typename warp_scan::TempStorage s_warp_scan[SEED_WARPS];
   __shared__ long long s_prefix[SEED_THREADS];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   long long sum = tid < v.blocks ? __ldcg (&v.part[((size_t) a * QUANTIZE_MAX_TRIALS + slot) * v.blocks + tid])
@@ -388,13 +391,8 @@ choose_candidates (const seed_view &v, int a, int slot, const int *newest, int f
         }
       lane_sum += value[i];
     }
-  long long inclusive = lane_sum;
-  for (int o = 1; o < 32; o <<= 1)
-    {
-      long long up = __shfl_up_sync (FULL_MASK, inclusive, o);
-      if (lane >= o)
-        inclusive += up;
-    }
+  long long inclusive;
+  warp_scan (s_warp_scan[warp]).InclusiveSum (lane_sum, inclusive);
   /* the block's samples sum to its prefix step, which exceeds rest: some lane crosses */
   int crossing = __ffs (__ballot_sync (FULL_MASK, inclusive > rest)) - 1;
   if (lane == crossing)
@@ -419,7 +417,7 @@ __global__ void __launch_bounds__ (SEED_THREADS)
 seed_first_kernel (seed_view v)
 {
   const int a = blockIdx.y, tid = threadIdx.x, j = blockIdx.x * SEED_THREADS + tid;
-  __shared__ long long s_warp[SEED_WARPS];
+  __shared__ typename block_reduce::TempStorage s_reduce;
   const int first = (int) (quantize_draw (quantize_attempt_state (v.seed, a), 0) * v.n);
   int centre[3];
   for (int c = 0; c < 3; c++)
@@ -430,17 +428,9 @@ seed_first_kernel (seed_view v)
       d = sample_distance (v, j, centre);
       v.d2[(size_t) a * v.n + j] = d;
     }
-  d = warp_sum (d);
-  if (tid % 32 == 0)
-    s_warp[tid / 32] = d;
-  __syncthreads ();
+  const long long sum = block_reduce (s_reduce).Sum (d);
   if (tid == 0)
-    {
-      long long sum = 0;
-      for (int w = 0; w < SEED_WARPS; w++)
-        sum += s_warp[w];
-      v.part[(size_t) a * QUANTIZE_MAX_TRIALS * v.blocks + blockIdx.x] = sum; /* slot 0 */
-    }
+    v.part[(size_t) a * QUANTIZE_MAX_TRIALS * v.blocks + blockIdx.x] = sum; /* slot 0 */
   if (!last_block (&v.st->ticket[a]))
     return;
   if (tid == 0)
@@ -461,6 +451,7 @@ seed_pick_kernel (seed_view v)
   if (!st->picking[a])
     return;
   __shared__ int s_cand[QUANTIZE_MAX_TRIALS][3];
+  __shared__ typename warp_reduce::TempStorage s_warp_reduce[SEED_WARPS];
   __shared__ long long s_warp[QUANTIZE_MAX_TRIALS][SEED_WARPS];
   __shared__ long long s_potential[QUANTIZE_MAX_TRIALS];
   __shared__ int s_best;
@@ -487,13 +478,18 @@ seed_pick_kernel (seed_view v)
             value[t] = e < d ? e : d;
           }
     }
+  /* Each trial's sum over the block: the warps' sums, then thread t adds
+   * trial t's; only the trials in use, one barrier for all of them. (A
+   * cub::BlockReduce of the 8 trials as one struct always reduces all 8 and
+   * nearly doubles the kernel's local memory: ptxas 144 bytes of stack.) */
 #pragma unroll
   for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
     if (t < v.trials)
       {
-        long long sum = warp_sum (value[t]);
+        long long sum = warp_reduce (s_warp_reduce[warp]).Sum (value[t]);
         if (lane == 0)
           s_warp[t][warp] = sum;
+        __syncwarp (); /* before the warp's temporary storage serves again */
       }
   __syncthreads ();
   if (tid < v.trials)
@@ -512,7 +508,7 @@ seed_pick_kernel (seed_view v)
       long long sum = 0;
       for (int b = lane; b < v.blocks; b += 32)
         sum += __ldcg (&part[b]);
-      sum = warp_sum (sum);
+      sum = warp_reduce (s_warp_reduce[warp]).Sum (sum);
       if (lane == 0)
         s_potential[warp] = sum;
     }
@@ -542,7 +538,7 @@ seed_refine_kernel (seed_view v)
     return;
   __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
   __shared__ int s_sum[COUNTERS];
-  __shared__ long long s_warp[SEED_WARPS];
+  __shared__ typename block_reduce::TempStorage s_reduce;
   const int k = st->res.found[a];
   for (int i = tid; i < 3 * k; i += SEED_THREADS)
     s_centre[i / 3][i % 3] = (float) st->res.centres[a][i / 3][i % 3];
@@ -589,20 +585,13 @@ seed_refine_kernel (seed_view v)
           }
         atomicAdd (slot + 3, 1);
       }
-  error = warp_sum (error);
-  if (tid % 32 == 0)
-    s_warp[tid / 32] = error;
-  __syncthreads ();
+  error = block_reduce (s_reduce).Sum (error);
+  __syncthreads (); /* the block's atomics on s_sum are done */
   for (int i = tid; i < 4 * k; i += SEED_THREADS)
     if (s_sum[i])
       atomicAdd ((unsigned long long *) &st->acc[a][i], (unsigned long long) (long long) s_sum[i]);
   if (tid == 0)
-    {
-      long long sum = 0;
-      for (int w = 0; w < SEED_WARPS; w++)
-        sum += s_warp[w];
-      atomicAdd ((unsigned long long *) &st->error_acc[a], (unsigned long long) sum);
-    }
+    atomicAdd ((unsigned long long *) &st->error_acc[a], (unsigned long long) error);
   if (!last_block (&st->ticket[a]))
     return;
   /* update_centres on the host; the last round only measures the error */
@@ -1043,9 +1032,11 @@ grid_for (size_t n, int threads)
 
 } // namespace
 
-struct quantize_device
+/* A call: the device held from open to close. */
+struct quantize_session
 {
-  std::unique_lock<std::mutex> lock;
+  cfx_call              call;
+  cfx_context          *cx;
   const cudafx_image   *src;
   const cudafx_options *o;
   int                   dims, oklab, everyone_votes;
@@ -1057,20 +1048,19 @@ struct quantize_device
   float                *d_plane[3];
   long long            *d_partials, *d_totals;
   unsigned char        *d_seed;        /* the seeding's workspace, NULL: the host seeds */
-  cudaEvent_t           ev[8];         /* 0-3 the passes (stream 0), 4-7 the seeding */
   float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
   int                  *d_progress;    /* and its counters */
   float                 dither_lo[3], dither_hi[3];
   volatile int         *h_rows_done, *d_rows_done; /* dither_args.rows_done: host, device address */
-  int                   events;        /* how many of ev exist */
-  cudaStream_t          seed_stream;   /* the seeding's, beside the image's upload */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
 };
+/* The context's events: 0-3 time the passes (main stream), 4-7 the seeding
+ * (side stream). */
 
 namespace {
 
 cudafx_status
-fail_cuda (quantize_device *q, cudafx_status s)
+fail_cuda (quantize_session *q, cudafx_status s)
 {
   if (s == CUDAFX_ERR_CUDA)
     q->failed = 1;
@@ -1078,7 +1068,7 @@ fail_cuda (quantize_device *q, cudafx_status s)
 }
 
 stripe_view
-view_of (const quantize_device *q, int stripe, int *y0)
+view_of (const quantize_session *q, int stripe, int *y0)
 {
   *y0 = stripe * q->rows;
   int n = *y0 + q->rows <= q->src->height ? q->rows : q->src->height - *y0;
@@ -1100,18 +1090,18 @@ view_of (const quantize_device *q, int stripe, int *y0)
 }
 
 cudafx_status
-upload_stripe (quantize_device *q, const stripe_view &v, int y0)
+upload_stripe (quantize_session *q, const stripe_view &v, int y0)
 {
   q->loaded = -1;
   return cfx_check (cudaMemcpy2DAsync (q->d_src, q->pitch, cudafx_row (q->src, y0), q->src->stride,
-                                       q->row_bytes, v.rows, cudaMemcpyHostToDevice, 0),
+                                       q->row_bytes, v.rows, cudaMemcpyHostToDevice, q->cx->stream),
                     FILTER, "copy to device");
 }
 
 cudafx_status
-compute_features (quantize_device *q, const stripe_view &v, int i)
+compute_features (quantize_session *q, const stripe_view &v, int i)
 {
-  features_kernel<<<grid_for (v.n, THREADS), THREADS>>> (v, q->d_plane[0], q->d_plane[1], q->d_plane[2]);
+  features_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, q->d_plane[0], q->d_plane[1], q->d_plane[2]);
   cudafx_status s = cfx_check_launch (FILTER, "features_kernel");
   if (!s)
     q->loaded = i;
@@ -1140,17 +1130,17 @@ touch_pages (cudafx_image *dst, int y0, int rows, size_t row_bytes, int threads)
  * 0 while the seeding runs on its own; the passes then find it loaded. Timed
  * by ev[0..2]. */
 cudafx_status
-preload (quantize_device *q)
+preload (quantize_session *q)
 {
   int y0;
   stripe_view v = view_of (q, 0, &y0);
   cudafx_status s;
-  if ((s = cfx_check (cudaEventRecord (q->ev[0], 0), FILTER, "event")) ||
+  if ((s = cfx_check (cudaEventRecord (q->cx->ev[0], q->cx->stream), FILTER, "event")) ||
       (s = upload_stripe (q, v, y0)) ||
-      (s = cfx_check (cudaEventRecord (q->ev[1], 0), FILTER, "event")) ||
+      (s = cfx_check (cudaEventRecord (q->cx->ev[1], q->cx->stream), FILTER, "event")) ||
       (s = compute_features (q, v, 0)))
     return s;
-  return cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event");
+  return cfx_check (cudaEventRecord (q->cx->ev[2], q->cx->stream), FILTER, "event");
 }
 
 enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER };
@@ -1160,7 +1150,7 @@ enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER };
  * hold. Calls the progress callback as the rows get done (the stripe's end
  * is run_pass's); on a cancel, waits for the kernel's end. */
 cudafx_status
-launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
+launch_dither (quantize_session *q, const stripe_view &v, int i, int y0, int k)
 {
   dither_args a;
   for (int c = 0; c < 3; c++)
@@ -1179,9 +1169,9 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
   /* stripes before the last have q->rows rows: their last group's row */
   const float4 *last = q->d_bound + (dither_bound_rows (q->rows) - 1) * v.width;
   cudafx_status s;
-  if ((a.above_in && (s = cfx_check (cudaMemcpyAsync (q->d_bound, last, row, cudaMemcpyDeviceToDevice, 0),
+  if ((a.above_in && (s = cfx_check (cudaMemcpyAsync (q->d_bound, last, row, cudaMemcpyDeviceToDevice, q->cx->stream),
                                      FILTER, "copy on device"))) ||
-      (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), 0), FILTER,
+      (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), q->cx->stream), FILTER,
                       "memset")))
     return s;
   unsigned blocks = grid_for (a.groups, DITHER_WARPS), threads = DITHER_WARPS * 32;
@@ -1189,27 +1179,27 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
   if (k <= DITHER_REG_ENTRIES)
     {
       if (v.dims == 3)
-        dither_kernel<3, SEARCH_REGISTERS><<<blocks, threads>>> (v, k, d, q->pitch, a);
+        dither_kernel<3, SEARCH_REGISTERS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
       else
-        dither_kernel<1, SEARCH_REGISTERS><<<blocks, threads>>> (v, k, d, q->pitch, a);
+        dither_kernel<1, SEARCH_REGISTERS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
     }
   else if (v.dims == 3)
-    dither_kernel<3, SEARCH_GROUPS><<<blocks, threads>>> (v, k, d, q->pitch, a);
+    dither_kernel<3, SEARCH_GROUPS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
   else
-    dither_kernel<1, SEARCH_GROUPS><<<blocks, threads>>> (v, k, d, q->pitch, a);
+    dither_kernel<1, SEARCH_GROUPS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
   if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
     return s; /* no callback: run_pass waits for the kernel */
   int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */
   for (int rows = mark; rows < v.rows; rows += mark)
     {
       cudaError_t e = cudaSuccess;
-      while (*q->h_rows_done < rows && (e = cudaStreamQuery (0)) == cudaErrorNotReady)
+      while (*q->h_rows_done < rows && (e = cudaStreamQuery (q->cx->stream)) == cudaErrorNotReady)
         std::this_thread::yield ();
       if (*q->h_rows_done < rows && e != cudaSuccess)
         return cfx_check (e, FILTER, "kernel");
       if ((s = cudafx_progress (q->o, 0.9 + 0.1 * (y0 + rows) / q->src->height)))
         {
-          cudaStreamSynchronize (0); /* the buffers are free after the kernel */
+          cudaStreamSynchronize (q->cx->stream); /* the buffers are free after the kernel */
           return s;
         }
     }
@@ -1219,7 +1209,7 @@ launch_dither (quantize_device *q, const stripe_view &v, int i, int y0, int k)
 /* One pass over every stripe: load, the pass's kernels, and for the mapping
  * (plain or dithered) the copy back to dst; kernel and transfer times go to the report. */
 cudafx_status
-run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
+run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
 {
   cudafx_report *report = q->o ? q->o->report : NULL;
   cudafx_status s = CUDAFX_OK;
@@ -1234,9 +1224,9 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
       stripe_view v = view_of (q, i, &y0);
       float up_ms = 0, kernel_ms = 0, down_ms = 0;
       int fresh = q->loaded != i; /* else its features are still on the device */
-      if ((s = cfx_check (cudaEventRecord (q->ev[0], 0), FILTER, "event")) ||
+      if ((s = cfx_check (cudaEventRecord (q->cx->ev[0], q->cx->stream), FILTER, "event")) ||
           (fresh && (s = upload_stripe (q, v, y0))) ||
-          (s = cfx_check (cudaEventRecord (q->ev[1], 0), FILTER, "event")) ||
+          (s = cfx_check (cudaEventRecord (q->cx->ev[1], q->cx->stream), FILTER, "event")) ||
           (fresh && kind != PASS_DITHER && (s = compute_features (q, v, i))))
         break;
       if (kind == PASS_ASSIGN)
@@ -1244,37 +1234,37 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
           unsigned blocks = grid_for (v.n, CHUNK);
           if (blocks > (unsigned) q->max_blocks)
             blocks = (unsigned) q->max_blocks;
-          assign_kernel<<<blocks, THREADS>>> (v, k, q->d_partials);
+          assign_kernel<<<blocks, THREADS, 0, q->cx->stream>>> (v, k, q->d_partials);
           if ((s = cfx_check_launch (FILTER, "assign_kernel")))
             break;
-          reduce_kernel<<<grid_for (4 * k, THREADS), THREADS>>> (q->d_partials, (int) blocks, 4 * k,
+          reduce_kernel<<<grid_for (4 * k, THREADS), THREADS, 0, q->cx->stream>>> (q->d_partials, (int) blocks, 4 * k,
                                                                  q->d_totals);
           if ((s = cfx_check_launch (FILTER, "reduce_kernel")))
             break;
         }
       else if (kind == PASS_MAP)
         {
-          map_kernel<<<grid_for (v.n, THREADS), THREADS>>> (v, k, q->d_dst, q->pitch);
+          map_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch);
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
             break;
         }
       else if ((s = launch_dither (q, v, i, y0, k)))
         break;
-      if ((s = cfx_check (cudaEventRecord (q->ev[2], 0), FILTER, "event")))
+      if ((s = cfx_check (cudaEventRecord (q->cx->ev[2], q->cx->stream), FILTER, "event")))
         break;
       if (kind != PASS_ASSIGN)
         {
           touch_pages (dst, y0, v.rows, q->row_bytes, cudafx_thread_count (q->o)); /* as the kernel runs */
           if ((s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
-                                                 q->row_bytes, v.rows, cudaMemcpyDeviceToHost, 0),
+                                                 q->row_bytes, v.rows, cudaMemcpyDeviceToHost, q->cx->stream),
                               FILTER, "copy to host")))
             break;
         }
-      if ((s = cfx_check (cudaEventRecord (q->ev[3], 0), FILTER, "event")) ||
-          (s = cfx_check (cudaStreamSynchronize (0), FILTER, "kernel")) ||
-          (s = cfx_check (cudaEventElapsedTime (&up_ms, q->ev[0], q->ev[1]), FILTER, "event timing")) ||
-          (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->ev[1], q->ev[2]), FILTER, "event timing")) ||
-          (s = cfx_check (cudaEventElapsedTime (&down_ms, q->ev[2], q->ev[3]), FILTER, "event timing")))
+      if ((s = cfx_check (cudaEventRecord (q->cx->ev[3], q->cx->stream), FILTER, "event")) ||
+          (s = cfx_check (cudaStreamSynchronize (q->cx->stream), FILTER, "kernel")) ||
+          (s = cfx_check (cudaEventElapsedTime (&up_ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")) ||
+          (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->cx->ev[1], q->cx->ev[2]), FILTER, "event timing")) ||
+          (s = cfx_check (cudaEventElapsedTime (&down_ms, q->cx->ev[2], q->cx->ev[3]), FILTER, "event timing")))
         break;
       if (report)
         {
@@ -1289,32 +1279,33 @@ run_pass (quantize_device *q, pass_kind kind, int k, cudafx_image *dst)
 
 /* The palette the mapping reads, into constant memory. */
 cudafx_status
-upload_palette (const quantize_palette *pal)
+upload_palette (cudaStream_t stream, const quantize_palette *pal)
 {
   cudafx_status s;
   size_t bytes = (size_t) pal->k * sizeof pal->centre[0];
-  if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_centre, pal->centre, bytes, 0, cudaMemcpyHostToDevice, 0),
+  if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_centre, pal->centre, bytes, 0, cudaMemcpyHostToDevice, stream),
                       FILTER, "copy to device")) ||
       (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_u8, pal->u8, (size_t) pal->k * sizeof pal->u8[0], 0,
-                                               cudaMemcpyHostToDevice, 0),
+                                               cudaMemcpyHostToDevice, stream),
                       FILTER, "copy to device")))
     return s;
   return cfx_check (cudaMemcpyToSymbolAsync (c_pal_f32, pal->f32, (size_t) pal->k * sizeof pal->f32[0], 0,
-                                             cudaMemcpyHostToDevice, 0),
+                                             cudaMemcpyHostToDevice, stream),
                     FILTER, "copy to device");
 }
 
 } // namespace
 
 extern "C" cudafx_status
-cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space, int everyone_votes,
-                           const cudafx_options *o, quantize_device **out)
+cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, quantize_session **out)
 {
   *out = NULL;
-  quantize_device *q = new (std::nothrow) quantize_device ();
+  quantize_session *q = new (std::nothrow) quantize_session ();
   if (!q)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "%s: out of memory", FILTER);
-  q->lock = cfx_lock ();
+  const cudafx_image *src = plan->src;
+  const quantize_space *space = &plan->fs;
+  const int everyone_votes = plan->everyone_votes;
   q->src = src;
   q->o = o;
   q->dims = space->dims;
@@ -1323,12 +1314,11 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   q->loaded = -1;
   *out = q;
 
-  cudafx_status s;
-  int device_sms = 0;
-  if ((s = cfx_check (cudaSetDevice (0), FILTER, "device selection")) ||
-      (s = cfx_check (cudaDeviceGetAttribute (&device_sms, cudaDevAttrMultiProcessorCount, 0), FILTER,
-                      "device query")))
+  cudafx_status s = cfx_begin (q->call, FILTER);
+  if (s)
     return fail_cuda (q, s);
+  q->cx = q->call.cx;
+  const int device_sms = q->cx->sms;
 
   /* Stripe rows from the budget: per row the source and result rows, the
    * feature planes and the vote flags, and the dither's boundary rows (one
@@ -1337,7 +1327,7 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
    * dither's two extra boundary rows. */
   q->row_bytes = (size_t) src->width * src->channels * cudafx_type_size (src->type);
   q->pitch = align_up (q->row_bytes);
-  size_t budget = cfx_memory_budget ();
+  size_t budget = cfx_memory_budget (q->cx);
   /* the seeding's workspace when it costs at most a quarter of the budget */
   size_t seed_bytes = align_up (SEED_BYTES) <= budget / 4 ? align_up (SEED_BYTES) : 0;
   budget -= seed_bytes;
@@ -1368,9 +1358,9 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   size_t scratch = seed_bytes + q->dims * plane_bytes + vote_bytes + blocks * block_bytes + block_bytes +
                    bound_bytes + align_up (dither_bound_rows (q->rows) * sizeof (int));
   unsigned char *d_scratch;
-  if ((s = cfx_buffer (CFX_SLOT_SRC, q->pitch * q->rows, (void **) &q->d_src, FILTER)) ||
-      (s = cfx_buffer (CFX_SLOT_DST, q->pitch * q->rows, (void **) &q->d_dst, FILTER)) ||
-      (s = cfx_buffer (CFX_SLOT_SCRATCH, scratch, (void **) &d_scratch, FILTER)))
+  if ((s = cfx_buffer (q->cx, CFX_SLOT_SRC, q->pitch * q->rows, (void **) &q->d_src, FILTER)) ||
+      (s = cfx_buffer (q->cx, CFX_SLOT_DST, q->pitch * q->rows, (void **) &q->d_dst, FILTER)) ||
+      (s = cfx_buffer (q->cx, CFX_SLOT_SCRATCH, scratch, (void **) &d_scratch, FILTER)))
     return fail_cuda (q, s);
   q->d_seed = seed_bytes ? d_scratch : NULL;
   d_scratch += seed_bytes;
@@ -1382,16 +1372,13 @@ cudafx_quantize_cuda_open (const cudafx_image *src, const quantize_space *space,
   q->d_bound = (float4 *) (q->d_totals + COUNTERS);
   q->d_progress = (int *) ((unsigned char *) q->d_bound + bound_bytes);
 
-  for (; q->events < 8; q->events++)
-    if ((s = cfx_check (cudaEventCreate (&q->ev[q->events]), FILTER, "event creation")))
-      return fail_cuda (q, s);
   return fail_cuda (q, cfx_check (cudaMemcpyToSymbolAsync (c_decode, space->decode, sizeof space->decode,
-                                                           0, cudaMemcpyHostToDevice, 0),
+                                                           0, cudaMemcpyHostToDevice, q->cx->stream),
                                   FILTER, "copy to device"));
 }
 
 extern "C" cudafx_status
-cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp, const quantize_seeding *job,
+cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const quantize_seeding *job,
                            int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
                            int *seeded)
 {
@@ -1418,13 +1405,9 @@ cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp, const quan
   const dim3 refine_grid ((smp->n + REFINE_CHUNK - 1) / REFINE_CHUNK, job->attempts);
   seed_results res;
   cudafx_status s;
-  /* its own stream, which does not wait for stream 0 (nor it for this one) */
-  if (!q->seed_stream &&
-      (s = cfx_check (cudaStreamCreateWithFlags (&q->seed_stream, cudaStreamNonBlocking), FILTER,
-                      "stream creation")))
-    return fail_cuda (q, s);
-  cudaStream_t stream = q->seed_stream;
-  if ((s = cfx_check (cudaEventRecord (q->ev[4], stream), FILTER, "event")))
+  /* the side stream, which does not wait for the main one (nor it for this) */
+  cudaStream_t stream = q->cx->side;
+  if ((s = cfx_check (cudaEventRecord (q->cx->ev[4], stream), FILTER, "event")))
     return fail_cuda (q, s);
   for (int c = 0; c < 3; c++)
     if ((s = cfx_check (cudaMemcpyAsync ((void *) v.plane[c], smp->plane[c], (size_t) smp->n * sizeof (float),
@@ -1432,7 +1415,7 @@ cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp, const quan
                         FILTER, "copy to device")))
       return fail_cuda (q, s);
   if ((s = cfx_check (cudaMemsetAsync (v.st, 0, sizeof (seed_state), stream), FILTER, "memset")) ||
-      (s = cfx_check (cudaEventRecord (q->ev[5], stream), FILTER, "event")))
+      (s = cfx_check (cudaEventRecord (q->cx->ev[5], stream), FILTER, "event")))
     return fail_cuda (q, s);
   seed_first_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
   if ((s = cfx_check_launch (FILTER, "seed_first_kernel")))
@@ -1450,23 +1433,23 @@ cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp, const quan
       if ((s = cfx_check_launch (FILTER, "seed_refine_kernel")))
         return fail_cuda (q, s);
     }
-  if ((s = cfx_check (cudaEventRecord (q->ev[6], stream), FILTER, "event")) ||
+  if ((s = cfx_check (cudaEventRecord (q->cx->ev[6], stream), FILTER, "event")) ||
       (s = cfx_check (cudaMemcpyAsync (&res, &v.st->res, sizeof res, cudaMemcpyDeviceToHost, stream), FILTER,
                       "copy to host")) ||
-      (s = cfx_check (cudaEventRecord (q->ev[7], stream), FILTER, "event")))
+      (s = cfx_check (cudaEventRecord (q->cx->ev[7], stream), FILTER, "event")))
     return fail_cuda (q, s);
   /* the image goes up meanwhile when it stays on the device for every pass */
   float up_ms = 0, kernel_ms = 0, down_ms = 0, load_ms = 0, features_ms = 0;
   int preloaded = q->n_stripes == 1;
   if ((preloaded && (s = preload (q))) ||
       (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "seeding")) ||
-      (preloaded && (s = cfx_check (cudaStreamSynchronize (0), FILTER, "features"))) ||
-      (s = cfx_check (cudaEventElapsedTime (&up_ms, q->ev[4], q->ev[5]), FILTER, "event timing")) ||
-      (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->ev[5], q->ev[6]), FILTER, "event timing")) ||
-      (s = cfx_check (cudaEventElapsedTime (&down_ms, q->ev[6], q->ev[7]), FILTER, "event timing")) ||
+      (preloaded && (s = cfx_check (cudaStreamSynchronize (q->cx->stream), FILTER, "features"))) ||
+      (s = cfx_check (cudaEventElapsedTime (&up_ms, q->cx->ev[4], q->cx->ev[5]), FILTER, "event timing")) ||
+      (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->cx->ev[5], q->cx->ev[6]), FILTER, "event timing")) ||
+      (s = cfx_check (cudaEventElapsedTime (&down_ms, q->cx->ev[6], q->cx->ev[7]), FILTER, "event timing")) ||
       (preloaded &&
-       ((s = cfx_check (cudaEventElapsedTime (&load_ms, q->ev[0], q->ev[1]), FILTER, "event timing")) ||
-        (s = cfx_check (cudaEventElapsedTime (&features_ms, q->ev[1], q->ev[2]), FILTER, "event timing")))))
+       ((s = cfx_check (cudaEventElapsedTime (&load_ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")) ||
+        (s = cfx_check (cudaEventElapsedTime (&features_ms, q->cx->ev[1], q->cx->ev[2]), FILTER, "event timing")))))
     return fail_cuda (q, s);
   cudafx_report *report = q->o ? q->o->report : NULL;
   if (report)
@@ -1485,19 +1468,22 @@ cudafx_quantize_cuda_seed (quantize_device *q, const sample_set *smp, const quan
 }
 
 extern "C" cudafx_status
-cudafx_quantize_cuda_assign (quantize_device *q, const float (*centre)[3], int k, quantize_sums *sums)
+cudafx_quantize_cuda_assign (quantize_session *q, const float (*centre)[3], int k, quantize_sums *sums,
+                             double from, double to)
 {
+  cudaStream_t stream = q->cx->stream;
   long long totals[COUNTERS];
   cudafx_status s;
   if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_centre, centre, (size_t) k * sizeof centre[0], 0,
-                                               cudaMemcpyHostToDevice, 0),
+                                               cudaMemcpyHostToDevice, stream),
                       FILTER, "copy to device")) ||
-      (s = cfx_check (cudaMemsetAsync (q->d_totals, 0, 4 * (size_t) k * sizeof (long long), 0), FILTER,
+      (s = cfx_check (cudaMemsetAsync (q->d_totals, 0, 4 * (size_t) k * sizeof (long long), stream), FILTER,
                       "memset")) ||
       (s = run_pass (q, PASS_ASSIGN, k, NULL)) ||
-      (s = cfx_check (cudaMemcpy (totals, q->d_totals, 4 * (size_t) k * sizeof (long long),
-                                  cudaMemcpyDeviceToHost),
-                      FILTER, "copy to host")))
+      (s = cfx_check (cudaMemcpyAsync (totals, q->d_totals, 4 * (size_t) k * sizeof (long long),
+                                       cudaMemcpyDeviceToHost, stream),
+                      FILTER, "copy to host")) ||
+      (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "copy to host")))
     return fail_cuda (q, s);
   for (int j = 0; j < k; j++)
     {
@@ -1505,52 +1491,37 @@ cudafx_quantize_cuda_assign (quantize_device *q, const float (*centre)[3], int k
         sums->sums[j][c] = totals[4 * j + c];
       sums->counts[j] = totals[4 * j + 3];
     }
-  return CUDAFX_OK;
+  return cudafx_progress (q->o, to);
 }
 
 extern "C" cudafx_status
-cudafx_quantize_cuda_map (quantize_device *q, const quantize_palette *pal, cudafx_image *dst)
-{
-  cudafx_status s = upload_palette (pal);
-  return s ? fail_cuda (q, s) : run_pass (q, PASS_MAP, pal->k, dst);
-}
-
-extern "C" cudafx_status
-cudafx_quantize_cuda_dither (quantize_device *q, const quantize_palette *pal, const float (*value)[3],
-                             const float lo[3], const float hi[3], cudafx_image *dst)
+cudafx_quantize_cuda_map (quantize_session *q, const quantize_mapping *m, cudafx_image *dst)
 {
   cudafx_status s;
-  if ((s = upload_palette (pal)) ||
-      (s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, value, (size_t) pal->k * sizeof value[0], 0,
-                                               cudaMemcpyHostToDevice, 0),
-                      FILTER, "copy to device")))
+  if ((s = upload_palette (q->cx->stream, &m->pal)))
     return fail_cuda (q, s);
-  if (!q->h_rows_done &&
-      ((s = cfx_check (cudaHostAlloc ((void **) &q->h_rows_done, sizeof (int), cudaHostAllocMapped), FILTER,
-                       "host allocation")) ||
-       (s = cfx_check (cudaHostGetDevicePointer ((void **) &q->d_rows_done, (void *) q->h_rows_done, 0),
-                       FILTER, "host mapping"))))
+  if (!m->dither)
+    return run_pass (q, PASS_MAP, m->pal.k, dst);
+  if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, m->value, (size_t) m->pal.k * sizeof m->value[0], 0,
+                                               cudaMemcpyHostToDevice, q->cx->stream),
+                      FILTER, "copy to device")) ||
+      (s = cfx_staging (q->cx, CFX_STAGING_COUNTERS, sizeof (int), (void **) &q->h_rows_done,
+                        (void **) &q->d_rows_done, FILTER)))
     return fail_cuda (q, s);
   for (int c = 0; c < 3; c++)
     {
-      q->dither_lo[c] = lo[c];
-      q->dither_hi[c] = hi[c];
+      q->dither_lo[c] = m->lo[c];
+      q->dither_hi[c] = m->hi[c];
     }
-  return run_pass (q, PASS_DITHER, pal->k, dst);
+  return run_pass (q, PASS_DITHER, m->pal.k, dst);
 }
 
 extern "C" void
-cudafx_quantize_cuda_close (quantize_device *q)
+cudafx_quantize_cuda_close (quantize_session *q)
 {
   if (!q)
     return;
-  if (q->failed)
-    cfx_release_buffers (); /* after a fault, start the next call from clean buffers */
-  for (int e = 0; e < q->events; e++)
-    cudaEventDestroy (q->ev[e]);
-  if (q->seed_stream)
-    cudaStreamDestroy (q->seed_stream);
-  if (q->h_rows_done)
-    cudaFreeHost ((void *) q->h_rows_done);
-  delete q; /* releases the GPU lock */
+  if (q->failed && q->call.cx)
+    cfx_release_buffers (q->call.cx); /* after a fault, start the next call from clean buffers */
+  delete q; /* releases the device */
 }

@@ -98,3 +98,28 @@ TEST (engine_rejects_bad_views_and_values)
   harness_image_free (&src);
   harness_image_free (&dst);
 }
+
+#ifndef CUDAFX_HAVE_CUDA
+/* A build without nvcc (make check-asan's) has no CUDA backend: backend cuda
+ * says so, and auto runs on the CPU with that reason. */
+TEST (engine_cuda_not_built)
+{
+  cudafx_image src = harness_image_new (4, 3, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (4, 3, 3, 0, CUDAFX_U8, 0);
+  cudafx_median_params p;
+  cudafx_median_params_init (&p);
+  cudafx_report report;
+  cudafx_options o;
+  cudafx_options_init (&o);
+  o.report = &report;
+  o.backend = CUDAFX_BACKEND_CUDA;
+  CHECK (cudafx_median (&src, &dst, &p, &o) == CUDAFX_ERR_CUDA_NOT_BUILT &&
+         strstr (cudafx_error_message (), "median: backend cuda: built without CUDA"),
+         "backend cuda without CUDA: %s", cudafx_error_message ());
+  o.backend = CUDAFX_BACKEND_AUTO;
+  CHECK (cudafx_median (&src, &dst, &p, &o) == CUDAFX_OK && report.backend_used == CUDAFX_BACKEND_CPU,
+         "auto without CUDA did not run on the CPU (%s)", cudafx_error_message ());
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+#endif

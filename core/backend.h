@@ -1,0 +1,161 @@
+/* The engine's plan headers, as one: what a backend gets and what it must do.
+ *
+ * The engine (core/) validates a call's parameters and turns them into a
+ * plan per filter: the validated parameters plus what follows from them (the
+ * median's window and rank, the convolution's taps, the nl-means weights,
+ * the k-means passes' palette). A backend is a table of operations on those
+ * plans; the CPU filters (core/cpu.c's table) and the CUDA launchers
+ * (cuda/backend.cu's table) are its two implementations, and
+ * cudafx_dispatch (core/engine.c) chooses one per call. Multi-step filters
+ * (nl-means: estimate, then denoise; quantize: seed, then Lloyd passes, then
+ * the mapping) are driven by the engine through a backend session opened
+ * on the image, so a backend never calls back into the engine.
+ *
+ * cuda/ includes this header (and the plan headers it includes) and nothing
+ * else from core/ that calls back: its kernels compute with the plans'
+ * shared arithmetic (convolve.h, nlmeans.h, quantize.h, median_plan). */
+#ifndef CUDAFX_BACKEND_H
+#define CUDAFX_BACKEND_H
+
+#include "convolve.h"
+#include "engine.h"
+#include "nlmeans.h"
+#include "quantize.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- median --------------------------------------------------------------- */
+
+/* The argument table's largest radius. */
+#define MEDIAN_MAX_RADIUS 100
+
+/* The window: column dx in -radius..radius spans rows |dy| <= half[dx +
+ * radius] (the square: all radius; the disc: floor (sqrt (r² − dx²))); n
+ * values in all, the output the one of rank `rank` (0 = smallest). */
+/* Order-preserving unsigned key of a float (negative floats reversed,
+ * positives above them) and back: both backends rank f32 values by it. */
+static inline CUDAFX_HOST_DEVICE uint32_t
+median_float_key (float f)
+{
+  uint32_t u = cudafx_float_bits (f);
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+static inline CUDAFX_HOST_DEVICE float
+median_key_float (uint32_t k)
+{
+  return cudafx_bits_float (k & 0x80000000u ? k & 0x7fffffffu : ~k);
+}
+
+typedef struct {
+  int          radius;
+  cudafx_shape shape;
+  double       percentile;
+  int          n, rank;
+  int          half[2 * MEDIAN_MAX_RADIUS + 1];
+} median_plan;
+
+/* ---- the operations --------------------------------------------------------
+ *
+ * Every operation returns a status and sets the message (cudafx_fail) on
+ * failure; a CUDA failure is CUDAFX_ERR_CUDA (the engine may then fall back
+ * to the CPU). Images are validated; plans are complete. Sessions are
+ * opaque to the engine and closed by it, also after a failure. */
+
+typedef struct nlmeans_session nlmeans_session;
+typedef struct quantize_session quantize_session;
+
+typedef struct {
+  /* 1 when usable; name: the device, why: the reason it is not. */
+  int (*probe) (char *name, size_t name_size, char *why, size_t why_size);
+
+  cudafx_status (*median) (const cudafx_image *src, cudafx_image *dst, const median_plan *plan,
+                           const cudafx_options *o);
+  cudafx_status (*convolve) (const cudafx_image *src, cudafx_image *dst, const convolve_plan *plan,
+                             const cudafx_options *o);
+
+  /* nl-means on src (colours colour channels). max_halo: the largest S + P a
+   * later denoise may use (0: no denoise follows), so that the backend can
+   * keep the image where both steps find it. */
+  cudafx_status (*nlmeans_open) (const cudafx_image *src, int colours, int max_halo,
+                                 const cudafx_options *o, nlmeans_session **out);
+  /* colours x NLMEANS_NOISE_BINS counts of nlmeans_noise_bin over the image. */
+  cudafx_status (*nlmeans_count) (nlmeans_session *s, uint64_t *hist);
+  cudafx_status (*nlmeans_denoise) (nlmeans_session *s, const nlmeans_plan *plan, cudafx_image *dst);
+  void (*nlmeans_close) (nlmeans_session *s);
+
+  /* k-means passes over plan->src (see core/quantize.c's header). */
+  cudafx_status (*quantize_open) (const quantize_plan *plan, const cudafx_options *o,
+                                  quantize_session **out);
+  /* The seeding attempts on the sample: centres[a], found[a], error[a] for
+   * a < job->attempts. *seeded 0 (nothing written): the backend leaves the
+   * seeding to the reference (cudafx_quantize_seed_reference). */
+  cudafx_status (*quantize_seed) (quantize_session *s, const sample_set *smp, const quantize_seeding *job,
+                                  int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
+                                  int *seeded);
+  /* Integer sums and counts of the voting pixels by nearest of centre[0..k). */
+  cudafx_status (*quantize_assign) (quantize_session *s, const float (*centre)[3], int k,
+                                    quantize_sums *sums, double from, double to);
+  /* dst from the mapping: nearest entries, or Floyd–Steinberg when m->dither. */
+  cudafx_status (*quantize_map) (quantize_session *s, const quantize_mapping *m, cudafx_image *dst);
+  void (*quantize_close) (quantize_session *s);
+} cudafx_backend_ops;
+
+/* The operations of backend b (cpu, cuda), named cudafx_FILTER_b[_STEP]:
+ * one declaration for both, so their signatures cannot drift apart. */
+#define CUDAFX_BACKEND_DECLARE(b)                                                                   \
+  int cudafx_##b##_probe (char *name, size_t name_size, char *why, size_t why_size);                \
+  cudafx_status cudafx_median_##b (const cudafx_image *src, cudafx_image *dst,                      \
+                                   const median_plan *plan, const cudafx_options *o);               \
+  cudafx_status cudafx_convolve_##b (const cudafx_image *src, cudafx_image *dst,                    \
+                                     const convolve_plan *plan, const cudafx_options *o);           \
+  cudafx_status cudafx_nlmeans_##b##_open (const cudafx_image *src, int colours, int max_halo,      \
+                                           const cudafx_options *o, nlmeans_session **out);         \
+  cudafx_status cudafx_nlmeans_##b##_count (nlmeans_session *s, uint64_t *hist);                    \
+  cudafx_status cudafx_nlmeans_##b##_denoise (nlmeans_session *s, const nlmeans_plan *plan,         \
+                                              cudafx_image *dst);                                   \
+  void cudafx_nlmeans_##b##_close (nlmeans_session *s);                                             \
+  cudafx_status cudafx_quantize_##b##_open (const quantize_plan *plan, const cudafx_options *o,     \
+                                            quantize_session **out);                                \
+  cudafx_status cudafx_quantize_##b##_seed (quantize_session *s, const sample_set *smp,             \
+                                            const quantize_seeding *job,                            \
+                                            int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found,   \
+                                            int64_t *error, int *seeded);                           \
+  cudafx_status cudafx_quantize_##b##_assign (quantize_session *s, const float (*centre)[3], int k, \
+                                              quantize_sums *sums, double from, double to);         \
+  cudafx_status cudafx_quantize_##b##_map (quantize_session *s, const quantize_mapping *m,          \
+                                           cudafx_image *dst);                                      \
+  void cudafx_quantize_##b##_close (quantize_session *s);
+
+/* Backend b's table, from the operations CUDAFX_BACKEND_DECLARE names. */
+#define CUDAFX_BACKEND_TABLE(b)                                                                     \
+  {                                                                                                 \
+    cudafx_##b##_probe, cudafx_median_##b, cudafx_convolve_##b, cudafx_nlmeans_##b##_open,          \
+    cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_denoise, cudafx_nlmeans_##b##_close,           \
+    cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
+    cudafx_quantize_##b##_map, cudafx_quantize_##b##_close                                          \
+  }
+
+/* The CPU backend (core/cpu.c): the reference. */
+extern const cudafx_backend_ops cudafx_cpu_backend;
+#ifdef CUDAFX_HAVE_CUDA
+/* The CUDA backend (cuda/backend.cu), in builds with nvcc. */
+extern const cudafx_backend_ops cudafx_cuda_backend;
+#endif
+
+/* The backend a call runs on: the engine calls run once with it (and again
+ * with the CPU's when it falls back). */
+typedef cudafx_status (*cudafx_run_fn) (const cudafx_backend_ops *b, void *job, const cudafx_options *o);
+/* AUTO tries CUDA when built and usable and falls back to the CPU on a
+ * CUDA failure, recording why in the report; CUDA forced fails with the CUDA
+ * status (CUDAFX_ERR_CUDA_NOT_BUILT without nvcc). Invalid-argument,
+ * out-of-memory-on-host and cancel statuses never fall back. */
+cudafx_status cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_options *o);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUDAFX_BACKEND_H */

@@ -1,0 +1,17 @@
+/* The CPU backend: the reference implementation of every filter, and the
+ * fallback when CUDA is not built, not usable or fails. Always usable. */
+#include "cpu.h"
+
+#include <stdio.h>
+
+int
+cudafx_cpu_probe (char *name, size_t name_size, char *why, size_t why_size)
+{
+  if (name_size)
+    snprintf (name, name_size, "CPU");
+  if (why_size)
+    why[0] = '\0';
+  return 1;
+}
+
+const cudafx_backend_ops cudafx_cpu_backend = CUDAFX_BACKEND_TABLE (cpu);
