@@ -450,7 +450,7 @@ load16 (const float *p)
 
 /* out[x] = sum over t of w[t] * in[t][x], for x < len rounded up to TILE
  * (buffers have that slack). Terms in order, from 0.0f, multiply then add. */
-static void
+CUDAFX_CPU_CLONES static void
 weighted_sum (float *restrict out, const float *const *in, const float *w, int n, size_t len)
 {
   for (size_t x0 = 0; x0 < len; x0 += TILE)
@@ -482,7 +482,7 @@ mul_high16 (vecu16 a, uint16_t b)
 
 /* Fixed point: out[x] = bias + sum over t of (in[t][x] * w[t]) >> 16, for
  * x < len rounded up to TILE16. The plan keeps the sums below 65536. */
-static void
+CUDAFX_CPU_CLONES static void
 weighted_sum_u16 (uint16_t *restrict out, const uint16_t *const *in, const uint16_t *w, int n,
                   uint16_t bias, size_t len)
 {
@@ -507,7 +507,7 @@ weighted_sum_u16 (uint16_t *restrict out, const uint16_t *const *in, const uint1
 
 /* Converts count pixels of a source row from pixel sx to floats at dst,
  * colour premultiplied by alpha, and their alpha to adst. */
-static void
+CUDAFX_CPU_CLONES static void
 convert_pixels (const cudafx_image *src, const uint8_t *row, int sx, int count,
                 float *restrict dst, float *restrict adst)
 {
@@ -550,7 +550,7 @@ border_pixel (const convolve_job *job, workspace *ws, const uint8_t *row, int sx
 /* Converts pixels x0 - r .. x1 + r - 1 of source row sy (or -1: black) to
  * floats in ws->pad (alpha in ws->apad); pixels beyond the left and right
  * edges come through the border maps. */
-static void
+CUDAFX_CPU_CLONES static void
 load_row (const convolve_job *job, workspace *ws, int sy, int x0, int x1)
 {
   const cudafx_image *src = job->src;
@@ -573,7 +573,7 @@ load_row (const convolve_job *job, workspace *ws, int sy, int x0, int x1)
 }
 
 /* load_row for the fixed-point path: pixels as x << 8 in ws->pad. */
-static void
+CUDAFX_CPU_CLONES static void
 load_row_fixed (const convolve_job *job, workspace *ws, int sy, int x0, int x1)
 {
   const cudafx_image *src = job->src;
@@ -594,7 +594,7 @@ load_row_fixed (const convolve_job *job, workspace *ws, int sy, int x0, int x1)
 }
 
 /* Fills the ring slot of virtual row v (any integer; mapped at the border). */
-static void
+CUDAFX_CPU_CLONES static void
 prepare_row (const convolve_job *job, workspace *ws, int v, int x0, int x1)
 {
   const convolve_plan *pl = job->plan;
@@ -638,7 +638,7 @@ prepare_row (const convolve_job *job, workspace *ws, int v, int x0, int x1)
 }
 
 /* Sums the ring into ws->acc (and ws->aacc) for output row y, pixels x0..x1-1. */
-static void
+CUDAFX_CPU_CLONES static void
 sum_ring (const convolve_job *job, workspace *ws, int y, int x0, int x1)
 {
   const convolve_plan *pl = job->plan;
@@ -697,7 +697,7 @@ to_u8 (float v)
 }
 
 /* Writes pixels x0..x1-1 of output row y from ws->acc (and ws->aacc). */
-static void
+CUDAFX_CPU_CLONES static void
 store_row (const convolve_job *job, workspace *ws, int y, int x0, int x1)
 {
   const convolve_plan *pl = job->plan;
@@ -749,7 +749,7 @@ store_row (const convolve_job *job, workspace *ws, int y, int x0, int x1)
     memcpy (out, acc, sizeof (float) * n);
 }
 
-static void
+CUDAFX_CPU_CLONES static void
 convolve_bands (void *ctx, int b0, int b1)
 {
   convolve_job *job = ctx;

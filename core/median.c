@@ -104,7 +104,7 @@ window_rank (int n, double percentile)
 /* Compare-exchange kernels over arrays: the only place element types differ.
  * `a < b ? a : b` compiles to vector min/max (pminub, minps) for both types. */
 #define DEFINE_KERNELS(T, suffix)                                              \
-  static void                                                                  \
+  CUDAFX_CPU_CLONES static void                                                \
   sort2_##suffix (const void *x_, const void *y_, void *lo_, void *hi_, int n) \
   {                                                                            \
     const T *restrict x = x_, *restrict y = y_;                                \
@@ -116,7 +116,7 @@ window_rank (int n, double percentile)
         hi[i] = a < b ? b : a;                                                 \
       }                                                                        \
   }                                                                            \
-  static void                                                                  \
+  CUDAFX_CPU_CLONES static void                                                \
   min_##suffix (const void *x_, const void *y_, void *lo_, void *hi_, int n)   \
   {                                                                            \
     const T *restrict x = x_, *restrict y = y_;                                \
@@ -124,7 +124,7 @@ window_rank (int n, double percentile)
     for (int i = 0; i < n; i++)                                                \
       lo[i] = x[i] < y[i] ? x[i] : y[i];                                       \
   }                                                                            \
-  static void                                                                  \
+  CUDAFX_CPU_CLONES static void                                                \
   max_##suffix (const void *x_, const void *y_, void *lo_, void *hi_, int n)   \
   {                                                                            \
     const T *restrict x = x_, *restrict y = y_;                                \
@@ -437,7 +437,7 @@ typedef struct {
   uint8_t         **work;   /* per thread: n_slots arrays of slot_len elements */
 } network_ctx;
 
-static void
+CUDAFX_CPU_CLONES static void
 network_rows (void *ctx_, int y0, int y1)
 {
   const network_ctx *ctx = ctx_;
@@ -586,7 +586,7 @@ typedef struct {
 DEFINE_HIST_ROW (uint8_t, u8, STORE_U8)
 DEFINE_HIST_ROW (uint32_t, f32, STORE_F32)
 
-static void
+CUDAFX_CPU_CLONES static void
 hist_rows (void *ctx_, int y0, int y1)
 {
   const hist_ctx *ctx = ctx_;
@@ -773,7 +773,7 @@ columns_update (uint16_t *coarse, uint16_t *fine, const uint8_t *row, int from_p
     }
 }
 
-static void
+CUDAFX_CPU_CLONES static void
 columns_rows (void *ctx_, int y0, int y1)
 {
   const columns_ctx *ctx = ctx_;

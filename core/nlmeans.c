@@ -94,7 +94,7 @@ size_mul (size_t a, size_t b, size_t *out)
 
 /* Reads channel c of image row y at column x (clamped) on the 0..255 scale
  * into out[0..n), for columns x0 .. x0+n-1. */
-static void
+CUDAFX_CPU_CLONES static void
 load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
 {
   const uint8_t *row = cudafx_row (img, y);
@@ -132,7 +132,7 @@ diff_row_n (float *restrict e, const float *restrict a, size_t plane, ptrdiff_t 
     }
 }
 
-static void
+CUDAFX_CPU_CLONES static void
 diff_row (float *e, const float *a, size_t plane, ptrdiff_t shift, int ew, int n)
 {
   switch (n)
@@ -184,7 +184,7 @@ weight_row_p (const float *const *hrows, const float *restrict g, float *restric
     default: call (5); break;                                                                 \
     }
 
-static void
+CUDAFX_CPU_CLONES static void
 patch_row (const float *e, float *hrow, const float *g, int dw, int P)
 {
 #define CALL(p) patch_row_p (e, hrow, g, dw, p)
@@ -192,7 +192,7 @@ patch_row (const float *e, float *hrow, const float *g, int dw, int P)
 #undef CALL
 }
 
-static void
+CUDAFX_CPU_CLONES static void
 weight_row (const float *const *hrows, const float *g, float *w, int dw, float scale,
             float offset, int P)
 {
@@ -217,7 +217,7 @@ accumulate_n (float *restrict acc, size_t tplane, const float *restrict w,
     }
 }
 
-static void
+CUDAFX_CPU_CLONES static void
 accumulate (float *acc, size_t tplane, const float *w, const float *nb, size_t plane, int tw, int n)
 {
   switch (n)
@@ -230,7 +230,7 @@ accumulate (float *acc, size_t tplane, const float *w, const float *nb, size_t p
 }
 
 /* Tile [x0, x1) x [y0, y1) of the image into dst. */
-static void
+CUDAFX_CPU_CLONES static void
 nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, int y1)
 {
   const nlmeans_plan *plan = &job->plan;
@@ -367,7 +367,7 @@ work_alloc (nlmeans_work *wk, int colours, int tile_w, int tile_h, int P, int S)
   return CUDAFX_OK;
 }
 
-static cudafx_status
+CUDAFX_CPU_CLONES static cudafx_status
 denoise_cpu (const nlmeans_job *job, const cudafx_options *o)
 {
   const int W = job->src->width, H = job->src->height;
@@ -443,7 +443,7 @@ noise_sigma (const uint64_t *hist, int colours)
 
 /* The noise histograms of the colour channels on the CPU (see header):
  * per thread, then summed into out. */
-static cudafx_status
+CUDAFX_CPU_CLONES static cudafx_status
 count_noise (const cudafx_image *src, int colours, const cudafx_options *o, uint64_t *out)
 {
   const int W = src->width, H = src->height;

@@ -220,7 +220,7 @@ struct quantize_session {
 static const float zero_block[BLOCK];
 
 /* Features of pixels x0 .. x0+len-1 of row y into out[0..dims-1]. */
-static void
+CUDAFX_CPU_CLONES static void
 compute_features (const quantize_ctx *q, int y, int x0, int len, float *const *out)
 {
   const cudafx_image *src = q->src;
@@ -266,7 +266,7 @@ is_voting (const quantize_ctx *q, const uint8_t *row, int x)
 }
 
 /* First pass: counts the voting pixels of each row. */
-static void
+CUDAFX_CPU_CLONES static void
 vote_rows (void *ctx_, int y0, int y1)
 {
   quantize_ctx *q = ctx_;
@@ -296,7 +296,7 @@ cache_rows (void *ctx_, int y0, int y1)
 }
 
 /* Nearest of the k centres for len pixels; ties go to the lowest index. */
-static void
+CUDAFX_CPU_CLONES static void
 nearest_block (const float *px, const float *py, const float *pz, int len,
                const float (*centre)[3], int k, float *best_d, int32_t *best_k)
 {
@@ -348,7 +348,7 @@ for_blocks (quantize_ctx *q, int y0, int y1, block_fn fn)
       }
 }
 
-static void
+CUDAFX_CPU_CLONES static void
 accumulate_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
                   const int32_t *best_k)
 {
@@ -367,14 +367,14 @@ accumulate_block (quantize_ctx *q, int y, int x0, int len, const float *const *f
     }
 }
 
-static void
+CUDAFX_CPU_CLONES static void
 assign_rows (void *ctx_, int y0, int y1)
 {
   for_blocks (ctx_, y0, y1, accumulate_block);
 }
 
 /* Writes palette entry best_k[i] to pixel x0 + i of row y, alpha copied. */
-static void
+CUDAFX_CPU_CLONES static void
 write_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
              const int32_t *best_k)
 {
@@ -404,7 +404,7 @@ write_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
     }
 }
 
-static void
+CUDAFX_CPU_CLONES static void
 map_rows (void *ctx_, int y0, int y1)
 {
   for_blocks (ctx_, y0, y1, write_block);
@@ -415,7 +415,7 @@ map_rows (void *ctx_, int y0, int y1)
 /* Greedy k-means++ on the sample, continuing the PRNG `state`: writes the
  * centres and returns how many were found (≤ k). d2 and work hold n and
  * 2 * n values. */
-static int
+CUDAFX_CPU_CLONES static int
 seed_centres (const sample_set *smp, int k, int trials, uint64_t *state, int64_t *d2,
               int64_t *work, int32_t (*centres)[3])
 {
@@ -497,7 +497,7 @@ update_centres (const quantize_sums *acc, int k, int dims, int32_t (*centres)[3]
  * sample's squared error. The distances are integers below 2^46 held
  * exactly in float (quantize.h), so their int64 sum is exact (< 2^62) and
  * does not depend on the order: the device sums them in any order. */
-static int64_t
+CUDAFX_CPU_CLONES static int64_t
 refine_on_sample (const sample_set *smp, int k, int iterations, int32_t (*centres)[3],
                   quantize_sums *acc)
 {
@@ -546,7 +546,7 @@ seeding_for (int k, uint32_t seed)
 /* The attempts on the host: attempt a draws from state seed + a * 2^32 and
  * is independent of the others, so they run in parallel; work holds
  * 3 * n values per thread and acc one quantize_sums per attempt. */
-static void
+CUDAFX_CPU_CLONES static void
 seed_on_host (const sample_set *smp, const quantize_seeding *job, int threads, int64_t *work,
               quantize_sums *acc, int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found,
               int64_t *error)
@@ -737,7 +737,7 @@ dither_wait (dither_state *d, dither_progress *above, long long need, long long 
 }
 
 /* Row y of the dither; 0 when stopped before its end. */
-static int
+CUDAFX_CPU_CLONES static int
 dither_row (dither_state *d, int y)
 {
   quantize_ctx *q = d->q;
@@ -801,7 +801,7 @@ dither_row (dither_state *d, int y)
 /* Floyd–Steinberg (see the header) on the CPU's threads. Progress and cancel
  * stay on the calling thread (thread 0): hosts' callbacks are not
  * thread-safe. */
-static cudafx_status
+CUDAFX_CPU_CLONES static cudafx_status
 dither_image (quantize_ctx *q, const cudafx_options *o)
 {
   int h = q->src->height, threads = cudafx_thread_count (o);
