@@ -300,9 +300,10 @@ $(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB)
 .PHONY: plugin-3-native
 plugin-3-native: $(BUILD)/gimp3-native/cudafx locale
 
-# Headless GIMP 3 tests of the plug-in (in the chroot); ends with "N passed, N failed".
-check-gimp: plugin
-	tests/gimp/run.sh $(BUILD)
+# Headless GIMP 3 tests of the plug-in, then of the GEGL operations as live
+# filters (in the chroot); each suite ends with "N passed, N failed".
+check-gimp: plugin $(CLI)
+	@tests/gimp/run.sh $(BUILD); status=$$?; tests/gimp/live.sh $(BUILD) && exit $$status
 
 # GIMP 2.10 plug-in: built natively (Debian 12: libgimp2.0-dev) against the
 # engine library; tests drive gimp-console-2.10 on the host. GTK 2's headers
