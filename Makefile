@@ -158,6 +158,11 @@ $(BUILD)/gegl/cudafx-gegl.so: $(GEGL_MODULE_SRCS) $(GEGL_MODULE_HDRS) $(LIB)
 	  $$(pkg-config --cflags gegl-0.4) $(GEGL_MODULE_SRCS) $(LIB) $$(pkg-config --libs gegl-0.4) \
 	  $(LIB_LIBS) -o $@
 
+# The GEGL benchmark program (bench/gegl_bench.c), for bench/gegl-device.sh.
+$(BUILD)/gegl_bench: bench/gegl_bench.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -Wno-unused-parameter $< $$(pkg-config --cflags --libs gegl-0.4) -ldl -o $@
+
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
 # networks, then the CLI's tests; one summary line at the end.
 check: all $(BUILD)/test-median-network
