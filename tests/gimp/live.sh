@@ -18,15 +18,16 @@ passed=0 failed=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
 
-for f in "$cli" "$module"; do
+for f in "$cli" "$module" "$build/gimp3/cudafx"; do
   [ -e "$f" ] || { echo "no $f (make plugin all)"; echo "0 passed, 1 failed"; exit 1; }
 done
 root=$("$here/chroot.sh" ensure) || { echo "0 passed, 1 failed"; exit 1; }
 work=$(mktemp -d "$root/tmp/cudafx-live.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 inside=${work#"$root"}
-mkdir -p "$work/profile" "$work/data/gegl-0.4/plug-ins" "$work/out"
+mkdir -p "$work/profile/plug-ins/cudafx" "$work/data/gegl-0.4/plug-ins" "$work/out"
 cp "$module" "$work/data/gegl-0.4/plug-ins/"
+tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
 cp tests/data/camera.png tests/data/astronaut.png "$work/"
 
 # Each case: NAME FILE TOLERANCE "CLI OPTIONS" OP then the filter's
@@ -63,6 +64,14 @@ script+="
     (gimp-image-select-rectangle img CHANNEL-OP-REPLACE $x $y $w $h)
     (gimp-drawable-merge-new-filter layer \"cudafx:median\" 0 LAYER-MODE-REPLACE 1.0 \"radius\" 3)
     (gimp-file-save RUN-NONINTERACTIVE img \"$inside/out/selection.png\"))
+  (let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$inside/astronaut.png\")))
+         (layer (vector-ref (car (gimp-image-get-layers img)) 0)))
+    (plug-in-cudafx-median #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer) #:radius 2)
+    (show \"PROC-MERGED-LEFT\" (vector-length (car (gimp-drawable-get-filters layer))))
+    (gimp-file-save RUN-NONINTERACTIVE img \"$inside/out/procedure.png\")
+    (plug-in-cudafx-nl-means #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer) #:live TRUE)
+    (show \"PROC-LIVE\" (map (lambda (f) (car (gimp-drawable-filter-get-operation-name f)))
+                             (vector->list (car (gimp-drawable-get-filters layer))))))
   (display (string-append \"\nall \" \"DONE\n\"))"
 
 timeout 300 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
@@ -86,6 +95,20 @@ for c in "${cases[@]}"; do
   msg=$("$py" "$here/compare.py" same "$ref" "$work/out/$name.png" "$tol" 2>&1) \
     && pass "$name: merged, GIMP's pixels equal the CLI's (±$tol)" || fail "$name" "$msg"
 done
+
+# The procedure with the module: merged by GIMP, the CLI's pixels; asked to
+# stay live, a filter on the layer.
+ref=$work/out/procedure.ref.png
+if CUDAFX_BACKEND=cpu "$cli" median --radius 2 tests/data/astronaut.png "$ref" 2>/dev/null &&
+   [ -f "$work/out/procedure.png" ] && grep -qx "PROC-MERGED-LEFT=0" "$log"; then
+  msg=$("$py" "$here/compare.py" same "$ref" "$work/out/procedure.png" 0 2>&1) \
+    && pass "plug-in-cudafx-median with the module: merged, the CLI's pixels" || fail "procedure" "$msg"
+else
+  fail "procedure" "no result or a filter left: $(grep "^PROC-MERGED-LEFT=" "$log")"
+fi
+grep -qx "PROC-LIVE=(cudafx:nl-means)" "$log" \
+  && pass "plug-in-cudafx-nl-means #:live TRUE: a live cudafx:nl-means filter on the layer" \
+  || fail "procedure-live" "filters: $(grep "^PROC-LIVE=" "$log")"
 
 # GIMP gives a live filter the selection's bounding box as its whole input
 # (its filter region "selection"): inside it the result is the CLI's on that
