@@ -3,7 +3,9 @@
 # Debian/Ubuntu: build tools, GEGL, GIMP and its plug-in development files),
 # builds, installs the plug-in into the user's folder of every GIMP found
 # (3.x: ~/.config/GIMP/3.x/plug-ins/cudafx/ for every 3.x folder and the
-# installed GIMP 3's version, 2.10: ~/.config/GIMP/2.10/plug-ins/cudafx/),
+# installed GIMP 3's version, 2.10: ~/.config/GIMP/2.10/plug-ins/cudafx/) and
+# the GEGL operations module into ~/.local/share/gegl-0.4/plug-ins/ (GIMP 3's
+# live filters; with PREFIX=/usr, GEGL's system folder),
 # then runs the four procedures through headless GIMP on tests/data/astronaut.png
 # and writes out/gimp3-<filter>.png (GIMP 3) and out/gimp-<filter>.png (GIMP 2.10).
 set -eu
@@ -28,6 +30,22 @@ elif ! command -v gimp-console-2.10 >/dev/null && ! command -v gimp-console-3.0 
 fi
 
 make -j"$(nproc)" all
+# The GEGL module, built by `make all` against this machine's GEGL (the one
+# GIMP 3 and the gegl command load): the user's GEGL folder, or with PREFIX
+# GEGL's own folder under that prefix (PREFIX=/usr: system-wide).
+if [ -f build/gegl/cudafx-gegl.so ]; then
+  if [ -n "${PREFIX:-}" ]; then
+    gegl_dir=$(pkg-config --define-variable=prefix="$PREFIX" --variable=pluginsdir gegl-0.4)
+  else
+    gegl_dir=${XDG_DATA_HOME:-$HOME/.local/share}/gegl-0.4/plug-ins
+  fi
+  mkdir -p "$gegl_dir"
+  install -m 755 build/gegl/cudafx-gegl.so "$gegl_dir/cudafx-gegl.so"
+  if [ -d build/locale ]; then rm -rf "$gegl_dir/locale"; cp -R build/locale "$gegl_dir/locale"; fi
+  echo "install: GEGL operations (cudafx:median, cudafx:nl-means, cudafx:quantize, cudafx:convolve) in $gegl_dir/"
+else
+  echo "install: no GEGL module built (GEGL's development files, libgegl-dev, missing)" >&2
+fi
 mkdir -p out
 in=$PWD/tests/data/astronaut.png
 filters="median nl-means quantize convolve"
