@@ -42,13 +42,24 @@ typedef struct
   const Babl      *format;      /* what the engine reads and writes (prepare) */
 
   /* Automatic nl-means: the noise σ of the input buffer noise_source (held
-   * weakly; cleared when it changes or goes), and the σ last shown. */
+   * weakly; cleared when it changes or goes), and the σ last found, read by
+   * the noise-sigma property. Not notified: any notify on an operation makes
+   * GEGL invalidate its node (a render again), and GIMP may have freed the
+   * node by the time a main-loop notify would run (it crashed so). */
   GMutex           lock;
   GeglBuffer      *noise_source;
   GeglRectangle    noise_extent;
   double           noise_sigma;
   gulong           noise_changed;
   double           sigma_shown;
+
+  /* The region's pixels in and out, kept between calls: a large region's
+   * fresh memory costs its page faults on every call (on a 12 MP image,
+   * more than the GPU's work). Taken with a try-lock; a second caller at
+   * the same time allocates its own. */
+  GMutex           scratch_lock;
+  guint8          *scratch[2];
+  gsize            scratch_size[2];
 } CudafxOp;
 
 typedef struct
@@ -291,22 +302,13 @@ noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *s
   g_mutex_unlock (&self->lock);
 }
 
-/* In the main loop: a property change notified from GEGL's worker threads
- * would reach GIMP's widgets there. */
-static gboolean
-notify_sigma (gpointer data)
-{
-  g_object_notify (G_OBJECT (data), "noise-sigma");
-  return G_SOURCE_REMOVE;
-}
-
 /* The noise σ of the whole input (what a whole-image run estimates), from
  * the cache when input and its extent are those it was found on. */
 static gboolean
 noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, double *sigma,
              GError **error)
 {
-  gboolean ok = TRUE, changed = FALSE;
+  gboolean ok = TRUE;
 
   g_mutex_lock (&self->lock);
   if (self->noise_source != input || !gegl_rectangle_equal (&self->noise_extent, extent))
@@ -338,14 +340,11 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, dou
           self->noise_changed = gegl_buffer_signal_connect (input, "changed",
                                                             G_CALLBACK (noise_source_changed),
                                                             self);
-          changed = self->sigma_shown != info.sigma;
           self->sigma_shown = info.sigma;
         }
     }
   *sigma = self->noise_sigma;
   g_mutex_unlock (&self->lock);
-  if (changed)
-    g_idle_add_full (G_PRIORITY_DEFAULT_IDLE, notify_sigma, g_object_ref (self), g_object_unref);
   return ok;
 }
 
@@ -449,6 +448,23 @@ pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi)
 
 /* Filters area of the input (all of it for whole outputs) with its halo of
  * real neighbours, cut only at the input's edge, and writes roi. */
+/* bytes of scratch i when the caller holds scratch_lock, else fresh memory
+ * (*fresh set); NULL if there is not enough memory. */
+static guint8 *
+region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fresh)
+{
+  *fresh = !locked;
+  if (!locked)
+    return g_try_malloc (bytes);
+  if (self->scratch_size[i] < bytes)
+    {
+      g_free (self->scratch[i]);
+      self->scratch[i] = g_try_malloc (bytes);
+      self->scratch_size[i] = self->scratch[i] ? bytes : 0;
+    }
+  return self->scratch[i];
+}
+
 static gboolean
 filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi,
                const GeglRectangle *in_box, GError **error)
@@ -456,11 +472,12 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   int              filter = FILTER_OF (self);
   cudafx_proc_args args = self->args;
   GeglRectangle    area, read, grown, out;
-  cudafx_image     src = { 0 }, dst;
+  cudafx_image     src = { 0 }, dst = { 0 };
   cudafx_options   options;
   int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
   int              bpp = babl_format_get_bytes_per_pixel (self->format);
-  gboolean         ok = FALSE;
+  gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE;
+  gsize            stride, bytes;
 
   area = whole_output (self, filter) ? *in_box : *roi;
   if (!gegl_rectangle_intersect (&area, &area, in_box) || !gegl_rectangle_intersect (&out, roi, &area))
@@ -470,15 +487,28 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
                             area.height + 2 * halo };
   gegl_rectangle_intersect (&read, &grown, in_box);
-  if (!cudafx_region_read_as (input, &read, self->format, &src, error))
-    return FALSE;
-  dst = src;
-  if (!(dst.data = g_try_malloc (src.stride * (gsize) src.height)))
+  locked = g_mutex_trylock (&self->scratch_lock);
+  if (!g_size_checked_mul (&stride, (gsize) read.width, (gsize) bpp) ||
+      !g_size_checked_mul (&bytes, stride, (gsize) read.height) ||
+      !(src.data = region_memory (self, 0, locked, bytes, &src_fresh)) ||
+      !(dst.data = region_memory (self, 1, locked, bytes, &dst_fresh)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
                    _("not enough memory for a %d×%d region"), read.width, read.height);
       goto out;
     }
+  gegl_buffer_get (input, &read, 1.0, self->format, src.data, stride, GEGL_ABYSS_NONE);
+  src.width = read.width;
+  src.height = read.height;
+  src.channels = babl_format_get_n_components (self->format);
+  src.has_alpha = babl_format_has_alpha (self->format);
+  src.type = babl_format_get_type (self->format, 0) == babl_type ("u8") ? CUDAFX_U8 : CUDAFX_F32;
+  src.stride = stride;
+  {
+    void *d = dst.data;
+    dst = src;
+    dst.data = d;
+  }
   cudafx_options_init (&options);
   if (!cudafx_proc_run (&args, &src, &dst, &options, NULL, error))
     goto out;
@@ -488,8 +518,12 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
                    dst.stride);
   ok = TRUE;
 out:
-  g_free (src.data);
-  g_free (dst.data);
+  if (src_fresh)
+    g_free (src.data);
+  if (dst_fresh)
+    g_free (dst.data);
+  if (locked)
+    g_mutex_unlock (&self->scratch_lock);
   return ok;
 }
 
@@ -527,6 +561,7 @@ instance_init (GTypeInstance *instance, gpointer klass)
 
   cudafx_proc_args_init (&self->args, ((CudafxOpClass *) klass)->filter);
   g_mutex_init (&self->lock);
+  g_mutex_init (&self->scratch_lock);
 }
 
 static void
@@ -536,6 +571,9 @@ finalize (GObject *object)
 
   forget_noise (self);
   g_mutex_clear (&self->lock);
+  g_mutex_clear (&self->scratch_lock);
+  g_free (self->scratch[0]);
+  g_free (self->scratch[1]);
   g_free (self->kernel_text);
   g_free (self->invalid);
   G_OBJECT_CLASS (parent_class)->finalize (object);
