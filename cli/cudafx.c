@@ -273,54 +273,13 @@ parse_number (const char *text, int integer, double *value)
   return end != text && *end == '\0' && errno == 0 && isfinite (*value);
 }
 
-/* "a,b,c;d,e,f;g,h,i" into taps; n must be odd within the table's range. */
+/* --kernel "a,b,c;d,e,f;g,h,i" into taps (the engine's parser; its message
+ * names the kernel argument, the CLI spells it as the option). */
 static int
-parse_kernel (const char *command, const cudafx_arg *a, const char *text, double *taps, int *size)
+parse_kernel (const char *command, const char *text, double *taps, int *size)
 {
-  int rows = 0, n = 0, count = 0;
-  const char *p = text;
-
-  for (;;)
-    {
-      int in_row = 0;
-      rows++;
-      for (;;)
-        {
-          char *end;
-          if (count == KERNEL_CAPACITY)
-            return usage_error (command, "--%s has more than %d values; the size must be odd, "
-                                "%.0f..%.0f", a->name, KERNEL_CAPACITY, a->min, a->max);
-          errno = 0;
-          taps[count] = strtod (p, &end);
-          if (end == p || errno || !isfinite (taps[count]))
-            return usage_error (command, "--%s: value %d of row %d is not a number (near '%.20s')",
-                                a->name, in_row + 1, rows, p);
-          count++, in_row++;
-          p = end;
-          while (*p == ' ' || *p == '\t' || *p == '\n')
-            p++;
-          if (*p != ',')
-            break;
-          p++;
-        }
-      if (rows == 1)
-        n = in_row;
-      else if (in_row != n)
-        return usage_error (command, "--%s must be square: row %d has %d values, row 1 has %d",
-                            a->name, rows, in_row, n);
-      if (*p == '\0')
-        break;
-      if (*p != ';')
-        return usage_error (command, "--%s: unexpected '%c' after value %d of row %d", a->name, *p,
-                            in_row, rows);
-      p++;
-    }
-  if (rows != n)
-    return usage_error (command, "--%s must be square: %d rows of %d values", a->name, rows, n);
-  if (n % 2 == 0 || n < a->min || n > a->max)
-    return usage_error (command, "--%s is %dx%d; the size must be odd, %.0f..%.0f", a->name, n, n,
-                        a->min, a->max);
-  *size = n;
+  if (cudafx_kernel_parse (text, taps, size) != CUDAFX_OK)
+    return usage_error (command, "--%s", cudafx_error_message ());
   return 0;
 }
 
@@ -364,7 +323,7 @@ parse_arg_value (cli_command *c, const cudafx_arg *a, const char *text)
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
       {
-        int status = parse_kernel (command, a, text, c->kernel, &c->kernel_size);
+        int status = parse_kernel (command, text, c->kernel, &c->kernel_size);
         if (status)
           return status;
         v = c->kernel_size;

@@ -280,6 +280,12 @@ cudafx_status cudafx_convolve (const cudafx_image *src, cudafx_image *dst,
  * size to *size. Used by dialogs to show a preset in the kernel grid. */
 cudafx_status cudafx_convolve_kernel (const cudafx_convolve_params *p, double *taps, int *size);
 
+/* A custom kernel written as text, "a,b,c;d,e,f;g,h,i" (the CLI's --kernel,
+ * the GEGL operation's kernel property): n rows of n values, n odd within the
+ * table's range. Writes n*n values to taps (room for CUDAFX_MAX_KERNEL_SIZE^2)
+ * and n to *size; an error's message names the row and value at fault. */
+cudafx_status cudafx_kernel_parse (const char *text, double *taps, int *size);
+
 /* ---- running a filter from argument-table values ----------------------------
  * What every host does with the values it collected by walking the table. */
 

@@ -96,6 +96,8 @@ if [ -n "$modules" ]; then
     say "$m -> $dir/"
     installed=$((installed + 1))
   done
+  # The module finds its catalogs in locale/ beside itself.
+  if [ -d "$build/locale" ]; then rm -rf "$dir/locale"; cp -R "$build/locale" "$dir/locale"; fi
 fi
 
 [ "$installed" -gt 0 ] || { echo "install: nothing was built to install (run make first)" >&2; exit 1; }

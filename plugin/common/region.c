@@ -7,15 +7,14 @@
 
 #include "i18n.h"
 
-/* source's channels (grey or RGB, alpha or not) as perceptual values of
- * type ("u8" or "float") in source's own colour space, or NULL with an error
+/* format's channels (grey or RGB, alpha or not) as perceptual values of
+ * type ("u8" or "float") in format's own colour space, or NULL with an error
  * for palette formats. */
 static const Babl *
-layout_format (GeglBuffer *source, const char *type, GError **error)
+layout_format (const Babl *format, const char *type, GError **error)
 {
-  const Babl *format = gegl_buffer_get_format (source);
-  gboolean    alpha, grey;
-  char        name[32];
+  gboolean alpha, grey;
+  char     name[32];
 
   if (babl_format_is_palette (format))
     {
@@ -32,17 +31,23 @@ layout_format (GeglBuffer *source, const char *type, GError **error)
 }
 
 const Babl *
+cudafx_region_format_of (const Babl *format, GError **error)
+{
+  gboolean u8 = babl_format_get_type (format, 0) == babl_type ("u8");
+
+  return layout_format (format, u8 ? "u8" : "float", error);
+}
+
+const Babl *
 cudafx_region_format (GeglBuffer *source, GError **error)
 {
-  gboolean u8 = babl_format_get_type (gegl_buffer_get_format (source), 0) == babl_type ("u8");
-
-  return layout_format (source, u8 ? "u8" : "float", error);
+  return cudafx_region_format_of (gegl_buffer_get_format (source), error);
 }
 
 const Babl *
 cudafx_region_u8_format (GeglBuffer *source, GError **error)
 {
-  return layout_format (source, "u8", error);
+  return layout_format (gegl_buffer_get_format (source), "u8", error);
 }
 
 gboolean
@@ -50,11 +55,17 @@ cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image 
                     GError **error)
 {
   const Babl *format = cudafx_region_format (source, error);
-  gsize       stride, bytes;
-  guint8     *pixels;
 
-  if (!format)
-    return FALSE;
+  return format && cudafx_region_read_as (source, rect, format, image, error);
+}
+
+gboolean
+cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, const Babl *format,
+                       cudafx_image *image, GError **error)
+{
+  gsize   stride, bytes;
+  guint8 *pixels;
+
   if (!g_size_checked_mul (&stride, (gsize) rect->width,
                            (gsize) babl_format_get_bytes_per_pixel (format)) ||
       !g_size_checked_mul (&bytes, stride, (gsize) rect->height) ||

@@ -16,6 +16,8 @@
  * 8-bit buffers and float for every higher precision, in the buffer's colour
  * space (the CLI uses the same formats, so results match). NULL with an error for palette formats. */
 const Babl *cudafx_region_format (GeglBuffer *source, GError **error);
+/* The same for pixels of format (what a GEGL operation's input pad delivers). */
+const Babl *cudafx_region_format_of (const Babl *format, GError **error);
 
 /* The 8-bit format of the same layout and colour space ("R'G'B'(A) u8" or
  * "Y'(A) u8"): what GIMP 2.10's preview draws. */
@@ -25,6 +27,9 @@ const Babl *cudafx_region_u8_format (GeglBuffer *source, GError **error);
  * pixels the caller frees with g_free (image->data). */
 gboolean cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image *image,
                              GError **error);
+/* The same in format, one of cudafx_region_format_of's. */
+gboolean cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, const Babl *format,
+                                cudafx_image *image, GError **error);
 
 /* The rectangle a run of args on area reads: area and the filter's halo, cut
  * to the buffer (what automatic nl-means estimates its noise on). */

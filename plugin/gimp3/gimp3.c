@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "dialog.h"
+#include "live.h"
 #include "procedures.h"
 #include "region.h"
 
@@ -237,7 +238,7 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   GimpPalette     *palette = NULL;
   GimpValueArray  *values;
   GError          *error = NULL;
-  gboolean         ok;
+  gboolean         ok, live = FALSE;
 
   gegl_init (NULL, NULL);
   if (!drawables || !drawables[0] || drawables[1])
@@ -255,6 +256,33 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
   if (!cudafx_config_read_args (config, &args, &error))
     return failure (procedure, error);
+  g_object_get (config, "live", &live, NULL);
+
+  /* With the GEGL module, GIMP computes the pixels in its own process: an
+   * interactive run (the dialog's settings) and a run asked to stay live add
+   * a live filter; otherwise the operation is merged — except on a
+   * selection, where a GIMP filter sees only the selection's bounding box
+   * while the procedure filters it with the real pixels around it, and for
+   * a palette, which only the procedure can make. */
+  if (cudafx_live_available (args.filter) && !cudafx_proc_creates_palette (&args) &&
+      (live || run_mode == GIMP_RUN_INTERACTIVE || gimp_selection_is_empty (image)))
+    {
+      if (!cudafx_live_apply (drawables[0], &args, live || run_mode == GIMP_RUN_INTERACTIVE,
+                              &error))
+        return failure (procedure, error);
+      if (run_mode != GIMP_RUN_NONINTERACTIVE)
+        gimp_displays_flush ();
+      return gimp_procedure_new_return_values (procedure, GIMP_PDB_SUCCESS, NULL);
+    }
+  if (live)
+    {
+      g_set_error (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   cudafx_live_available (args.filter)
+                   ? _("%s: live cannot be combined with create-palette or convert-indexed")
+                   : _("%s: live needs the cudafx GEGL module (install.sh installs it)"),
+                   desc->procedure);
+      return failure (procedure, error);
+    }
 
   if (cudafx_proc_converts_indexed (&args) && !can_convert_indexed (image, &error))
     return failure (procedure, error);
@@ -288,12 +316,25 @@ cudafx_create_procedure (GimpPlugIn *plug_in, const gchar *name)
                                         (gpointer) desc, NULL);
   gimp_procedure_set_image_types (procedure, "RGB*, GRAY*");
   gimp_procedure_set_sensitivity_mask (procedure, GIMP_PROCEDURE_SENSITIVE_DRAWABLE);
-  gimp_procedure_set_menu_label (procedure, _(desc->menu_label));
-  gimp_procedure_add_menu_path (procedure, desc->menu_path);
+  /* One menu entry per filter: where GEGL has the module, the operation's
+   * own entry (gimp:menu-path) opens it as a live filter in GIMP's filter
+   * dialog, and the procedure stays for scripts. Quantize keeps its entry
+   * (its dialog can also make a palette), and its operation has none. GIMP
+   * asks again when the plug-in changes (install.sh installs both). */
+  gegl_init (NULL, NULL);
+  if (desc - cudafx_filters == CUDAFX_FILTER_QUANTIZE || !cudafx_live_available (desc - cudafx_filters))
+    {
+      gimp_procedure_set_menu_label (procedure, _(desc->menu_label));
+      gimp_procedure_add_menu_path (procedure, desc->menu_path);
+    }
   gimp_procedure_set_documentation (procedure, _(desc->blurb), _(desc->help), name);
   gimp_procedure_set_attribution (procedure, CUDAFX_AUTHOR, CUDAFX_AUTHOR, "2026");
   for (int i = 0; i < cudafx_proc_n_args (desc - cudafx_filters); i++)
     add_argument (procedure, cudafx_proc_arg (desc - cudafx_filters, i));
+  gimp_procedure_add_boolean_argument (procedure, "live", _("_Live filter"),
+                                       _("Add the filter as a live layer effect, editable later, "
+                                         "instead of applying it (needs the cudafx GEGL module)"),
+                                       FALSE, G_PARAM_READWRITE);
   if (desc - cudafx_filters == CUDAFX_FILTER_QUANTIZE)
     gimp_procedure_add_palette_return_value (procedure, "palette", _("Palette"),
                                              _("The palette created (create-palette or "

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Builds the GIMP 3 plug-in inside the Debian 13 chroot (GIMP 3's libraries
 # are newer than the host's) against the engine library built on the host.
-#   tests/gimp/build-plugin.sh OUT ENGINE_LIB "ENGINE_LINK_FLAGS" "INCLUDE_FLAGS" FILE...
+#   tests/gimp/build-plugin.sh [--module] OUT ENGINE_LIB "ENGINE_LINK_FLAGS" "INCLUDE_FLAGS" FILE...
 # The FILEs (the host's sources and headers, .c ones compiled) and the public
-# headers of core/ are copied into the chroot, keeping their paths.
+# headers of core/ are copied into the chroot, keeping their paths. --module
+# builds the GEGL operations module (a shared object against the chroot's
+# GEGL, only GEGL's entry points exported) instead of the plug-in.
 set -euo pipefail
+pkg=gimpui-3.0 link=
+if [ "${1:-}" = --module ]; then
+  pkg=gegl-0.4 link="-shared -fPIC -fvisibility=hidden -Wl,--exclude-libs,ALL -Wl,-z,defs"
+  shift
+fi
 out=$1 lib=$2 libs=$3 includes=$4; shift 4
 here=$(cd "$(dirname "$0")" && pwd)
 root=$("$here/chroot.sh" ensure)
@@ -25,8 +32,8 @@ fi
 inside=${work#"$root"}
 
 "$here/chroot.sh" run /bin/sh -c "cd $inside && gcc -O2 -g -std=gnu11 -Wall -Wextra \
-  -Wno-unused-parameter -Werror=implicit-function-declaration $includes \
-  \$(pkg-config --cflags gimpui-3.0) ${sources[*]} libcudafx.a \$(pkg-config --libs gimpui-3.0) $libs -o cudafx"
+  -Wno-unused-parameter -Werror=implicit-function-declaration $includes $link \
+  \$(pkg-config --cflags $pkg) ${sources[*]} libcudafx.a \$(pkg-config --libs $pkg) $libs -o product"
 mkdir -p "$(dirname "$out")"
-cp "$work/cudafx" "$out"
+cp "$work/product" "$out"
 echo "built $out (in $root)"

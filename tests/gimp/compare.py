@@ -8,8 +8,10 @@ python3 with OpenCV and numpy).
       the procedure arguments given by name (choices by nick, kernel as
       comma-separated values) and writes OUT. If the engine rejects the call,
       prints its message and exits 3.
-  compare.py same A B [TOLERANCE]
-      A and B have the same size and channels and differ by at most TOLERANCE.
+  compare.py same A B [TOLERANCE [X Y W H]]
+      A (or its rectangle X Y W H) and B have the same size and channels and
+      differ by at most TOLERANCE. A 16-bit file of 8-bit values (GEGL's PNG
+      saver) compares with an 8-bit one.
   compare.py inside A B INSIDE X Y W H
       B equals INSIDE within the rectangle and A outside it (a selection run).
 """
@@ -99,8 +101,23 @@ def reference(filter_name, src_path, out_path, pairs):
     save(out_path, out)
 
 
-def same(a_path, b_path, tolerance=0):
+def to_u8(a, path):
+    """An 8-bit image that GEGL's PNG saver wrote in 16 bits (each value
+    v * 257) back to 8 bits; anything else is a difference."""
+    if a.dtype != np.uint16:
+        return a
+    if (a % 257).any():
+        sys.exit(f"{path}: 16-bit values that no 8-bit value gives")
+    return (a // 257).astype(np.uint8)
+
+
+def same(a_path, b_path, tolerance=0, crop=None):
     a, b = load(a_path), load(b_path)
+    if a.dtype != b.dtype:
+        a, b = to_u8(a, a_path), to_u8(b, b_path)
+    if crop:
+        x, y, w, h = crop
+        a = a[y:y + h, x:x + w]
     if a.shape != b.shape:
         sys.exit(f"{b_path}: shape {b.shape}, expected {a.shape}")
     diff = np.abs(a.astype(np.int64) - b.astype(np.int64))
@@ -125,7 +142,8 @@ if __name__ == "__main__":
     if cmd == "reference":
         reference(rest[0], rest[1], rest[2], rest[3:])
     elif cmd == "same":
-        same(rest[0], rest[1], int(rest[2]) if len(rest) > 2 else 0)
+        same(rest[0], rest[1], int(rest[2]) if len(rest) > 2 else 0,
+             tuple(map(int, rest[3:7])) if len(rest) > 6 else None)
     elif cmd == "inside":
         inside(rest[0], rest[1], rest[2], *map(int, rest[3:7]))
     else:

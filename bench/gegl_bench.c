@@ -1,0 +1,335 @@
+/* cudafx — the GEGL operations timed in a GEGL graph, beside GEGL's nearest
+ * built-in operations and the data movement no operation can avoid.
+ *
+ *   gegl_bench [IMAGE [WIDTHxHEIGHT]]   (default tests/data/astronaut.png tiled to 4000x3000)
+ *
+ * On a 12 MP "R'G'B' u8" buffer: the first call in the process (CUDA start
+ * included); each cudafx operation warm (buffer-source → op → write-buffer,
+ * the op's property set again before each run so that no cache answers);
+ * GEGL's built-ins in the same graph (GEGL_THREADS from the environment);
+ * the data movement: reading the region out of GEGL in the operation's
+ * format, writing it back, and a pinned host↔device round trip of it
+ * (libcudart loaded at run time, so this program builds where there is no
+ * CUDA); and a 1920x1080 region of warm nl-means, as a canvas preview asks.
+ * Times are medians of RUNS (5) runs after one warm-up, in milliseconds. */
+#include <dlfcn.h>
+#include <gegl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RUNS 5
+
+static int W = 4000, H = 3000;
+
+static double
+now_ms (void)
+{
+  return g_get_monotonic_time () / 1000.0;
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+static double
+median_of (double *t, int n)
+{
+  qsort (t, n, sizeof *t, cmp_double);
+  return t[n / 2];
+}
+
+/* The source image tiled over W x H. */
+static GeglBuffer *
+make_input (const char *path, const Babl *format)
+{
+  GeglNode     *graph = gegl_node_new (), *load, *sink;
+  GeglBuffer   *small = NULL, *big;
+  GeglRectangle r;
+  guint8       *tile, *pixels;
+  int           bpp = babl_format_get_bytes_per_pixel (format);
+
+  load = gegl_node_new_child (graph, "operation", "gegl:load", "path", path, NULL);
+  sink = gegl_node_new_child (graph, "operation", "gegl:buffer-sink", "buffer", &small, NULL);
+  gegl_node_link (load, sink);
+  gegl_node_process (sink);
+  g_object_unref (graph);
+  if (!small)
+    {
+      fprintf (stderr, "cannot load %s\n", path);
+      exit (1);
+    }
+  r = *gegl_buffer_get_extent (small);
+  tile = g_malloc ((gsize) r.width * r.height * bpp);
+  gegl_buffer_get (small, &r, 1.0, format, tile, GEGL_AUTO_ROWSTRIDE, GEGL_ABYSS_NONE);
+  pixels = g_malloc ((gsize) W * H * bpp);
+  for (int y = 0; y < H; y++)
+    for (int x = 0; x < W; x++)
+      memcpy (pixels + ((gsize) y * W + x) * bpp,
+              tile + ((gsize) (y % r.height) * r.width + x % r.width) * bpp, bpp);
+  big = gegl_buffer_new (GEGL_RECTANGLE (0, 0, W, H), format);
+  gegl_buffer_set (big, GEGL_RECTANGLE (0, 0, W, H), 0, format, pixels, GEGL_AUTO_ROWSTRIDE);
+  g_free (tile);
+  g_free (pixels);
+  g_object_unref (small);
+  return big;
+}
+
+typedef struct
+{
+  const char *label;
+  const char *op;
+  const char *props; /* "name=value name=value", ints, doubles or enum nicks */
+} job;
+
+/* Sets "name=value" pairs on node, converting by the property's type. */
+static void
+set_props (GeglNode *node, const char *props)
+{
+  gchar **pairs = g_strsplit (props, " ", -1);
+
+  for (int i = 0; pairs[i]; i++)
+    {
+      gchar     **kv = g_strsplit (pairs[i], "=", 2);
+      GParamSpec *pspec;
+      GValue      text = G_VALUE_INIT, value = G_VALUE_INIT;
+
+      if (!kv[0] || !*kv[0] || !kv[1])
+        {
+          g_strfreev (kv);
+          continue;
+        }
+      pspec = gegl_node_find_property (node, kv[0]);
+      if (!pspec)
+        {
+          fprintf (stderr, "%s has no property %s\n", gegl_node_get_operation (node), kv[0]);
+          exit (1);
+        }
+      g_value_init (&value, pspec->value_type);
+      if (G_IS_PARAM_SPEC_ENUM (pspec))
+        {
+          GEnumValue *e = g_enum_get_value_by_nick (G_PARAM_SPEC_ENUM (pspec)->enum_class, kv[1]);
+          if (!e)
+            {
+              fprintf (stderr, "%s: no %s '%s'\n", gegl_node_get_operation (node), kv[0], kv[1]);
+              exit (1);
+            }
+          g_value_set_enum (&value, e->value);
+        }
+      else if (pspec->value_type == G_TYPE_STRING)
+        g_value_set_string (&value, kv[1]);
+      else if (pspec->value_type == G_TYPE_BOOLEAN)
+        g_value_set_boolean (&value, !strcmp (kv[1], "true"));
+      else
+        {
+          g_value_init (&text, G_TYPE_DOUBLE);
+          g_value_set_double (&text, g_ascii_strtod (kv[1], NULL));
+          g_value_transform (&text, &value);
+        }
+      gegl_node_set_property (node, kv[0], &value);
+      g_value_unset (&value);
+      if (G_IS_VALUE (&text))
+        g_value_unset (&text);
+      g_strfreev (kv);
+    }
+  g_strfreev (pairs);
+}
+
+/* One run of input → op → a new buffer; returns ms. */
+static double
+run_graph (GeglBuffer *input, const job *j, GeglNode **op_out)
+{
+  GeglNode   *graph = gegl_node_new (), *src, *op, *sink;
+  GeglBuffer *output = NULL;
+  double      t0, t;
+
+  src = gegl_node_new_child (graph, "operation", "gegl:buffer-source", "buffer", input, NULL);
+  op = gegl_node_new_child (graph, "operation", j->op, NULL);
+  set_props (op, j->props);
+  sink = gegl_node_new_child (graph, "operation", "gegl:buffer-sink", "buffer", &output, NULL);
+  gegl_node_link_many (src, op, sink, NULL);
+  t0 = now_ms ();
+  gegl_node_process (sink);
+  t = now_ms () - t0;
+  if (op_out)
+    *op_out = g_object_ref (op);
+  g_clear_object (&output);
+  g_object_unref (graph);
+  return t;
+}
+
+/* Warm: one graph, processed RUNS + 1 times, the properties set again each
+ * time (a set invalidates the node, so no cache answers). */
+static double
+warm (GeglBuffer *input, const job *j, double *sigma)
+{
+  GeglNode   *graph = gegl_node_new (), *src, *op, *sink;
+  GeglBuffer *output = NULL;
+  double      t[RUNS];
+
+  src = gegl_node_new_child (graph, "operation", "gegl:buffer-source", "buffer", input, NULL);
+  op = gegl_node_new_child (graph, "operation", j->op, NULL);
+  sink = gegl_node_new_child (graph, "operation", "gegl:write-buffer", NULL);
+  output = gegl_buffer_new (gegl_buffer_get_extent (input), gegl_buffer_get_format (input));
+  gegl_node_set (sink, "buffer", output, NULL);
+  gegl_node_link_many (src, op, sink, NULL);
+  for (int i = -1; i < RUNS; i++)
+    {
+      double t0;
+      set_props (op, j->props);
+      t0 = now_ms ();
+      gegl_node_process (sink);
+      if (i >= 0)
+        t[i] = now_ms () - t0;
+    }
+  if (sigma && gegl_node_find_property (op, "noise-sigma"))
+    gegl_node_get (op, "noise-sigma", sigma, NULL);
+  g_object_unref (output);
+  g_object_unref (graph);
+  return median_of (t, RUNS);
+}
+
+/* ---- the pinned host<->device round trip, through libcudart loaded here --- */
+
+typedef int (*host_alloc_fn) (void **, size_t, unsigned);
+typedef int (*malloc_fn) (void **, size_t);
+typedef int (*memcpy_fn) (void *, const void *, size_t, int);
+typedef int (*sync_fn) (void);
+
+static double
+pinned_round_trip (size_t bytes)
+{
+  const char *names[] = { "libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                          "/usr/local/cuda/lib64/libcudart.so" };
+  void *lib = NULL, *h = NULL, *d = NULL;
+  double t[RUNS];
+
+  for (size_t i = 0; !lib && i < G_N_ELEMENTS (names); i++)
+    lib = dlopen (names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return -1;
+  host_alloc_fn host_alloc = (host_alloc_fn) dlsym (lib, "cudaHostAlloc");
+  malloc_fn     dmalloc = (malloc_fn) dlsym (lib, "cudaMalloc");
+  memcpy_fn     copy = (memcpy_fn) dlsym (lib, "cudaMemcpy");
+  sync_fn       sync = (sync_fn) dlsym (lib, "cudaDeviceSynchronize");
+  if (!host_alloc || !dmalloc || !copy || !sync || host_alloc (&h, bytes, 0) || dmalloc (&d, bytes))
+    return -1;
+  memset (h, 1, bytes);
+  for (int i = -1; i < RUNS; i++)
+    {
+      double t0 = now_ms ();
+      copy (d, h, bytes, 1 /* host to device */);
+      copy (h, d, bytes, 2 /* device to host */);
+      sync ();
+      if (i >= 0)
+        t[i] = now_ms () - t0;
+    }
+  return median_of (t, RUNS);
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *path = argc > 1 ? argv[1] : "tests/data/astronaut.png";
+  const Babl *format;
+  GeglBuffer *input;
+  size_t      bytes;
+  double      t[RUNS], get_ms, set_ms, first_ms, pinned_ms, sigma = 0;
+  guint8     *pixels;
+  GeglBuffer *copy;
+  GeglNode   *first_op = NULL;
+
+  setvbuf (stdout, NULL, _IOLBF, 0);
+  if (argc > 2 && sscanf (argv[2], "%dx%d", &W, &H) != 2)
+    {
+      fprintf (stderr, "size '%s' is not WIDTHxHEIGHT\n", argv[2]);
+      return 2;
+    }
+  bytes = (size_t) W * H * 3;
+  gegl_init (&argc, &argv);
+  format = babl_format ("R'G'B' u8");
+  input = make_input (path, format);
+  printf ("image %dx%d R'G'B' u8 (%.1f MP), GEGL threads %s\n", W, H, W * H / 1e6,
+          g_getenv ("GEGL_THREADS") ? g_getenv ("GEGL_THREADS") : "default");
+
+  /* First: nothing has started CUDA in this process yet. */
+  first_ms = run_graph (input, &(job) { "median r1", "cudafx:median", "radius=1" }, &first_op);
+  printf ("first call, cudafx:median radius 1 (CUDA start included): %.1f ms\n", first_ms);
+  g_clear_object (&first_op);
+
+  /* The data movement an operation cannot avoid. */
+  pixels = g_malloc (bytes);
+  copy = gegl_buffer_new (GEGL_RECTANGLE (0, 0, W, H), format);
+  for (int i = -1; i < RUNS; i++)
+    {
+      double t0 = now_ms ();
+      gegl_buffer_get (input, GEGL_RECTANGLE (0, 0, W, H), 1.0, format, pixels,
+                       GEGL_AUTO_ROWSTRIDE, GEGL_ABYSS_NONE);
+      if (i >= 0)
+        t[i] = now_ms () - t0;
+    }
+  get_ms = median_of (t, RUNS);
+  for (int i = -1; i < RUNS; i++)
+    {
+      double t0 = now_ms ();
+      gegl_buffer_set (copy, GEGL_RECTANGLE (0, 0, W, H), 0, format, pixels, GEGL_AUTO_ROWSTRIDE);
+      if (i >= 0)
+        t[i] = now_ms () - t0;
+    }
+  set_ms = median_of (t, RUNS);
+  pinned_ms = pinned_round_trip (bytes);
+  printf ("data movement: gegl_buffer_get %.1f ms + gegl_buffer_set %.1f ms + pinned H2D+D2H %.1f ms"
+          " = %.1f ms\n", get_ms, set_ms, pinned_ms, get_ms + set_ms + (pinned_ms > 0 ? pinned_ms : 0));
+  g_free (pixels);
+  g_object_unref (copy);
+
+  const job jobs[] = {
+    { "cudafx:median r1 square", "cudafx:median", "radius=1" },
+    { "gegl:median-blur r1 square", "gegl:median-blur", "radius=1 neighborhood=square" },
+    { "cudafx:convolve blur 5x5", "cudafx:convolve", "preset=blur-5x5" },
+    { "gegl:convolution-matrix 5x5", "gegl:convolution-matrix",
+      "a1=1 a2=1 a3=1 a4=1 a5=1 b1=1 b2=1 b3=1 b4=1 b5=1 c1=1 c2=1 c3=1 c4=1 c5=1 "
+      "d1=1 d2=1 d3=1 d4=1 d5=1 e1=1 e2=1 e3=1 e4=1 e5=1 normalize=true" },
+    { "cudafx:convolve gaussian sigma 5", "cudafx:convolve", "preset=gaussian sigma=5" },
+    { "gegl:gaussian-blur sigma 5", "gegl:gaussian-blur", "std-dev-x=5 std-dev-y=5" },
+    { "cudafx:nl-means automatic", "cudafx:nl-means", "auto=true" },
+    { "gegl:noise-reduction", "gegl:noise-reduction", "" },
+    { "cudafx:quantize 16 colors", "cudafx:quantize", "colors=16" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS (jobs); i++)
+    {
+      double s = 0, ms = warm (input, &jobs[i], &s);
+      printf ("warm %-34s %8.1f ms", jobs[i].label, ms);
+      if (s > 0)
+        printf ("  (noise sigma found %.2f)", s), sigma = s;
+      printf ("\n");
+    }
+
+  /* A 1920x1080 region of warm nl-means, as the canvas asks for a preview. */
+  {
+    GeglNode *graph = gegl_node_new (), *src, *op;
+    guint8   *region = g_malloc ((size_t) 1920 * 1080 * 3);
+    GeglRectangle rect = { 1000, 900, 1920, 1080 };
+
+    src = gegl_node_new_child (graph, "operation", "gegl:buffer-source", "buffer", input, NULL);
+    op = gegl_node_new_child (graph, "operation", "cudafx:nl-means", NULL);
+    gegl_node_link (src, op);
+    for (int i = -1; i < RUNS; i++)
+      {
+        double t0 = now_ms ();
+        gegl_node_blit (op, 1.0, &rect, format, region, GEGL_AUTO_ROWSTRIDE, GEGL_BLIT_DEFAULT);
+        if (i >= 0)
+          t[i] = now_ms () - t0;
+      }
+    printf ("warm cudafx:nl-means automatic, 1920x1080 region preview: %.1f ms (sigma %.2f)\n",
+            median_of (t, RUNS), sigma);
+    g_free (region);
+    g_object_unref (graph);
+  }
+  g_object_unref (input);
+  gegl_exit ();
+  return 0;
+}

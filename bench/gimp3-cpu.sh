@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# GIMP 3 headless (the Debian 13 chroot, CPU) on a 12 MP RGB u8 image made
+# from tests/data/astronaut.png: Script-Fu times, with (gettimeofday), the
+# procedures plug-in-cudafx-median (radius 1) and plug-in-cudafx-nl-means
+# (automatic) through the GEGL module, and GIMP's own gegl:median-blur and
+# gegl:gaussian-blur through gimp-drawable-merge-new-filter; then the
+# engine's own time for the same jobs (the CLI's --json "ms").
+#   bench/gimp3-cpu.sh [BUILD] [REPEATS]
+set -euo pipefail
+build=${1:-build} repeats=${2:-3}
+cd "$(dirname "$0")/.."
+root=$(tests/gimp/chroot.sh ensure)
+work=$(mktemp -d "$root/tmp/cudafx-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+inside=${work#"$root"}
+mkdir -p "$work/profile/plug-ins/cudafx" "$work/data/gegl-0.4/plug-ins"
+cp "$build/gimp3/cudafx-gegl.so" "$work/data/gegl-0.4/plug-ins/"
+tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
+/usr/bin/python3 -c "import cv2, numpy as np, sys; a = cv2.imread(sys.argv[1]);
+cv2.imwrite(sys.argv[2], np.tile(a, (6, 8, 1))[:3000, :4000])" tests/data/astronaut.png "$work/12mp.png"
+
+time_call() { # LABEL SCHEME-CALL: repeated, each on a fresh copy of the layer's pixels
+  echo "(define (run-$1) $2)
+        (let loop ((i 0)) (if (< i $repeats) (begin
+          (gimp-image-undo-disable img)
+          (let* ((t0 (gettimeofday)) (r (run-$1)) (t1 (gettimeofday)))
+            (display (string-append \"\nTIME $1 \" (number->string
+              (+ (* 1000 (- (car t1) (car t0))) (/ (- (cadr t1) (cadr t0)) 1000.0))))))
+          (gimp-image-delete img)
+          (set! img (car (gimp-file-load RUN-NONINTERACTIVE \"$inside/12mp.png\")))
+          (set! layer (vector-ref (car (gimp-image-get-layers img)) 0))
+          (loop (+ i 1)))))"
+}
+script="(define img (car (gimp-file-load RUN-NONINTERACTIVE \"$inside/12mp.png\")))
+  (define layer (vector-ref (car (gimp-image-get-layers img)) 0))
+  $(time_call cudafx-median-r1 "(plug-in-cudafx-median #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer) #:radius 1)")
+  $(time_call gegl-median-blur-r1 "(gimp-drawable-merge-new-filter layer \"gegl:median-blur\" 0 LAYER-MODE-REPLACE 1.0 \"radius\" 1 \"neighborhood\" \"square\")")
+  $(time_call gegl-gaussian-blur-5 "(gimp-drawable-merge-new-filter layer \"gegl:gaussian-blur\" 0 LAYER-MODE-REPLACE 1.0 \"std-dev-x\" 5.0 \"std-dev-y\" 5.0)")
+  $(time_call cudafx-convolve-gaussian-5 "(plug-in-cudafx-convolve #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer) #:preset \"gaussian\" #:sigma 5.0)")
+  $(time_call cudafx-nl-means-auto "(plug-in-cudafx-nl-means #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer))")"
+timeout 1200 tests/gimp/chroot.sh run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" XDG_DATA_HOME="$inside/data" \
+  gimp-console-3.0 -i --batch-interpreter=plug-in-script-fu-eval -b "(begin $script)" --quit 2>&1 | grep '^TIME' || true
+for job in "median --radius 1" "convolve --preset gaussian --sigma 5" "nl-means"; do
+  # shellcheck disable=SC2086
+  for i in $(seq "$repeats"); do
+    CUDAFX_BACKEND=cpu "$build/cudafx" $job --json "$work/12mp.png" "$work/out.png" | sed "s/^/ENGINE $job: /"
+  done
+done

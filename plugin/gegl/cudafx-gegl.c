@@ -1,0 +1,693 @@
+/* cudafx — the four filters as GEGL operations, one module for gegl-0.4:
+ * cudafx:median, cudafx:nl-means, cudafx:quantize and cudafx:convolve. GIMP 3
+ * runs them in its own process as live, non-destructive filters; GIMP 2.10's
+ * GEGL tool and the `gegl` command use them too.
+ *
+ * The four types share one class: its class data is the filter, and its
+ * properties are made from the engine's argument table (names, ranges,
+ * defaults, descriptions; choices as enums), so nothing is declared twice.
+ * The custom convolution kernel is a text property spelt as the CLI's
+ * --kernel. Values are kept by table position (plugin/common/procedures.c) and
+ * pixels are read in the format the plug-ins and the CLI read
+ * (plugin/common/region.c), so every host filters the same values.
+ *
+ * Whatever GEGL asks for, the pixels equal a whole-image run: area filters
+ * read their halo of real neighbours and clamp only at the input's edge;
+ * quantize (a palette of the whole input, and error diffusion across it) and
+ * the wrap border (the far edge's pixels) compute the whole output once, which
+ * GEGL caches; automatic nl-means estimates the noise σ once on the whole
+ * input, cached until that buffer changes, and filters each region with it.
+ *
+ * The engine starts CUDA on the first filter call, never when GEGL loads the
+ * module, and falls back to the CPU when CUDA fails. A filter that cannot run
+ * (a bad kernel, a forced backend that is missing) warns and passes its input
+ * through rather than failing the host's render. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+
+#include <gegl.h>
+#include <gegl-plugin.h>
+
+#include "i18n.h"
+#include "procedures.h"
+#include "region.h"
+
+typedef struct
+{
+  GeglOperationAreaFilter parent_instance;
+
+  cudafx_proc_args args;        /* the table's values by position */
+  gchar           *kernel_text; /* convolve: "a,b,c;d,e,f;g,h,i", "" for the default */
+  gchar           *invalid;     /* why prepare found the settings unusable, else NULL */
+  const Babl      *format;      /* what the engine reads and writes (prepare) */
+
+  /* Automatic nl-means: the noise σ of the input buffer noise_source (held
+   * weakly; cleared when it changes or goes), and the σ last found, read by
+   * the noise-sigma property. Not notified: any notify on an operation makes
+   * GEGL invalidate its node (a render again), and GIMP may have freed the
+   * node by the time a main-loop notify would run (it crashed so). */
+  GMutex           lock;
+  GeglBuffer      *noise_source;
+  GeglRectangle    noise_extent;
+  double           noise_sigma;
+  gulong           noise_changed;
+  double           sigma_shown;
+
+  /* The region's pixels in and out, kept between calls: a large region's
+   * fresh memory costs its page faults on every call (on a 12 MP image,
+   * more than the GPU's work). Taken with a try-lock; a second caller at
+   * the same time allocates its own. */
+  GMutex           scratch_lock;
+  guint8          *scratch[2];
+  gsize            scratch_size[2];
+} CudafxOp;
+
+typedef struct
+{
+  GeglOperationAreaFilterClass parent_class;
+  int                          filter;
+} CudafxOpClass;
+
+/* Property ids: table position + 1, then the read-only noise σ. */
+#define PROP_NOISE_SIGMA (CUDAFX_PROC_MAX_ARGS + 1)
+
+static gpointer parent_class;
+
+#define CUDAFX_OP(obj) ((CudafxOp *) (obj))
+#define FILTER_OF(obj) (((CudafxOpClass *) G_OBJECT_GET_CLASS (obj))->filter)
+
+static const cudafx_arg *
+table_arg (int filter, guint prop_id)
+{
+  return &cudafx_filters[filter].args[prop_id - 1];
+}
+
+/* ---- properties ------------------------------------------------------------ */
+
+/* "_Median (GPU)..." as a title: "Median (GPU)". */
+static gchar *
+plain_label (const char *label)
+{
+  GString *s = g_string_new (NULL);
+
+  for (const char *p = label; *p; p++)
+    if (*p != '_')
+      g_string_append_c (s, *p);
+  if (g_str_has_suffix (s->str, "..."))
+    g_string_truncate (s, s->len - 3);
+  return g_string_free (s, FALSE);
+}
+
+/* An enum type for a choice argument, named after the filter and argument
+ * ("CudafxMedianShape"); values are the choice indices, nicks the table's. */
+static GType
+choice_enum (GTypeModule *module, int filter, const cudafx_arg *arg)
+{
+  GEnumValue *values = g_new0 (GEnumValue, arg->n_choices + 1);
+  gchar      *joined = g_strconcat (cudafx_filters[filter].name, "-", arg->name, NULL);
+  gchar     **words = g_strsplit (joined, "-", -1);
+  GString    *type_name = g_string_new ("Cudafx");
+  GType       type;
+
+  g_free (joined);
+  for (int i = 0; words[i]; i++)
+    if (*words[i])
+      {
+        words[i][0] = g_ascii_toupper (words[i][0]);
+        g_string_append (type_name, words[i]);
+      }
+  g_strfreev (words);
+  for (int i = 0; i < arg->n_choices; i++)
+    {
+      values[i].value = i;
+      values[i].value_name = _(arg->choices[i].label);
+      values[i].value_nick = arg->choices[i].nick;
+    }
+  /* values stay for the life of the type: the module is never unloaded. */
+  type = g_type_module_register_enum (module, type_name->str, values);
+  g_string_free (type_name, TRUE);
+  return type;
+}
+
+/* The engine's default kernel in the CLI's text form (preset custom, no taps). */
+static gchar *
+default_kernel_text (void)
+{
+  cudafx_convolve_params p;
+  double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+  int size = 0;
+  GString *s = g_string_new (NULL);
+
+  cudafx_convolve_params_init (&p);
+  p.preset = CUDAFX_PRESET_CUSTOM;
+  p.kernel = NULL;
+  p.kernel_size = 0;
+  if (cudafx_convolve_kernel (&p, taps, &size) != CUDAFX_OK)
+    size = 0;
+  for (int i = 0; i < size * size; i++)
+    g_string_append_printf (s, "%s%g", i == 0 ? "" : i % size ? "," : ";", taps[i]);
+  return g_string_free (s, FALSE);
+}
+
+/* The choices' enum types, made when GEGL loads the module (not when a
+ * class is first used): processes that only read an operation's properties,
+ * such as GIMP's plug-ins configuring a filter, must find them by name. */
+static GType choice_types[CUDAFX_N_FILTERS][CUDAFX_PROC_MAX_ARGS];
+
+static GParamSpec *
+arg_pspec (int filter, const cudafx_arg *arg)
+{
+  const GParamFlags flags = G_PARAM_READWRITE | G_PARAM_CONSTRUCT;
+  const char *nick = _(arg->label), *blurb = _(arg->blurb);
+  gchar *label = plain_label (nick);
+  GParamSpec *pspec = NULL;
+
+  switch (arg->type)
+    {
+    case CUDAFX_ARG_INT:
+      pspec = gegl_param_spec_int (arg->name, label, blurb, (int) arg->min, (int) arg->max,
+                                   (int) arg->def, (int) arg->min, (int) arg->max, 1.0, flags);
+      break;
+    case CUDAFX_ARG_DOUBLE:
+      pspec = gegl_param_spec_double (arg->name, label, blurb, arg->min, arg->max, arg->def,
+                                      arg->min, arg->max, 1.0, flags);
+      break;
+    case CUDAFX_ARG_BOOLEAN:
+      pspec = g_param_spec_boolean (arg->name, label, blurb, arg->def != 0, flags);
+      break;
+    case CUDAFX_ARG_CHOICE:
+      /* GEGL's own enum spec: GIMP passes those to plug-ins (as nicks). */
+      pspec = gegl_param_spec_enum (arg->name, label, blurb,
+                                 choice_types[filter][arg - cudafx_filters[filter].args],
+                                 (int) arg->def, flags);
+      break;
+    case CUDAFX_ARG_DOUBLE_ARRAY:
+      {
+        gchar *def = default_kernel_text ();
+        gchar *text_blurb = g_strconcat (blurb, _(", written as rows separated by ';' and "
+                                                  "values by ','"), NULL);
+        pspec = g_param_spec_string (arg->name, label, text_blurb, def, flags);
+        g_free (text_blurb);
+        g_free (def);
+      }
+      break;
+    }
+  g_free (label);
+  return pspec;
+}
+
+static void
+set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
+{
+  CudafxOp *self = CUDAFX_OP (object);
+  const cudafx_arg *arg;
+
+  if (prop_id < 1 || prop_id > (guint) cudafx_filters[FILTER_OF (object)].n_args)
+    {
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      return;
+    }
+  arg = table_arg (FILTER_OF (object), prop_id);
+  switch (arg->type)
+    {
+    case CUDAFX_ARG_INT:
+      self->args.values[prop_id - 1] = g_value_get_int (value);
+      break;
+    case CUDAFX_ARG_DOUBLE:
+      self->args.values[prop_id - 1] = g_value_get_double (value);
+      break;
+    case CUDAFX_ARG_BOOLEAN:
+      self->args.values[prop_id - 1] = g_value_get_boolean (value);
+      break;
+    case CUDAFX_ARG_CHOICE:
+      self->args.values[prop_id - 1] = g_value_get_enum (value);
+      break;
+    case CUDAFX_ARG_DOUBLE_ARRAY:
+      g_free (self->kernel_text);
+      self->kernel_text = g_value_dup_string (value);
+      break;
+    }
+}
+
+static void
+get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  CudafxOp *self = CUDAFX_OP (object);
+  const cudafx_arg *arg;
+  double v;
+
+  if (prop_id == PROP_NOISE_SIGMA)
+    {
+      g_mutex_lock (&self->lock);
+      g_value_set_double (value, self->sigma_shown);
+      g_mutex_unlock (&self->lock);
+      return;
+    }
+  if (prop_id < 1 || prop_id > (guint) cudafx_filters[FILTER_OF (object)].n_args)
+    {
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      return;
+    }
+  arg = table_arg (FILTER_OF (object), prop_id);
+  v = self->args.values[prop_id - 1];
+  switch (arg->type)
+    {
+    case CUDAFX_ARG_INT:
+      g_value_set_int (value, (int) v);
+      break;
+    case CUDAFX_ARG_DOUBLE:
+      g_value_set_double (value, v);
+      break;
+    case CUDAFX_ARG_BOOLEAN:
+      g_value_set_boolean (value, v != 0);
+      break;
+    case CUDAFX_ARG_CHOICE:
+      g_value_set_enum (value, (int) v);
+      break;
+    case CUDAFX_ARG_DOUBLE_ARRAY:
+      g_value_set_string (value, self->kernel_text);
+      break;
+    }
+}
+
+/* ---- the noise σ of automatic nl-means ------------------------------------------ */
+
+static void
+noise_source_gone (gpointer data, GObject *where_it_was)
+{
+  CudafxOp *self = data;
+
+  g_mutex_lock (&self->lock);
+  self->noise_source = NULL;
+  g_mutex_unlock (&self->lock);
+}
+
+/* Called with the lock held. */
+static void
+forget_noise (CudafxOp *self)
+{
+  if (self->noise_source)
+    {
+      g_signal_handler_disconnect (self->noise_source, self->noise_changed);
+      g_object_weak_unref (G_OBJECT (self->noise_source), noise_source_gone, self);
+      self->noise_source = NULL;
+    }
+}
+
+static void
+noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *self)
+{
+  g_mutex_lock (&self->lock);
+  forget_noise (self);
+  g_mutex_unlock (&self->lock);
+}
+
+/* The noise σ of the whole input (what a whole-image run estimates), from
+ * the cache when input and its extent are those it was found on. */
+static gboolean
+noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, double *sigma,
+             GError **error)
+{
+  gboolean ok = TRUE;
+
+  g_mutex_lock (&self->lock);
+  if (self->noise_source != input || !gegl_rectangle_equal (&self->noise_extent, extent))
+    {
+      cudafx_image        image;
+      cudafx_options      options;
+      cudafx_nlmeans_info info;
+      cudafx_status       status;
+
+      forget_noise (self);
+      ok = cudafx_region_read_as (input, extent, self->format, &image, error);
+      if (ok)
+        {
+          cudafx_options_init (&options);
+          status = cudafx_nlmeans_estimate (&image, &options, &info);
+          g_free (image.data);
+          if (status != CUDAFX_OK)
+            {
+              g_set_error_literal (error, CUDAFX_PROC_ERROR, status, cudafx_error_message ());
+              ok = FALSE;
+            }
+        }
+      if (ok)
+        {
+          self->noise_source = input;
+          self->noise_extent = *extent;
+          self->noise_sigma = info.sigma;
+          g_object_weak_ref (G_OBJECT (input), noise_source_gone, self);
+          self->noise_changed = gegl_buffer_signal_connect (input, "changed",
+                                                            G_CALLBACK (noise_source_changed),
+                                                            self);
+          self->sigma_shown = info.sigma;
+        }
+    }
+  *sigma = self->noise_sigma;
+  g_mutex_unlock (&self->lock);
+  return ok;
+}
+
+/* ---- what GEGL asks ---------------------------------------------------------- */
+
+static gboolean
+automatic_nlmeans (CudafxOp *self, int filter)
+{
+  return filter == CUDAFX_FILTER_NLMEANS
+         && self->args.values[cudafx_proc_arg_index (filter, "auto")] != 0;
+}
+
+/* Whether each output pixel depends on the whole input: the whole output is
+ * then computed at once (and cached by GEGL). */
+static gboolean
+whole_output (CudafxOp *self, int filter)
+{
+  return filter == CUDAFX_FILTER_QUANTIZE
+         || (filter == CUDAFX_FILTER_CONVOLVE
+             && self->args.values[cudafx_proc_arg_index (filter, "border")]
+                  == CUDAFX_BORDER_WRAP);
+}
+
+static void
+prepare (GeglOperation *operation)
+{
+  CudafxOp                *self = CUDAFX_OP (operation);
+  GeglOperationAreaFilter *area = GEGL_OPERATION_AREA_FILTER (operation);
+  const Babl              *source = gegl_operation_get_source_format (operation, "input");
+  GError                  *error = NULL;
+  int                      halo = 0;
+
+  g_clear_pointer (&self->invalid, g_free);
+  self->format = cudafx_region_format_of (source ? source : babl_format ("R'G'B'A float"),
+                                          &error);
+  if (!self->format)
+    self->format = babl_format ("R'G'B'A float");
+  if (!error && FILTER_OF (self) == CUDAFX_FILTER_CONVOLVE)
+    {
+      double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+      int    size = 0;
+
+      if (self->kernel_text && *self->kernel_text
+          && cudafx_kernel_parse (self->kernel_text, taps, &size) != CUDAFX_OK)
+        g_set_error_literal (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                             cudafx_error_message ());
+      else
+        cudafx_proc_set_kernel (&self->args, taps, (gsize) size * size, &error);
+    }
+  if (!error)
+    cudafx_proc_halo (&self->args, &halo, &error);
+  if (error)
+    {
+      self->invalid = g_strdup_printf ("cudafx:%s: %s", cudafx_filters[FILTER_OF (self)].name,
+                                       error->message);
+      g_error_free (error);
+      halo = 0;
+    }
+  area->left = area->right = area->top = area->bottom = halo;
+  gegl_operation_set_format (operation, "input", self->format);
+  gegl_operation_set_format (operation, "output", self->format);
+}
+
+static GeglRectangle
+get_required_for_output (GeglOperation *operation, const gchar *input_pad,
+                         const GeglRectangle *roi)
+{
+  CudafxOp      *self = CUDAFX_OP (operation);
+  GeglRectangle *in_box = gegl_operation_source_get_bounding_box (operation, "input");
+
+  if (in_box && (whole_output (self, FILTER_OF (self)) || automatic_nlmeans (self, FILTER_OF (self))))
+    return *in_box;
+  return GEGL_OPERATION_CLASS (parent_class)->get_required_for_output (operation, input_pad, roi);
+}
+
+/* The input's extent: the filters keep the image's size (an area filter's
+ * default would grow it by the halo). */
+static GeglRectangle
+get_bounding_box (GeglOperation *operation)
+{
+  GeglRectangle *in_box = gegl_operation_source_get_bounding_box (operation, "input");
+
+  return in_box ? *in_box : (GeglRectangle) { 0, 0, 0, 0 };
+}
+
+static GeglRectangle
+get_cached_region (GeglOperation *operation, const GeglRectangle *roi)
+{
+  CudafxOp *self = CUDAFX_OP (operation);
+
+  if (whole_output (self, FILTER_OF (self)))
+    return gegl_operation_get_bounding_box (operation);
+  return *roi;
+}
+
+static void
+pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi)
+{
+  gegl_buffer_copy (input, roi, GEGL_ABYSS_NONE, output, roi);
+}
+
+/* Filters area of the input (all of it for whole outputs) with its halo of
+ * real neighbours, cut only at the input's edge, and writes roi. */
+/* bytes of scratch i when the caller holds scratch_lock, else fresh memory
+ * (*fresh set); NULL if there is not enough memory. */
+static guint8 *
+region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fresh)
+{
+  *fresh = !locked;
+  if (!locked)
+    return g_try_malloc (bytes);
+  if (self->scratch_size[i] < bytes)
+    {
+      g_free (self->scratch[i]);
+      self->scratch[i] = g_try_malloc (bytes);
+      self->scratch_size[i] = self->scratch[i] ? bytes : 0;
+    }
+  return self->scratch[i];
+}
+
+static gboolean
+filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi,
+               const GeglRectangle *in_box, GError **error)
+{
+  int              filter = FILTER_OF (self);
+  cudafx_proc_args args = self->args;
+  GeglRectangle    area, read, grown, out;
+  cudafx_image     src = { 0 }, dst = { 0 };
+  cudafx_options   options;
+  int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
+  int              bpp = babl_format_get_bytes_per_pixel (self->format);
+  gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE;
+  gsize            stride, bytes;
+
+  area = whole_output (self, filter) ? *in_box : *roi;
+  if (!gegl_rectangle_intersect (&area, &area, in_box) || !gegl_rectangle_intersect (&out, roi, &area))
+    return TRUE;
+  if (automatic_nlmeans (self, filter) && !noise_sigma (self, input, in_box, &args.nlmeans_sigma, error))
+    return FALSE;
+  grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
+                            area.height + 2 * halo };
+  gegl_rectangle_intersect (&read, &grown, in_box);
+  locked = g_mutex_trylock (&self->scratch_lock);
+  if (!g_size_checked_mul (&stride, (gsize) read.width, (gsize) bpp) ||
+      !g_size_checked_mul (&bytes, stride, (gsize) read.height) ||
+      !(src.data = region_memory (self, 0, locked, bytes, &src_fresh)) ||
+      !(dst.data = region_memory (self, 1, locked, bytes, &dst_fresh)))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
+                   _("not enough memory for a %d×%d region"), read.width, read.height);
+      goto out;
+    }
+  gegl_buffer_get (input, &read, 1.0, self->format, src.data, stride, GEGL_ABYSS_NONE);
+  src.width = read.width;
+  src.height = read.height;
+  src.channels = babl_format_get_n_components (self->format);
+  src.has_alpha = babl_format_has_alpha (self->format);
+  src.type = babl_format_get_type (self->format, 0) == babl_type ("u8") ? CUDAFX_U8 : CUDAFX_F32;
+  src.stride = stride;
+  {
+    void *d = dst.data;
+    dst = src;
+    dst.data = d;
+  }
+  cudafx_options_init (&options);
+  if (!cudafx_proc_run (&args, &src, &dst, &options, NULL, error))
+    goto out;
+  gegl_buffer_set (output, &out, 0, self->format,
+                   (guint8 *) dst.data + (gsize) (out.y - read.y) * dst.stride
+                                       + (gsize) (out.x - read.x) * bpp,
+                   dst.stride);
+  ok = TRUE;
+out:
+  if (src_fresh)
+    g_free (src.data);
+  if (dst_fresh)
+    g_free (dst.data);
+  if (locked)
+    g_mutex_unlock (&self->scratch_lock);
+  return ok;
+}
+
+static gboolean
+process (GeglOperation *operation, GeglBuffer *input, GeglBuffer *output,
+         const GeglRectangle *roi, gint level)
+{
+  CudafxOp      *self = CUDAFX_OP (operation);
+  GeglRectangle *in_box = gegl_operation_source_get_bounding_box (operation, "input");
+  GError        *error = NULL;
+
+  if (!in_box || gegl_rectangle_is_empty (in_box))
+    return TRUE;
+  if (self->invalid)
+    {
+      g_warning ("%s", self->invalid);
+      pass_through (input, output, roi);
+      return TRUE;
+    }
+  if (!filter_region (self, input, output, roi, in_box, &error))
+    {
+      g_warning ("cudafx:%s: %s", cudafx_filters[FILTER_OF (self)].name, error->message);
+      g_error_free (error);
+      pass_through (input, output, roi);
+    }
+  return TRUE;
+}
+
+/* ---- types ---------------------------------------------------------------- */
+
+static void
+instance_init (GTypeInstance *instance, gpointer klass)
+{
+  CudafxOp *self = CUDAFX_OP (instance);
+
+  cudafx_proc_args_init (&self->args, ((CudafxOpClass *) klass)->filter);
+  g_mutex_init (&self->lock);
+  g_mutex_init (&self->scratch_lock);
+}
+
+static void
+finalize (GObject *object)
+{
+  CudafxOp *self = CUDAFX_OP (object);
+
+  forget_noise (self);
+  g_mutex_clear (&self->lock);
+  g_mutex_clear (&self->scratch_lock);
+  g_free (self->scratch[0]);
+  g_free (self->scratch[1]);
+  g_free (self->kernel_text);
+  g_free (self->invalid);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+/* Where each filter goes in GEGL's categories. */
+static const char *const categories[CUDAFX_N_FILTERS] = {
+  [CUDAFX_FILTER_MEDIAN]   = "blur:noise-reduction",
+  [CUDAFX_FILTER_NLMEANS]  = "enhance:noise-reduction",
+  [CUDAFX_FILTER_QUANTIZE] = "color",
+  [CUDAFX_FILTER_CONVOLVE] = "generic",
+};
+
+static void
+class_init (gpointer klass, gpointer class_data)
+{
+  int                       filter = GPOINTER_TO_INT (class_data);
+  const cudafx_filter_desc *desc = &cudafx_filters[filter];
+  GObjectClass             *object_class = G_OBJECT_CLASS (klass);
+  GeglOperationClass       *operation_class = GEGL_OPERATION_CLASS (klass);
+  GeglOperationFilterClass *filter_class = GEGL_OPERATION_FILTER_CLASS (klass);
+  gchar                    *title = plain_label (_(desc->menu_label));
+  gchar                     op_name[64];
+  const gchar              *name;
+
+  /* GEGL keeps the name's pointer (the other keys it copies). */
+  g_snprintf (op_name, sizeof op_name, "cudafx:%s", desc->name);
+  name = g_intern_string (op_name);
+  parent_class = g_type_class_peek_parent (klass);
+  ((CudafxOpClass *) klass)->filter = filter;
+  object_class->set_property = set_property;
+  object_class->get_property = get_property;
+  object_class->finalize = finalize;
+  for (int i = 0; i < desc->n_args; i++)
+    g_object_class_install_property (object_class, i + 1,
+                                     arg_pspec (filter, &desc->args[i]));
+  if (filter == CUDAFX_FILTER_NLMEANS)
+    g_object_class_install_property (
+      object_class, PROP_NOISE_SIGMA,
+      g_param_spec_double ("noise-sigma", _("Noise σ found"),
+                           _("The noise standard deviation automatic mode found in the whole "
+                             "input (0–255 scale), once the filter has run"),
+                           0, 255, 0, G_PARAM_READABLE));
+
+  operation_class->prepare = prepare;
+  operation_class->get_bounding_box = get_bounding_box;
+  operation_class->get_required_for_output = get_required_for_output;
+  /* A cached region makes GEGL keep the node's output: only for the filters
+   * whose output may need all of the input. */
+  if (filter == CUDAFX_FILTER_QUANTIZE || filter == CUDAFX_FILTER_CONVOLVE)
+    operation_class->get_cached_region = get_cached_region;
+  /* The engine spreads a region over all cores or the GPU itself: GEGL's
+   * splitting it over threads would only add halos and contention. */
+  operation_class->threaded = FALSE;
+  filter_class->process = process;
+
+  gegl_operation_class_set_keys (operation_class,
+                                 "name", name,
+                                 "title", title,
+                                 "categories", categories[filter],
+                                 "description", _(desc->blurb),
+                                 "gimp:menu-label", _(desc->menu_label),
+                                 NULL);
+  /* Quantize keeps the procedure's menu entry: its dialog can also make a
+   * palette resource and convert the image to indexed mode, which a live
+   * filter cannot. */
+  if (filter != CUDAFX_FILTER_QUANTIZE)
+    gegl_operation_class_set_key (operation_class, "gimp:menu-path", desc->menu_path);
+  g_free (title);
+}
+
+static const GeglModuleInfo module_info = { GEGL_MODULE_ABI_VERSION };
+
+G_MODULE_EXPORT const GeglModuleInfo *
+gegl_module_query (GTypeModule *module)
+{
+  return &module_info;
+}
+
+/* Translations: the catalogs sit in locale/ beside the module, as beside the plug-ins. */
+static void
+bind_translations (void)
+{
+  Dl_info where;
+
+  if (dladdr ((void *) bind_translations, &where) && where.dli_fname)
+    g_free (cudafx_proc_bind_translations (where.dli_fname));
+}
+
+G_MODULE_EXPORT gboolean
+gegl_module_register (GTypeModule *module)
+{
+  static const char *const type_names[CUDAFX_N_FILTERS] = {
+    [CUDAFX_FILTER_MEDIAN]   = "CudafxOpMedian",
+    [CUDAFX_FILTER_NLMEANS]  = "CudafxOpNlMeans",
+    [CUDAFX_FILTER_QUANTIZE] = "CudafxOpQuantize",
+    [CUDAFX_FILTER_CONVOLVE] = "CudafxOpConvolve",
+  };
+
+  bind_translations ();
+  for (int f = 0; f < CUDAFX_N_FILTERS; f++)
+    {
+      for (int i = 0; i < cudafx_filters[f].n_args; i++)
+        if (cudafx_filters[f].args[i].type == CUDAFX_ARG_CHOICE)
+          choice_types[f][i] = choice_enum (module, f, &cudafx_filters[f].args[i]);
+    }
+  for (int f = 0; f < CUDAFX_N_FILTERS; f++)
+    {
+      const GTypeInfo info = {
+        sizeof (CudafxOpClass), NULL, NULL, class_init, NULL, GINT_TO_POINTER (f),
+        sizeof (CudafxOp), 0, instance_init, NULL
+      };
+      gegl_module_register_type (module, GEGL_TYPE_OPERATION_AREA_FILTER,
+                                 type_names[f], &info, 0);
+    }
+  return TRUE;
+}

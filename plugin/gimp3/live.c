@@ -1,0 +1,104 @@
+/* cudafx — GIMP 3 procedures through the GEGL operations: the procedure's
+ * values set on a GimpDrawableFilter of cudafx:NAME by the table's names. */
+#include "live.h"
+
+#include <math.h>
+
+#include "i18n.h"
+
+static gchar *
+operation_name (int filter)
+{
+  return g_strconcat ("cudafx:", cudafx_filters[filter].name, NULL);
+}
+
+gboolean
+cudafx_live_available (int filter)
+{
+  gchar   *name = operation_name (filter);
+  gboolean known = gegl_has_operation (name);
+
+  g_free (name);
+  return known;
+}
+
+/* The kernel as the operation's text, "a,b,c;d,e,f;g,h,i", exact to the last bit. */
+static gchar *
+kernel_text (const cudafx_proc_args *args)
+{
+  int      n = (int) lround (sqrt ((double) args->kernel_length));
+  GString *s = g_string_new (NULL);
+  char     number[G_ASCII_DTOSTR_BUF_SIZE];
+
+  for (int i = 0; i < args->kernel_length; i++)
+    {
+      if (i)
+        g_string_append_c (s, i % n ? ',' : ';');
+      g_string_append (s, g_ascii_dtostr (number, sizeof number, args->kernel[i]));
+    }
+  return g_string_free (s, FALSE);
+}
+
+gboolean
+cudafx_live_apply (GimpDrawable *drawable, const cudafx_proc_args *args, gboolean keep_live,
+                   GError **error)
+{
+  const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
+  GimpDrawableFilter       *filter;
+  GimpDrawableFilterConfig *config;
+  gchar                    *name = operation_name (args->filter);
+  int                       halo;
+
+  /* What the engine would reject before filtering (a kernel that is not
+   * n×n, or too large), rejected here too: the operation would only warn. */
+  if (!cudafx_proc_halo (args, &halo, error))
+    {
+      g_free (name);
+      return FALSE;
+    }
+  filter = gimp_drawable_filter_new (drawable, name, _(desc->blurb));
+  g_free (name);
+  if (!filter)
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP, _("%s: GIMP refused the filter: %s"),
+                   desc->name, gimp_pdb_get_last_error (gimp_get_pdb ()));
+      return FALSE;
+    }
+  config = gimp_drawable_filter_get_config (filter);
+  for (int i = 0; i < desc->n_args; i++)
+    {
+      const cudafx_arg *arg = &desc->args[i];
+      double            v = args->values[i];
+
+      switch (arg->type)
+        {
+        case CUDAFX_ARG_INT:
+          g_object_set (config, arg->name, (gint) v, NULL);
+          break;
+        case CUDAFX_ARG_DOUBLE:
+          g_object_set (config, arg->name, (gdouble) v, NULL);
+          break;
+        case CUDAFX_ARG_BOOLEAN:
+          g_object_set (config, arg->name, (gboolean) (v != 0), NULL);
+          break;
+        case CUDAFX_ARG_CHOICE:
+          /* GIMP hands a GEGL enum to plug-ins as its nick. */
+          g_object_set (config, arg->name, arg->choices[(int) v].nick, NULL);
+          break;
+        case CUDAFX_ARG_DOUBLE_ARRAY:
+          if (args->kernel_length > 0)
+            {
+              gchar *text = kernel_text (args);
+              g_object_set (config, arg->name, text, NULL);
+              g_free (text);
+            }
+          break;
+        }
+    }
+  gimp_drawable_filter_update (filter);
+  if (keep_live)
+    gimp_drawable_append_filter (drawable, filter);
+  else
+    gimp_drawable_merge_filter (drawable, filter);
+  return TRUE;
+}

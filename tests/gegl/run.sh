@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The GEGL operations (BUILD/gegl/cudafx-gegl.so) through the `gegl` command
+# on the host: each equals the CLI on the same input and settings (median,
+# convolution and quantize exactly, nl-means within ±1), and however GEGL
+# splits the work — small chunks, several threads, small tiles, a
+# sub-rectangle asked for through gegl:crop — the pixels equal the
+# whole-image run. About a minute here (each gegl start loads all of GEGL's
+# operations): `make check-gegl`, not part of `make check`. Ends with "N passed, N failed".
+#   tests/gegl/run.sh [BUILD]
+set -u
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+py=/usr/bin/python3
+compare=tests/gimp/compare.py
+passed=0 failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+
+module=$build/gegl/cudafx-gegl.so cli=$build/cudafx
+for f in "$module" "$cli"; do
+  [ -e "$f" ] || { echo "no $f (make)"; echo "0 passed, 1 failed"; exit 1; }
+done
+command -v gegl >/dev/null || { echo "no gegl command (Debian: apt-get install gegl)"; echo "0 passed, 1 failed"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# GEGL_PATH replaces GEGL's own folder: keep it, so gegl:load and the savers load.
+export GEGL_PATH="$(cd "$(dirname "$module")" && pwd):$(pkg-config --variable=pluginsdir gegl-0.4)"
+export CUDAFX_BACKEND=cpu
+
+ops=$(gegl --list-all 2>/dev/null)
+for op in median nl-means quantize convolve; do
+  grep -qx "cudafx:$op" <<<"$ops" && pass "gegl lists cudafx:$op" || fail "list-$op" "gegl --list-all lacks cudafx:$op"
+done
+
+# gegl_run OUT IN [ENV=VALUE...] -- OP PROP=VALUE...: the gegl command, its messages in OUT.log.
+gegl_run() {
+  local out=$1 in=$2; shift 2
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" gegl "$in" -o "$out" -- "$@" >"$out.log" 2>&1 && [ -s "$out" ] \
+    || { echo "gegl failed: $(grep -v -e leaked -e cache_queue "$out.log" | head -n 3)"; return 1; }
+  if grep -q "cudafx:" "$out.log"; then echo "the operation warned: $(grep -m1 cudafx: "$out.log")"; return 1; fi
+}
+
+# case NAME FILE TOLERANCE "CLI OPTIONS" OP PROP=VALUE...: the operation
+# equals the CLI, then each way of splitting the work equals that result.
+case_() {
+  local name=$1 file=tests/data/$2 tol=$3 cli_opts=$4; shift 4
+  local ref=$work/$name.ref.png whole=$work/$name.png msg
+  # shellcheck disable=SC2086 # the options are words
+  msg=$(eval "\"$cli\" ${cli_opts} \"$file\" \"$ref\"" 2>&1) || { fail "$name" "CLI failed: $msg"; return; }
+  msg=$(gegl_run "$whole" "$file" GEGL_THREADS=1 -- "$@") || { fail "$name" "$msg"; return; }
+  msg=$("$py" "$compare" same "$ref" "$whole" "$tol" 2>&1) \
+    && pass "$name: gegl $* equals the CLI (±$tol)" || { fail "$name" "$msg"; return; }
+
+  # Many small chunks on several threads; then only a rectangle asked for
+  # (gegl:crop), on small tiles; $CORNER adds the bottom-right corner.
+  local out=$work/$name.split.png
+  msg=$(gegl_run "$out" "$file" GEGL_CHUNK_SIZE=1024 GEGL_THREADS=4 -- "$@") \
+    && msg=$("$py" "$compare" same "$whole" "$out" 0 2>&1) \
+    && pass "$name, chunks of 1024 pixels on 4 threads: equals the whole-image run" \
+    || fail "$name/chunks" "$msg"
+  local rect x y w h
+  for rect in "37 53 201 150" ${CORNER:+"$CORNER"}; do
+    read -r x y w h <<<"$rect"
+    out=$work/$name.crop.png
+    msg=$(gegl_run "$out" "$file" GEGL_TILE_SIZE=32x32 GEGL_CHUNK_SIZE=2048 -- "$@" \
+            gegl:crop x=$x y=$y width=$w height=$h) \
+      && msg=$("$py" "$compare" same "$whole" "$out" 0 $rect 2>&1) \
+      && pass "$name, only $rect asked for, 32x32 tiles: equals that part of the whole-image run" \
+      || fail "$name/crop $rect" "$msg"
+  done
+}
+
+sharpen='0,-1,0;-1,5,-1;0,-1,0'
+CORNER="400 300 112 212" case_ median-rgb astronaut.png 0 "median --radius 2" cudafx:median radius=2
+case_ median-grey-circle camera.png 0 "median --radius 3 --shape circle --percentile 25" \
+  cudafx:median radius=3 shape=circle percentile=25
+case_ convolve-custom camera.png 0 "convolve --kernel '$sharpen' --divisor 1 --offset 10" \
+  cudafx:convolve preset=custom "kernel=$sharpen" divisor=1 offset=10
+case_ convolve-gaussian astronaut.png 0 "convolve --preset gaussian --sigma 3 --border mirror" \
+  cudafx:convolve preset=gaussian sigma=3 border=mirror
+case_ convolve-wrap camera.png 0 "convolve --preset sobel-vertical --border wrap" \
+  cudafx:convolve preset=sobel-vertical border=wrap
+case_ quantize-fs astronaut.png 0 "quantize --colors 8 --seed 1 --max-iterations 10 --dither floyd-steinberg" \
+  cudafx:quantize colors=8 seed=1 max-iterations=10 dither=floyd-steinberg
+case_ nl-means-auto astronaut.png 1 "nl-means" cudafx:nl-means
+case_ nl-means-manual camera.png 1 "nl-means --h 12 --patch-radius 2 --search-radius 4" \
+  cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4
+
+# A kernel the engine rejects: the operation warns with the engine's message
+# and passes its input through, rather than failing the render.
+out=$work/bad-kernel.png
+if env gegl tests/data/camera.png -o "$out" -- cudafx:convolve preset=custom "kernel=1,2;3,4" >"$out.log" 2>&1 &&
+   grep -q "kernel is 2x2; the size must be odd" "$out.log" &&
+   "$py" "$compare" same tests/data/camera.png "$out" 0 >/dev/null 2>&1; then
+  pass "bad kernel: warns \"kernel is 2x2 ...\", input passed through"
+else
+  fail "bad kernel" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
