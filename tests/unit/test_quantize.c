@@ -658,6 +658,140 @@ TEST (quantize_dither_does_not_depend_on_threads)
   CHECK (diffused, "no image came out differently dithered: the test checks nothing");
 }
 
+/* Floyd–Steinberg written plainly for the tests, from core/quantize.c's
+ * description: one sequential scan, rows top to bottom, each left to right,
+ * over a whole image of float errors. A voting pixel's value (0..255 float)
+ * plus its error, clamped per channel to the palette's range, takes the
+ * nearest entry; the error (value − entry) goes 7/16 right, 3/16 down-left,
+ * 5/16 down, 1/16 down-right. Transparent pixels (when some pixel is not)
+ * take their plain nearest entry and neither use nor pass on error. In RGB
+ * only: there the features are floorf (x · 256 + 0.5) and the distance a
+ * float sum of squares in channel order, which the oracle can compute itself;
+ * the Oklab transform is the engine's own float arithmetic (its dither is
+ * checked against this one's scan through the thread counts and the GPU). */
+static void
+oracle_dither_rgb (const cudafx_image *src, const cudafx_palette *pal, cudafx_image *want)
+{
+  const int w = src->width, h = src->height, ch = src->channels, dims = ch - src->has_alpha;
+  const int u8 = src->type == CUDAFX_U8;
+  float value[CUDAFX_MAX_COLORS][3] = { { 0 } }, feature[CUDAFX_MAX_COLORS][3] = { { 0 } };
+  float lo[3], hi[3];
+  for (int e = 0; e < pal->colors; e++)
+    for (int c = 0; c < dims; c++)
+      {
+        value[e][c] = u8 ? (float) pal->entries[e][c] : (float) (pal->entries[e][c] / 255) * 255.0f;
+        feature[e][c] = floorf (value[e][c] * 256.0f + 0.5f);
+        lo[c] = e ? fminf (lo[c], value[e][c]) : value[e][c];
+        hi[c] = e ? fmaxf (hi[c], value[e][c]) : value[e][c];
+      }
+  int everyone = 1;
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      everyone &= is_transparent (src, x, y);
+  float *err = calloc ((size_t) w * h * 3, sizeof *err);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      {
+        const int voting = everyone || !is_transparent (src, x, y);
+        float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 };
+        for (int c = 0; c < dims; c++)
+          {
+            v[c] = (float) (harness_get (src, x, y, c) / (u8 ? 1 : 255)) * (u8 ? 1.0f : 255.0f);
+            if (voting)
+              {
+                v[c] += err[((size_t) y * w + x) * 3 + c];
+                v[c] = v[c] < lo[c] ? lo[c] : v[c] > hi[c] ? hi[c] : v[c];
+              }
+            f[c] = floorf (v[c] * 256.0f + 0.5f);
+          }
+        int best = 0;
+        float best_d = INFINITY;
+        for (int e = 0; e < pal->colors; e++)
+          {
+            float dx = f[0] - feature[e][0], dy = f[1] - feature[e][1], dz = f[2] - feature[e][2];
+            float d = dx * dx + dy * dy + dz * dz;
+            if (d < best_d)
+              {
+                best_d = d;
+                best = e;
+              }
+          }
+        for (int c = 0; c < ch; c++)
+          harness_set (want, x, y, c, c < dims ? pal->entries[best][c] : harness_get (src, x, y, c));
+        if (!voting)
+          continue;
+        static const struct { int dx, dy; float weight; } share[4] = {
+          { 1, 0, 7.0f / 16 }, { -1, 1, 3.0f / 16 }, { 0, 1, 5.0f / 16 }, { 1, 1, 1.0f / 16 },
+        };
+        for (int c = 0; c < dims; c++)
+          {
+            float e = v[c] - value[best][c];
+            for (int i = 0; i < 4; i++)
+              {
+                int tx = x + share[i].dx, ty = y + share[i].dy;
+                if (tx >= 0 && tx < w && ty < h)
+                  err[((size_t) ty * w + tx) * 3 + c] += e * share[i].weight;
+              }
+          }
+      }
+  free (err);
+}
+
+TEST (quantize_dither_matches_oracle)
+{
+  static const int sizes[][2] = { { 1, 1 }, { 1, 9 }, { 9, 1 }, { 2, 7 }, { 37, 29 }, { 120, 45 } };
+  static const int layouts[][2] = { { 1, 0 }, { 2, 1 }, { 3, 0 }, { 4, 1 } };
+  harness_rng r = { 31 };
+  int diffused = 0;
+  for (int si = 0; si < 6; si++)
+    for (int li = 0; li < 4; li++)
+      for (int t = 0; t < 2; t++)
+        {
+          const int w = sizes[si][0], h = sizes[si][1], ch = layouts[li][0], alpha = layouts[li][1];
+          cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+          cudafx_image src = harness_image_new (w, h, ch, alpha, type, 4);
+          cudafx_image dst = harness_image_new (w, h, ch, alpha, type, 8);
+          cudafx_image plain = harness_image_new (w, h, ch, alpha, type, 0);
+          cudafx_image want = harness_image_new (w, h, ch, alpha, type, 0);
+          clustered_image (&src, &r, 5, 60);
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.color_space = CUDAFX_SPACE_RGB;
+          p.colors = 3 + (si + li) % 6;
+          p.max_iterations = 4; /* any palette will do */
+          cudafx_palette pal, plain_pal;
+          CHECK (run (&src, &plain, &p, 2, &plain_pal) == CUDAFX_OK, "status");
+          p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+          for (int threads = 1; threads <= 3; threads += 2)
+            {
+              harness_image_poison (&dst);
+              cudafx_status s = run (&src, &dst, &p, threads, &pal);
+              CHECK (s == CUDAFX_OK, "status %d (%s)", s, cudafx_error_message ());
+              if (s)
+                continue;
+              oracle_dither_rgb (&src, &pal, &want);
+              int bad = 0;
+              for (int y = 0; y < h && !bad; y++)
+                for (int x = 0; x < w && !bad; x++)
+                  for (int c = 0; c < ch && !bad; c++)
+                    if (harness_get (&dst, x, y, c) != harness_get (&want, x, y, c))
+                      {
+                        bad = 1;
+                        CHECK (0, "%dx%d ch %d %s K %d threads %d: first difference at (%d,%d,%d): "
+                               "%g, oracle %g", w, h, ch, t ? "f32" : "u8", p.colors, threads, x, y,
+                               c, harness_get (&dst, x, y, c), harness_get (&want, x, y, c));
+                      }
+              CHECK (padding_intact (&dst), "row padding written");
+            }
+          diffused |= !harness_same_pixels (&want, &plain);
+          harness_image_free (&src);
+          harness_image_free (&dst);
+          harness_image_free (&plain);
+          harness_image_free (&want);
+        }
+  CHECK (diffused, "no image came out differently dithered: the test checks nothing");
+}
+
 /* Records progress, on which thread, and cancels at cancel_at. */
 typedef struct {
   pthread_t caller;
