@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PIXELS (64 * 64)
+/* Voting pixels the oracle handles: beyond the seeding sample (65536). */
+#define MAX_PIXELS (300 * 300)
+#define SAMPLE_MAX 65536
 
 /* ---- oracle ---------------------------------------------------------------- */
 
@@ -117,15 +119,15 @@ oracle_seed (double (*f)[3], int n, int dims, int colors, uint64_t *state, doubl
   static double d2[MAX_PIXELS];
   int trials = 2 + (int) floor (log (colors));
   memcpy (centre[0], f[(int) (unit (state) * n)], sizeof centre[0]);
+  for (int j = 0; j < n; j++)
+    d2[j] = INFINITY;
   int k = 1;
   while (k < colors)
     {
       double total = 0, best = INFINITY;
       for (int j = 0; j < n; j++)
         {
-          d2[j] = INFINITY;
-          for (int e = 0; e < k; e++)
-            d2[j] = fmin (d2[j], dist2 (f[j], centre[e], dims));
+          d2[j] = fmin (d2[j], dist2 (f[j], centre[k - 1], dims));
           total += d2[j];
         }
       if (total == 0)
@@ -169,32 +171,38 @@ oracle_lloyd (double (*f)[3], int n, int dims, int k, int iterations, double (*c
       error = 0;
       for (int j = 0; j < n; j++)
         {
+          double nearest = dist2 (f[j], centre[0], dims);
           label[j] = 0;
           for (int e = 1; e < k; e++)
-            if (dist2 (f[j], centre[e], dims) < dist2 (f[j], centre[label[j]], dims))
-              label[j] = e;
-          error += dist2 (f[j], centre[label[j]], dims);
+            {
+              double d = dist2 (f[j], centre[e], dims);
+              if (d < nearest)
+                {
+                  nearest = d;
+                  label[j] = e;
+                }
+            }
+          error += nearest;
         }
       if (it == iterations)
         break;
       int moved = 0;
-      for (int e = 0; e < k; e++)
+      static double sum[CUDAFX_MAX_COLORS][3];
+      static int count[CUDAFX_MAX_COLORS];
+      memset (sum, 0, sizeof sum);
+      memset (count, 0, sizeof count);
+      for (int j = 0; j < n; j++)
         {
-          double sum[3] = { 0, 0, 0 };
-          int count = 0;
-          for (int j = 0; j < n; j++)
-            if (label[j] == e)
-              {
-                for (int c = 0; c < dims; c++)
-                  sum[c] += f[j][c];
-                count++;
-              }
-          for (int c = 0; c < dims && count; c++)
-            {
-              moved |= sum[c] / count != centre[e][c];
-              centre[e][c] = sum[c] / count;
-            }
+          for (int c = 0; c < dims; c++)
+            sum[label[j]][c] += f[j][c];
+          count[label[j]]++;
         }
+      for (int e = 0; e < k; e++)
+        for (int c = 0; c < dims && count[e]; c++)
+          {
+            moved |= sum[e][c] / count[e] != centre[e][c];
+            centre[e][c] = sum[e][c] / count[e];
+          }
       if (!moved)
         break;
     }
@@ -225,16 +233,20 @@ oracle_quantize (const cudafx_image *src, const cudafx_quantize_params *p, oracl
             v[c] = harness_get (src, x, y, c);
           oracle_features (v, dims, oklab, f[n++]);
         }
-  /* the sample is every voting pixel here (n <= 65536) */
-  /* the sample is every voting pixel here (n <= 65536) */
+  /* the seeding sample: voting pixel floor (j n / S) for j < S = min (n, 65536) */
+  static double sample[SAMPLE_MAX][3];
+  const int S = n < SAMPLE_MAX ? n : SAMPLE_MAX;
+  for (int j = 0; j < S; j++)
+    memcpy (sample[j], f[(long long) j * n / S], sizeof sample[j]);
   static double attempt[8][CUDAFX_MAX_COLORS][3];
+  const int attempts = p->colors >= 128 ? 1 : 128 / p->colors > 8 ? 8 : 128 / p->colors;
   double best_error = INFINITY;
   int k = 0, best = 0;
-  for (int a = 0; a < 8; a++)
+  for (int a = 0; a < attempts; a++)
     {
       uint64_t state = p->seed + ((uint64_t) a << 32);
-      int found = oracle_seed (f, n, dims, p->colors, &state, attempt[a]);
-      double error = oracle_lloyd (f, n, dims, found, 50, attempt[a]);
+      int found = oracle_seed (sample, S, dims, p->colors, &state, attempt[a]);
+      double error = oracle_lloyd (sample, S, dims, found, 50, attempt[a]);
       if (error < best_error)
         {
           best_error = error;
@@ -243,6 +255,16 @@ oracle_quantize (const cudafx_image *src, const cudafx_quantize_params *p, oracl
         }
     }
   double (*centre)[3] = attempt[best];
+  /* fewer distinct colours in the sample than K: pixels of colours it missed
+   * become centres, in raster order */
+  for (int j = 0; j < n && S < n && k < p->colors; j++)
+    {
+      int known = 0;
+      for (int e = 0; e < k && !known; e++)
+        known = !memcmp (f[j], centre[e], sizeof f[j]);
+      if (!known)
+        memcpy (centre[k++], f[j], sizeof f[j]);
+    }
   oracle_lloyd (f, n, dims, k, p->max_iterations, centre);
   out->k = 0;
   for (int e = 0; e < k; e++)
@@ -404,6 +426,78 @@ TEST (quantize_matches_oracle)
             harness_image_free (&src);
             harness_image_free (&dst);
           }
+}
+
+/* Compares a run's palette with the oracle's, entry by entry (u8: within 1,
+ * the oracle's means being exact and the engine's rounded; f32: 0.05). */
+static void
+check_palette (const cudafx_image *src, const cudafx_quantize_params *p, const cudafx_palette *pal,
+               const char *what)
+{
+  static oracle_palette want;
+  const int dims = src->channels - src->has_alpha;
+  oracle_quantize (src, p, &want);
+  CHECK (pal->colors == want.k, "%s: %d colours, oracle %d", what, pal->colors, want.k);
+  double tol = src->type == CUDAFX_F32 ? 0.05 : 1.0;
+  for (int e = 0; e < pal->colors && e < want.k; e++)
+    for (int c = 0; c < dims; c++)
+      CHECK (fabs (pal->entries[e][c] - want.entry[e][c]) <= tol, "%s: entry %d.%d %g, oracle %g",
+             what, e, c, pal->entries[e][c], want.entry[e][c]);
+}
+
+/* The seeding's sample path (more voting pixels than its 65536 samples),
+ * and K = 256 (one seeding attempt, 7 trials a centre) on 256 well separated
+ * colours of a 6x7x7 grid with a little noise. In RGB on u8, where the
+ * oracle's features are the engine's integers: its seeding then draws the
+ * same pixels, which over ~67000 samples unrounded Oklab features do not. */
+TEST (quantize_matches_oracle_sampled_and_256_colours)
+{
+  harness_rng r = { 29 };
+  for (int alpha = 0; alpha < 2; alpha++)
+    {
+      const int w = alpha ? 300 : 260, h = alpha ? 300 : 260;
+      cudafx_image src = harness_image_new (w, h, 3 + alpha, alpha, CUDAFX_U8, 4);
+      cudafx_image dst = harness_image_new (w, h, 3 + alpha, alpha, CUDAFX_U8, 0);
+      clustered_image (&src, &r, 6, 10); /* alpha: a quarter transparent, ~67500 voting */
+      /* a seventh colour in the last rows only: a sample of the first 65536
+       * voting pixels would miss it */
+      for (int y = h - 15; y < h; y++)
+        for (int x = 0; x < w; x++)
+          for (int c = 0; c < 3; c++)
+            harness_set (&src, x, y, c, (c ? 20 : 240) + harness_rand (&r) % 9);
+      cudafx_quantize_params p;
+      cudafx_quantize_params_init (&p);
+      p.color_space = CUDAFX_SPACE_RGB;
+      p.colors = 7;
+      p.max_iterations = 10;
+      p.seed = 5 + alpha;
+      cudafx_palette pal;
+      CHECK (run (&src, &dst, &p, 3, &pal) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+      check_palette (&src, &p, &pal, alpha ? "300x300 RGBA K 7" : "260x260 RGB K 7");
+      harness_image_free (&src);
+      harness_image_free (&dst);
+    }
+  cudafx_image src = harness_image_new (64, 48, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (64, 48, 3, 0, CUDAFX_U8, 0);
+  for (int y = 0; y < 48; y++)
+    for (int x = 0; x < 64; x++)
+      {
+        int b = (y * 64 + x) % 256; /* 12 pixels of each colour */
+        int level[3] = { b % 6, b / 6 % 7, b / 42 };
+        for (int c = 0; c < 3; c++)
+          harness_set (&src, x, y, c, 8 + 38 * level[c] + harness_rand (&r) % 5);
+      }
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.color_space = CUDAFX_SPACE_RGB;
+  p.colors = 256;
+  p.max_iterations = 20;
+  cudafx_palette pal;
+  CHECK (run (&src, &dst, &p, 2, &pal) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+  check_palette (&src, &p, &pal, "64x48 RGB K 256");
+  check_output (&src, &dst, &pal, &p, "64x48 RGB K 256");
+  harness_image_free (&src);
+  harness_image_free (&dst);
 }
 
 TEST (quantize_reproduces_images_with_few_colours)
