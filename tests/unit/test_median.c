@@ -1,5 +1,6 @@
 /* Median / percentile filter against a brute-force oracle: gather the window
- * (square or disc, edges replicated), sort it, pick the rank. */
+ * (square or disc, edges replicated), sort it (or select), pick the rank; on
+ * small images, and on images that cross the engine's tiles and strips. */
 #include "harness.h"
 
 #include <math.h>

@@ -1,6 +1,7 @@
 /* Colour quantize: the engine against a plain double-precision k-means
- * (the seeding documented in core/quantize.c, re-implemented here, then
- * Lloyd with exact means), and properties: exact reproduction when K covers
+ * (the seeding documented in core/quantize.c, its sample included,
+ * re-implemented here, then Lloyd with exact means) and a plain sequential
+ * Floyd–Steinberg, and properties: exact reproduction when K covers
  * every colour, independence of the thread count (the dither's wavefront
  * too), seeds, transparent pixels, outputs from the palette, progress and
  * cancel, layouts and invalid arguments. */
