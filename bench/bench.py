@@ -2,7 +2,7 @@
 """cudafx benchmarks (issue 2): times each cudafx filter and its peers in one
 process, on the same image, with the same thread count, and prints one table
 (workload, cudafx ms, peer ms, ratio cudafx/peer, target, OK/MISS) and a
-second one checking the results that DESIGN.md says must match OpenCV.
+second one checking the results that docs/TESTING.md says must match OpenCV.
 
 Timing: the first call of each side is a warm-up (caches, thread pools, lazy
 initialisation) and is not counted; then N timed calls, N chosen from the
@@ -58,7 +58,7 @@ KERNEL_5X5 = custom_kernel_5x5()
 class Workload:
     """One benchmarked operation: how cudafx runs it, the target ratio of
     issue 2 (cudafx time / peer time must be at most this), which image it
-    uses ("12mp" or "1mp") and, when DESIGN.md promises it, how far the
+    uses ("12mp" or "1mp") and, when docs/TESTING.md promises it, how far the
     cudafx result may differ from the OpenCV one (max |diff| on u8)."""
 
     def __init__(self, key, label, image, target, cudafx, check_tolerance=None):

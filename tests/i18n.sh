@@ -4,7 +4,8 @@
 # `msgfmt --check` and translates every message (none untranslated, none
 # fuzzy, none missing), and the CLI speaks Spanish and Greek: --help, a usage
 # error and an engine message, each checked against the catalog's own
-# translation. Ends with "N passed, N failed".
+# translation; in a German locale (decimal comma) numbers on the command line
+# and in --json keep the decimal point. Ends with "N passed, N failed".
 # Usage: tests/i18n.sh BUILD_DIR
 set -u
 build=${1:-build}
@@ -12,6 +13,8 @@ cd "$(dirname "$0")/.."
 build=$(cd "$build" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
@@ -66,9 +69,30 @@ if [ -x "$build/cudafx" ]; then
     speaks "$lang" "usage hint" "Try 'cudafx%s%s --help'." " " median -- median --radius x in.png out.png
     speaks "$lang" "option help" "Show this help and exit." -- convolve --help
   done
-  # numbers keep the C locale: a decimal point parses under any language
-  if LANGUAGE=de LANG=C.UTF-8 LC_ALL= "$build/cudafx" convolve --sigma 1.5 --json \
-       tests/data/astronaut.png "$tmp/o.png" >/dev/null 2>&1; then ok; else bad "de: --sigma 1.5 rejected"; fi
+  # Numbers keep the C locale in a locale whose decimal separator is a comma
+  # (de_DE.UTF-8; compiled here from the locales package's sources when the
+  # system has not generated it): "--h 12.5" parses, and --json prints
+  # decimal points (a comma would make "h": 12,5 and "ms": 3,141, not JSON).
+  de=de_DE.UTF-8
+  if ! locale -a 2>/dev/null | grep -qix 'de_DE\.utf-\?8'; then
+    mkdir -p "$tmp/locales"
+    if localedef -i de_DE -f UTF-8 "$tmp/locales/$de" >/dev/null 2>&1; then
+      export LOCPATH=$tmp/locales
+    else
+      bad "cannot compile the $de locale (localedef; Debian package 'locales')"
+    fi
+  fi
+  point=$(LC_ALL=$de locale decimal_point 2>/dev/null)
+  if [ "$point" != "," ]; then
+    bad "$de's decimal separator is '$point', not a comma: the check below would prove nothing"
+  elif LC_ALL=$de "$build/cudafx" nl-means --h 12.5 --patch-radius 1 --search-radius 1 --json \
+         tests/data/camera.png "$tmp/o.png" >"$tmp/json" 2>"$tmp/err"; then
+    if "$py" -c 'import json, sys; j = json.load(sys.stdin); sys.exit(0 if j["h"] == 12.5 and isinstance(j["ms"], float) else 1)' \
+         <"$tmp/json" 2>/dev/null; then ok; else bad "$de: --json is not C-locale JSON: $(head -c 300 "$tmp/json")"; fi
+  else
+    bad "$de: --h 12.5 rejected: $(head -n 2 "$tmp/err")"
+  fi
+  unset LOCPATH
 else
   bad "$build/cudafx not built"
 fi

@@ -3,19 +3,21 @@
 # compiler with OpenMP and the address/undefined sanitizers (gcc), a C++17
 # compiler (g++: the host check of the GPU median's networks; nvcc's host compiler), make,
 # pkg-config, GEGL's development files (the CLI reads and writes images through
-# GEGL), gettext (msgfmt compiles the translations) and python3 (the CLI tests check JSON and PNG files with it).
+# GEGL), gettext (msgfmt compiles the translations), python3 (the CLI tests check JSON and PNG files with it)
+# and locales (the sources tests/i18n.sh compiles a German locale from, to check numbers keep the C locale).
 # Idempotent and non-interactive: does nothing when everything is there,
 # otherwise runs apt-get update and installs only what is missing. The CUDA
 # toolkit is optional and not installed here: nvcc on PATH or in
 # /usr/local/cuda turns the GPU backend on.
 set -eu
 
-packages="gcc g++ libc6-dev make pkg-config libgegl-dev gettext python3"
-needs="a C compiler with OpenMP (gcc), a C++17 compiler (g++), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), gettext, python3"
+packages="gcc g++ libc6-dev make pkg-config libgegl-dev gettext python3 locales"
+needs="a C compiler with OpenMP (gcc), a C++17 compiler (g++), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), gettext, python3, locales (/usr/share/i18n/locales/de_DE)"
 
 have_everything() {
   command -v gcc >/dev/null && command -v g++ >/dev/null && command -v make >/dev/null && command -v python3 >/dev/null &&
-    command -v pkg-config >/dev/null && pkg-config --exists gegl-0.4 && command -v msgfmt >/dev/null
+    command -v pkg-config >/dev/null && pkg-config --exists gegl-0.4 && command -v msgfmt >/dev/null &&
+    command -v localedef >/dev/null && [ -f /usr/share/i18n/locales/de_DE ]
 }
 
 if have_everything; then

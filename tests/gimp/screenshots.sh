@@ -22,7 +22,7 @@ both=0 locale=
 [ "${1:-}" = --lang ] && { locale=$2; shift 2; }
 build=${1:?usage: tests/gimp/screenshots.sh [--both] BUILD OUTDIR}
 outdir=${2:?usage: tests/gimp/screenshots.sh [--both] BUILD OUTDIR}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 chroot_sh=tests/gimp/chroot.sh
 [ -x "$build/gimp3/cudafx" ] || { echo "no plug-in at $build/gimp3/cudafx (make plugin)" >&2; exit 1; }
 root=$("$chroot_sh" ensure xvfb xauth x11-utils xdotool imagemagick locales)

@@ -56,7 +56,7 @@ run_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_options *o
   return cudafx_nlmeans (src, dst, &p, o, NULL);
 }
 
-/* tolerance: the largest difference from the CPU allowed (DESIGN.md, Determinism). */
+/* tolerance: the largest difference from the CPU allowed (docs/TESTING.md). */
 static const struct { const char *name; run_fn run; double tolerance; } gpu_filters[] = {
   { "median", run_median, 0 },
   { "convolve", run_convolve, 0 },

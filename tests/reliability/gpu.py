@@ -15,7 +15,7 @@ reliability-gpu` runs every part; each prints what it measured and ends with
               each GPU filter with the device memory capped far below the
               image (CUDAFX_CUDA_MEM_LIMIT=256M, so many stripes): output
               identical to the uncapped GPU run, and to the CPU within the
-              tolerances of DESIGN.md.
+              tolerances of docs/TESTING.md.
   concurrent  two processes using the GPU at once, each running every GPU
               filter 10 times on a 12-megapixel image and comparing with the
               CPU: both succeed.
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import pycudafx as P  # noqa: E402
 
 # name, run(engine, src, backend, has_alpha, **kw) -> (out, report), largest difference
-# from the CPU on the 0..255 scale (DESIGN.md, Determinism)
+# from the CPU on the 0..255 scale (docs/TESTING.md)
 FILTERS = {
     "median": (lambda e, s, b, a, **kw: e.median(s, radius=3, backend=b, has_alpha=a, **kw), 1e-5 * 255),
     "convolve": (lambda e, s, b, a, **kw: e.convolve(s, preset=2, backend=b, has_alpha=a, **kw),
@@ -166,7 +166,7 @@ def concurrent_child():
             if max_diff(out, refs[name]) > tol:
                 print("%s differs from the CPU" % name)
                 sys.exit(1)
-    print("%d GPU runs within DESIGN.md's tolerances of the CPU" % (10 * len(FILTERS)))
+    print("%d GPU runs within docs/TESTING.md's tolerances of the CPU" % (10 * len(FILTERS)))
 
 
 def concurrent():

@@ -292,5 +292,86 @@ fi
 "$cli" median --radius 1 --output-dir "$tmp/batch" "$rgb" "$grey" 2>"$tmp/stderr"
 grep -qE '\[[0-9]+/[0-9]+\]|^cudafx: ' "$tmp/stderr" && bad "a progress line or message without a terminal: $(cat "$tmp/stderr")" || ok
 
+echo "-- pixel values where the result is known"
+# samples FILE: "W H MAXVAL" then every sample, of a binary PPM/PGM or of a
+# non-interlaced PNG (filters undone here, so nothing of cudafx reads it).
+samples() {
+  "$py" - "$1" <<'EOF'
+import struct, sys, zlib
+d = open(sys.argv[1], 'rb').read()
+if d[:2] in (b'P5', b'P6'):
+    fields, pos = [], 2
+    while len(fields) < 3:
+        while d[pos:pos + 1].isspace():
+            pos += 1
+        end = pos
+        while not d[end:end + 1].isspace():
+            end += 1
+        fields.append(int(d[pos:end]))
+        pos = end
+    w, h, maxval = fields
+    size = 2 if maxval > 255 else 1
+    data = d[pos + 1:]
+    vals = [int.from_bytes(data[i:i + size], 'big') for i in range(0, len(data), size)]
+else:
+    assert d[:8] == b'\x89PNG\r\n\x1a\n', 'not a PNG or PPM'
+    pos, idat = 8, b''
+    while pos < len(d):
+        n, = struct.unpack('>I', d[pos:pos + 4])
+        kind, body = d[pos + 4:pos + 8], d[pos + 8:pos + 8 + n]
+        if kind == b'IHDR':
+            w, h, depth, color, _, _, interlace = struct.unpack('>IIBBBBB', body)
+        elif kind == b'IDAT':
+            idat += body
+        pos += 12 + n
+    assert not interlace and depth in (8, 16)
+    ch = {0: 1, 2: 3, 4: 2, 6: 4}[color]
+    size, raw = depth // 8, zlib.decompress(idat)
+    bpp, stride = ch * size, w * ch * size
+    prev, out = bytearray(stride), bytearray()
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1: line[i] = (line[i] + a) & 255
+            elif f == 2: line[i] = (line[i] + b) & 255
+            elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        out += line
+        prev = line
+    maxval = (1 << depth) - 1
+    vals = [int.from_bytes(out[i:i + size], 'big') for i in range(0, len(out), size)]
+print(w, h, maxval, *vals)
+EOF
+}
+
+# same_samples WHAT A B: A and B hold the same size, depth and samples.
+same_samples() {
+  local a b
+  a=$(samples "$2" 2>&1) b=$(samples "$3" 2>&1)
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then ok; else bad "$1: $3 differs from $2 (${b:0:60}... vs ${a:0:60}...)"; fi
+}
+
+identity="0,0,0; 0,1,0; 0,0,0"
+make_png "$tmp/rgb8.png" 37 23 3
+run_ok "identity 8-bit" convolve --kernel "$identity" --border black "$tmp/rgb8.png" "$out" &&
+  same_samples "identity kernel, 8-bit" "$tmp/rgb8.png" "$out"
+run_ok "identity 16-bit" convolve --kernel "$identity" --border mirror "$tmp/in16.ppm" "$out" &&
+  same_samples "identity kernel, 16-bit" "$tmp/in16.ppm" "$out"
+# Constant images, 8 and 16 bits: every median and percentile is the colour.
+"$py" - "$tmp/flat.ppm" "$tmp/flat16.ppm" <<'EOF'
+import sys
+open(sys.argv[1], 'wb').write(b'P6\n41 29\n255\n' + bytes([17, 200, 133]) * (41 * 29))
+open(sys.argv[2], 'wb').write(b'P6\n23 19\n65535\n' + bytes([0x12, 0x34, 0xfe, 0xdc, 0x80, 0x01]) * (23 * 19))
+EOF
+run_ok "median of a constant image" median --radius 4 --percentile 30 "$tmp/flat.ppm" "$out" &&
+  same_samples "median of a constant 8-bit image" "$tmp/flat.ppm" "$out"
+run_ok "median of a constant 16-bit image" median --radius 2 --shape circle "$tmp/flat16.ppm" "$out" &&
+  same_samples "median of a constant 16-bit image" "$tmp/flat16.ppm" "$out"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,7 @@
 /* Minimal self-registering test harness: TEST(name) { ... CHECK(cond, ...); }
  * Each test file registers its tests at load time; main.c runs them all (or
- * those whose name contains argv[1]) and ends with "N passed, N failed". */
+ * those whose name contains one of its arguments; an argument no name
+ * contains is a failure) and ends with "N passed, N failed". */
 #ifndef CUDAFX_HARNESS_H
 #define CUDAFX_HARNESS_H
 

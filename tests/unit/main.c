@@ -1,4 +1,5 @@
-/* Test runner: see harness.h. Usage: test-unit [NAME-PART...] */
+/* Test runner: see harness.h. Usage: test-unit [NAME-PART...]; a NAME-PART
+ * that no test name contains counts as a failed test. */
 #include "harness.h"
 
 #include <math.h>
@@ -177,9 +178,22 @@ int
 main (int argc, char **argv)
 {
   int passed = 0, failed = 0;
+  /* Arguments select the tests whose names contain any of them. An argument
+   * that selects nothing is a failure: a misspelt or renamed test in the
+   * Makefile or tests/run.sh would otherwise pass by running nothing. */
+  for (int a = 1; a < argc; a++)
+    {
+      int matches = 0;
+      for (int i = 0; i < n_tests && !matches; i++)
+        matches = strstr (tests[i].name, argv[a]) != NULL;
+      if (!matches)
+        {
+          printf ("FAIL no test name contains '%s'\n", argv[a]);
+          failed++;
+        }
+    }
   for (int i = 0; i < n_tests; i++)
     {
-      /* Arguments select the tests whose names contain any of them. */
       int selected = argc == 1;
       for (int a = 1; a < argc && !selected; a++)
         selected = strstr (tests[i].name, argv[a]) != NULL;

@@ -1,5 +1,6 @@
 /* Median / percentile filter against a brute-force oracle: gather the window
- * (square or disc, edges replicated), sort it, pick the rank. */
+ * (square or disc, edges replicated), sort it (or select), pick the rank; on
+ * small images, and on images that cross the engine's tiles and strips. */
 #include "harness.h"
 
 #include <math.h>
@@ -128,6 +129,92 @@ TEST (median_large_radius)
         }
   cudafx_median_params p = { 100, 50, CUDAFX_SHAPE_CIRCLE };
   check_case (3, 2, 4, CUDAFX_F32, &p, 2, &rng, 1);
+}
+
+/* The k-th smallest of v[0..n) (Hoare's selection; reorders v). */
+static double
+select_kth (double *v, int n, int k)
+{
+  int lo = 0, hi = n - 1;
+  while (lo < hi)
+    {
+      double pivot = v[(lo + hi) / 2];
+      int i = lo, j = hi;
+      while (i <= j)
+        {
+          while (v[i] < pivot)
+            i++;
+          while (v[j] > pivot)
+            j--;
+          if (i <= j)
+            {
+              double t = v[i];
+              v[i++] = v[j];
+              v[j--] = t;
+            }
+        }
+      if (k <= j)
+        hi = j;
+      else if (k >= i)
+        lo = i;
+      else
+        break;
+    }
+  return v[k];
+}
+
+/* Images wider than several tiles of the selection network (1024 bytes a
+ * row tile: 64 px of 4-channel f32, 341 of RGB u8, 1024 of grey u8), than
+ * several strips of the column histograms (768 elements less the window,
+ * 32 px at least: r = 80 on RGBA gives the narrowest), and taller than the
+ * threads' row chunks, on every path (network r <= 3; column histograms for
+ * u8 squares; Huang's histogram for discs and f32). The oracle is checked
+ * at every element of the pixels with (3x + 7y) % every == 0. */
+TEST (median_crosses_tiles_and_strips)
+{
+  static const struct { int w, h, channels; cudafx_type type; int r; double pct; cudafx_shape shape; int every; } cases[] = {
+    { 200, 9, 4, CUDAFX_F32, 3, 50, CUDAFX_SHAPE_SQUARE, 1 },    /* network, 64 px tiles */
+    { 1100, 6, 3, CUDAFX_U8, 2, 37.5, CUDAFX_SHAPE_CIRCLE, 1 },  /* network, 341 px tiles */
+    { 2100, 4, 1, CUDAFX_U8, 1, 50, CUDAFX_SHAPE_SQUARE, 1 },    /* network, 1024 px tiles */
+    { 150, 5, 4, CUDAFX_U8, 80, 50, CUDAFX_SHAPE_SQUARE, 7 },    /* columns, 32 px strips */
+    { 500, 30, 3, CUDAFX_U8, 10, 70, CUDAFX_SHAPE_SQUARE, 5 },   /* columns, 236 px strips */
+    { 300, 70, 2, CUDAFX_F32, 6, 50, CUDAFX_SHAPE_SQUARE, 5 },   /* Huang on f32 ranks */
+    { 260, 40, 3, CUDAFX_U8, 8, 25, CUDAFX_SHAPE_CIRCLE, 5 },    /* Huang, disc */
+  };
+  harness_rng rng = { 2024 };
+  for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+    {
+      const int w = cases[ci].w, h = cases[ci].h, ch = cases[ci].channels, r = cases[ci].r;
+      cudafx_image src = harness_image_new (w, h, ch, ch == 4, cases[ci].type, 4 * ch);
+      cudafx_image dst = harness_image_new (w, h, ch, ch == 4, cases[ci].type, 0);
+      fill (&src, &rng, ci % 2);
+      cudafx_median_params p = { r, cases[ci].pct, cases[ci].shape };
+      cudafx_options o = harness_options ();
+      o.threads = 3;
+      cudafx_status s = cudafx_median (&src, &dst, &p, &o);
+      CHECK (s == CUDAFX_OK, "case %zu: status %d (%s)", ci, s, cudafx_error_message ());
+      double *win = malloc ((size_t) (2 * r + 1) * (2 * r + 1) * sizeof *win);
+      for (int y = 0; y < h && !s && harness_failures () < 5; y++)
+        for (int x = 0; x < w; x++)
+          {
+            if ((3 * x + 7 * y) % cases[ci].every)
+              continue;
+            for (int c = 0; c < ch; c++)
+              {
+                int n = 0;
+                for (int dy = -r; dy <= r; dy++)
+                  for (int dx = -r; dx <= r; dx++)
+                    if (p.shape == CUDAFX_SHAPE_SQUARE || dx * dx + dy * dy <= r * r)
+                      win[n++] = harness_get (&src, clamp (x + dx, 0, w - 1), clamp (y + dy, 0, h - 1), c);
+                double want = select_kth (win, n, (int) lround (p.percentile / 100 * (n - 1)));
+                CHECK (harness_get (&dst, x, y, c) == want, "case %zu %dx%d c%d r%d: (%d,%d,%d) %g, oracle %g",
+                       ci, w, h, ch, r, x, y, c, harness_get (&dst, x, y, c), want);
+              }
+          }
+      free (win);
+      harness_image_free (&src);
+      harness_image_free (&dst);
+    }
 }
 
 TEST (median_threads_do_not_matter)

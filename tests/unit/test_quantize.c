@@ -1,6 +1,7 @@
 /* Colour quantize: the engine against a plain double-precision k-means
- * (the seeding documented in core/quantize.c, re-implemented here, then
- * Lloyd with exact means), and properties: exact reproduction when K covers
+ * (the seeding documented in core/quantize.c, its sample included,
+ * re-implemented here, then Lloyd with exact means) and a plain sequential
+ * Floyd–Steinberg, and properties: exact reproduction when K covers
  * every colour, independence of the thread count (the dither's wavefront
  * too), seeds, transparent pixels, outputs from the palette, progress and
  * cancel, layouts and invalid arguments. */
@@ -12,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PIXELS (64 * 64)
+/* Voting pixels the oracle handles: beyond the seeding sample (65536). */
+#define MAX_PIXELS (300 * 300)
+#define SAMPLE_MAX 65536
 
 /* ---- oracle ---------------------------------------------------------------- */
 
@@ -117,15 +120,15 @@ oracle_seed (double (*f)[3], int n, int dims, int colors, uint64_t *state, doubl
   static double d2[MAX_PIXELS];
   int trials = 2 + (int) floor (log (colors));
   memcpy (centre[0], f[(int) (unit (state) * n)], sizeof centre[0]);
+  for (int j = 0; j < n; j++)
+    d2[j] = INFINITY;
   int k = 1;
   while (k < colors)
     {
       double total = 0, best = INFINITY;
       for (int j = 0; j < n; j++)
         {
-          d2[j] = INFINITY;
-          for (int e = 0; e < k; e++)
-            d2[j] = fmin (d2[j], dist2 (f[j], centre[e], dims));
+          d2[j] = fmin (d2[j], dist2 (f[j], centre[k - 1], dims));
           total += d2[j];
         }
       if (total == 0)
@@ -169,32 +172,38 @@ oracle_lloyd (double (*f)[3], int n, int dims, int k, int iterations, double (*c
       error = 0;
       for (int j = 0; j < n; j++)
         {
+          double nearest = dist2 (f[j], centre[0], dims);
           label[j] = 0;
           for (int e = 1; e < k; e++)
-            if (dist2 (f[j], centre[e], dims) < dist2 (f[j], centre[label[j]], dims))
-              label[j] = e;
-          error += dist2 (f[j], centre[label[j]], dims);
+            {
+              double d = dist2 (f[j], centre[e], dims);
+              if (d < nearest)
+                {
+                  nearest = d;
+                  label[j] = e;
+                }
+            }
+          error += nearest;
         }
       if (it == iterations)
         break;
       int moved = 0;
-      for (int e = 0; e < k; e++)
+      static double sum[CUDAFX_MAX_COLORS][3];
+      static int count[CUDAFX_MAX_COLORS];
+      memset (sum, 0, sizeof sum);
+      memset (count, 0, sizeof count);
+      for (int j = 0; j < n; j++)
         {
-          double sum[3] = { 0, 0, 0 };
-          int count = 0;
-          for (int j = 0; j < n; j++)
-            if (label[j] == e)
-              {
-                for (int c = 0; c < dims; c++)
-                  sum[c] += f[j][c];
-                count++;
-              }
-          for (int c = 0; c < dims && count; c++)
-            {
-              moved |= sum[c] / count != centre[e][c];
-              centre[e][c] = sum[c] / count;
-            }
+          for (int c = 0; c < dims; c++)
+            sum[label[j]][c] += f[j][c];
+          count[label[j]]++;
         }
+      for (int e = 0; e < k; e++)
+        for (int c = 0; c < dims && count[e]; c++)
+          {
+            moved |= sum[e][c] / count[e] != centre[e][c];
+            centre[e][c] = sum[e][c] / count[e];
+          }
       if (!moved)
         break;
     }
@@ -225,16 +234,20 @@ oracle_quantize (const cudafx_image *src, const cudafx_quantize_params *p, oracl
             v[c] = harness_get (src, x, y, c);
           oracle_features (v, dims, oklab, f[n++]);
         }
-  /* the sample is every voting pixel here (n <= 65536) */
-  /* the sample is every voting pixel here (n <= 65536) */
+  /* the seeding sample: voting pixel floor (j n / S) for j < S = min (n, 65536) */
+  static double sample[SAMPLE_MAX][3];
+  const int S = n < SAMPLE_MAX ? n : SAMPLE_MAX;
+  for (int j = 0; j < S; j++)
+    memcpy (sample[j], f[(long long) j * n / S], sizeof sample[j]);
   static double attempt[8][CUDAFX_MAX_COLORS][3];
+  const int attempts = p->colors >= 128 ? 1 : 128 / p->colors > 8 ? 8 : 128 / p->colors;
   double best_error = INFINITY;
   int k = 0, best = 0;
-  for (int a = 0; a < 8; a++)
+  for (int a = 0; a < attempts; a++)
     {
       uint64_t state = p->seed + ((uint64_t) a << 32);
-      int found = oracle_seed (f, n, dims, p->colors, &state, attempt[a]);
-      double error = oracle_lloyd (f, n, dims, found, 50, attempt[a]);
+      int found = oracle_seed (sample, S, dims, p->colors, &state, attempt[a]);
+      double error = oracle_lloyd (sample, S, dims, found, 50, attempt[a]);
       if (error < best_error)
         {
           best_error = error;
@@ -243,6 +256,16 @@ oracle_quantize (const cudafx_image *src, const cudafx_quantize_params *p, oracl
         }
     }
   double (*centre)[3] = attempt[best];
+  /* fewer distinct colours in the sample than K: pixels of colours it missed
+   * become centres, in raster order */
+  for (int j = 0; j < n && S < n && k < p->colors; j++)
+    {
+      int known = 0;
+      for (int e = 0; e < k && !known; e++)
+        known = !memcmp (f[j], centre[e], sizeof f[j]);
+      if (!known)
+        memcpy (centre[k++], f[j], sizeof f[j]);
+    }
   oracle_lloyd (f, n, dims, k, p->max_iterations, centre);
   out->k = 0;
   for (int e = 0; e < k; e++)
@@ -355,6 +378,23 @@ padding_intact (const cudafx_image *dst)
   return 1;
 }
 
+/* Compares a run's palette with the oracle's, entry by entry (u8: within 1,
+ * the oracle's means being exact and the engine's rounded; f32: 0.05). */
+static void
+check_palette (const cudafx_image *src, const cudafx_quantize_params *p, const cudafx_palette *pal,
+               const char *what)
+{
+  static oracle_palette want;
+  const int dims = src->channels - src->has_alpha;
+  oracle_quantize (src, p, &want);
+  CHECK (pal->colors == want.k, "%s: %d colours, oracle %d", what, pal->colors, want.k);
+  double tol = src->type == CUDAFX_F32 ? 0.05 : 1.0;
+  for (int e = 0; e < pal->colors && e < want.k; e++)
+    for (int c = 0; c < dims; c++)
+      CHECK (fabs (pal->entries[e][c] - want.entry[e][c]) <= tol, "%s: entry %d.%d %g, oracle %g",
+             what, e, c, pal->entries[e][c], want.entry[e][c]);
+}
+
 /* ---- tests ----------------------------------------------------------------- */
 
 TEST (quantize_matches_oracle)
@@ -379,7 +419,6 @@ TEST (quantize_matches_oracle)
             p.colors = 2 + (si + li) % 4;
             p.seed = (uint32_t) (si * 131 + li);
             cudafx_palette pal;
-            oracle_palette want;
             char what[128];
             snprintf (what, sizeof what, "%dx%d ch %d alpha %d %s %s K %d", w, h, ch, alpha,
                       t ? "f32" : "u8", space ? "rgb" : "oklab", p.colors);
@@ -387,23 +426,70 @@ TEST (quantize_matches_oracle)
             CHECK (s == CUDAFX_OK, "%s: status %d (%s)", what, s, cudafx_error_message ());
             if (s == CUDAFX_OK)
               {
-                oracle_quantize (&src, &p, &want);
-                CHECK (pal.colors == want.k, "%s: %d colours, oracle %d", what, pal.colors, want.k);
+                check_palette (&src, &p, &pal, what);
                 CHECK (pal.channels == ch - alpha, "%s: palette channels %d", what, pal.channels);
                 CHECK (pal.iterations >= 1 && pal.iterations <= p.max_iterations, "%s: iterations %d",
                        what, pal.iterations);
-                double tol = t ? 0.05 : 1.0;
-                for (int e = 0; e < pal.colors && e < want.k; e++)
-                  for (int c = 0; c < ch - alpha; c++)
-                    CHECK (fabs (pal.entries[e][c] - want.entry[e][c]) <= tol,
-                           "%s: entry %d.%d %g, oracle %g", what, e, c, pal.entries[e][c],
-                           want.entry[e][c]);
                 check_output (&src, &dst, &pal, &p, what);
                 CHECK (padding_intact (&dst), "%s: row padding written", what);
               }
             harness_image_free (&src);
             harness_image_free (&dst);
           }
+}
+
+/* The seeding's sample path (more voting pixels than its 65536 samples),
+ * and K = 256 (one seeding attempt, 7 trials a centre) on 256 well separated
+ * colours of a 6x7x7 grid with a little noise. In RGB on u8, where the
+ * oracle's features are the engine's integers: its seeding then draws the
+ * same pixels, which over ~67000 samples unrounded Oklab features do not. */
+TEST (quantize_matches_oracle_sampled_and_256_colours)
+{
+  harness_rng r = { 29 };
+  {
+    const int w = 300, h = 300;
+    cudafx_image src = harness_image_new (w, h, 4, 1, CUDAFX_U8, 4);
+    cudafx_image dst = harness_image_new (w, h, 4, 1, CUDAFX_U8, 0);
+    clustered_image (&src, &r, 6, 10); /* a quarter transparent: ~67500 voting */
+    /* a seventh colour in the last rows only: a sample of the first 65536
+     * voting pixels would miss it */
+    for (int y = h - 15; y < h; y++)
+      for (int x = 0; x < w; x++)
+        for (int c = 0; c < 3; c++)
+          harness_set (&src, x, y, c, (c ? 20 : 240) + harness_rand (&r) % 9);
+    cudafx_quantize_params p;
+    cudafx_quantize_params_init (&p);
+    p.color_space = CUDAFX_SPACE_RGB;
+    p.colors = 7;
+    p.max_iterations = 10;
+    p.seed = 6;
+    cudafx_palette pal;
+    CHECK (run (&src, &dst, &p, 3, &pal) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+    check_palette (&src, &p, &pal, "300x300 RGBA K 7");
+    harness_image_free (&src);
+    harness_image_free (&dst);
+  }
+  cudafx_image src = harness_image_new (64, 48, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (64, 48, 3, 0, CUDAFX_U8, 0);
+  for (int y = 0; y < 48; y++)
+    for (int x = 0; x < 64; x++)
+      {
+        int b = (y * 64 + x) % 256; /* 12 pixels of each colour */
+        int level[3] = { b % 6, b / 6 % 7, b / 42 };
+        for (int c = 0; c < 3; c++)
+          harness_set (&src, x, y, c, 8 + 38 * level[c] + harness_rand (&r) % 5);
+      }
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.color_space = CUDAFX_SPACE_RGB;
+  p.colors = 256;
+  p.max_iterations = 20;
+  cudafx_palette pal;
+  CHECK (run (&src, &dst, &p, 2, &pal) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+  check_palette (&src, &p, &pal, "64x48 RGB K 256");
+  check_output (&src, &dst, &pal, &p, "64x48 RGB K 256");
+  harness_image_free (&src);
+  harness_image_free (&dst);
 }
 
 TEST (quantize_reproduces_images_with_few_colours)
@@ -590,10 +676,107 @@ TEST (quantize_dither_uses_the_palette)
         }
 }
 
+/* Floyd–Steinberg written plainly for the tests, from core/quantize.c's
+ * description: one sequential scan, rows top to bottom, each left to right,
+ * over a whole image of float errors. A voting pixel's value (0..255 float)
+ * plus its error, clamped per channel to the palette's range, takes the
+ * nearest entry; the error (value − entry) goes 7/16 right, 3/16 down-left,
+ * 5/16 down, 1/16 down-right. Transparent pixels (when some pixel is not)
+ * take their plain nearest entry and neither use nor pass on error. In RGB
+ * only: there the features are floorf (x · 256 + 0.5) and the distance a
+ * float sum of squares in channel order, which the oracle can compute itself;
+ * the Oklab transform is the engine's own float arithmetic (its dither is
+ * checked against this one's scan through the thread counts and the GPU). */
+static void
+oracle_dither_rgb (const cudafx_image *src, const cudafx_palette *pal, cudafx_image *want)
+{
+  const int w = src->width, h = src->height, ch = src->channels, dims = ch - src->has_alpha;
+  const int u8 = src->type == CUDAFX_U8;
+  float value[CUDAFX_MAX_COLORS][3] = { { 0 } }, feature[CUDAFX_MAX_COLORS][3] = { { 0 } };
+  float lo[3], hi[3];
+  for (int e = 0; e < pal->colors; e++)
+    for (int c = 0; c < dims; c++)
+      {
+        value[e][c] = u8 ? (float) pal->entries[e][c] : (float) (pal->entries[e][c] / 255) * 255.0f;
+        feature[e][c] = floorf (value[e][c] * 256.0f + 0.5f);
+        lo[c] = e ? fminf (lo[c], value[e][c]) : value[e][c];
+        hi[c] = e ? fmaxf (hi[c], value[e][c]) : value[e][c];
+      }
+  int everyone = 1;
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      everyone &= is_transparent (src, x, y);
+  float *err = calloc ((size_t) w * h * 3, sizeof *err);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      {
+        const int voting = everyone || !is_transparent (src, x, y);
+        float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 };
+        for (int c = 0; c < dims; c++)
+          {
+            v[c] = (float) (harness_get (src, x, y, c) / (u8 ? 1 : 255)) * (u8 ? 1.0f : 255.0f);
+            if (voting)
+              {
+                v[c] += err[((size_t) y * w + x) * 3 + c];
+                v[c] = v[c] < lo[c] ? lo[c] : v[c] > hi[c] ? hi[c] : v[c];
+              }
+            f[c] = floorf (v[c] * 256.0f + 0.5f);
+          }
+        int best = 0;
+        float best_d = INFINITY;
+        for (int e = 0; e < pal->colors; e++)
+          {
+            float dx = f[0] - feature[e][0], dy = f[1] - feature[e][1], dz = f[2] - feature[e][2];
+            float d = dx * dx + dy * dy + dz * dz;
+            if (d < best_d)
+              {
+                best_d = d;
+                best = e;
+              }
+          }
+        for (int c = 0; c < ch; c++)
+          harness_set (want, x, y, c, c < dims ? pal->entries[best][c] : harness_get (src, x, y, c));
+        if (!voting)
+          continue;
+        static const struct { int dx, dy; float weight; } share[4] = {
+          { 1, 0, 7.0f / 16 }, { -1, 1, 3.0f / 16 }, { 0, 1, 5.0f / 16 }, { 1, 1, 1.0f / 16 },
+        };
+        for (int c = 0; c < dims; c++)
+          {
+            float e = v[c] - value[best][c];
+            for (int i = 0; i < 4; i++)
+              {
+                int tx = x + share[i].dx, ty = y + share[i].dy;
+                if (tx >= 0 && tx < w && ty < h)
+                  err[((size_t) ty * w + tx) * 3 + c] += e * share[i].weight;
+              }
+          }
+      }
+  free (err);
+}
+
+/* "(x,y,c) a vs b" of the first element where a and b differ, or "none". */
+static const char *
+first_difference (const cudafx_image *a, const cudafx_image *b)
+{
+  static char text[96];
+  for (int y = 0; y < a->height; y++)
+    for (int x = 0; x < a->width; x++)
+      for (int c = 0; c < a->channels; c++)
+        if (harness_get (a, x, y, c) != harness_get (b, x, y, c))
+          {
+            snprintf (text, sizeof text, "(%d,%d,%d) %g vs %g", x, y, c, harness_get (a, x, y, c),
+                      harness_get (b, x, y, c));
+            return text;
+          }
+  return "none";
+}
+
 /* The wavefront dither gives the sequential scan's output bit for bit: the
- * one-thread run is the sequential scan, narrow and one-row images leave
- * little or no overlap, wide ones much. Transparent pixels take their plain
- * nearest entry and pass no error: their colours change nothing else. */
+ * one-thread run equals the oracle's scan (in RGB), narrow and one-row
+ * images leave little or no overlap, wide ones much. Transparent pixels take
+ * their plain nearest entry and pass no error: their colours change nothing
+ * else. */
 TEST (quantize_dither_does_not_depend_on_threads)
 {
   static const int sizes[][2] = { { 1, 1 }, { 1, 9 }, { 2, 7 }, { 3, 11 }, { 17, 1 }, { 70, 1 },
@@ -615,12 +798,19 @@ TEST (quantize_dither_does_not_depend_on_threads)
           cudafx_quantize_params p;
           cudafx_quantize_params_init (&p);
           p.color_space = (s + ch) % 2;
-          p.colors = 4;
+          p.colors = 4 + (s + t) % 3;
           cudafx_palette want, got;
           CHECK (run (&src, &plain, &p, 1, &want) == CUDAFX_OK, "status");
           p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
           CHECK (run (&src, &ref, &p, 1, &got) == CUDAFX_OK, "status");
           CHECK (same_palette (&want, &got), "dithering changed the palette");
+          if (p.color_space == CUDAFX_SPACE_RGB)
+            {
+              oracle_dither_rgb (&src, &got, &dst);
+              CHECK (harness_same_pixels (&ref, &dst), "%dx%d %s ch %d K %d: the dither differs "
+                     "from the oracle's scan (first at %s)", w, h, t ? "f32" : "u8", ch, p.colors,
+                     first_difference (&ref, &dst));
+            }
           diffused |= !harness_same_pixels (&ref, &plain);
           for (int i = 0; i < 4; i++)
             {
