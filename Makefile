@@ -53,12 +53,15 @@ UNIT_OBJS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%.o)
 GPU_SRCS  := $(wildcard tests/gpu/*.c)
 GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
-GEGL_OK   := $(shell pkg-config --exists gegl-0.4 && echo yes)
+# The CLI: GEGL, and the codec libraries it calls directly (image_io.c).
+CODEC_PKGS := libpng libjpeg libtiff-4 libwebp libwebpmux libwebpdemux zlib netpbm
+GEGL_OK   := $(shell pkg-config --exists gegl-0.4 $(CODEC_PKGS) && echo yes)
 ifeq ($(GEGL_OK)$(wildcard cli/cudafx.c),yescli/cudafx.c)
 CLI       := $(BUILD)/cudafx
-GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
-GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
+GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4 $(CODEC_PKGS))
+GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4 $(CODEC_PKGS))
 endif
+CLI_OBJS  := $(patsubst cli/%.c,$(BUILD)/cli/%.o,$(wildcard cli/*.c))
 
 .PHONY: all locale check check-asan check-gpu bench bench-gpu quality clean plugin check-gimp pot update-po
 # Translations, gettext domain "cudafx": po/<lang>.po compiled to
@@ -77,7 +80,7 @@ XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=c
                   --sort-by-file
 
 all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) locale
-	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL (libgegl-dev) not found)$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
+	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI skipped: GEGL or a codec library not found (libgegl-dev libpng-dev libjpeg62-turbo-dev libtiff-dev libwebp-dev))$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
 
 # The catalogs alone (the plug-ins install them beside themselves).
 locale: $(MO_FILES)
@@ -138,8 +141,8 @@ $(BUILD)/cli/%.o: cli/%.c core/cudafx.h $(wildcard cli/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(GEGL_CFLAGS) -c $< -o $@
 
-$(BUILD)/cudafx: $(BUILD)/cli/cudafx.o $(LIB)
-	$(CC) $(CFLAGS) $< $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -o $@
+$(BUILD)/cudafx: $(CLI_OBJS) $(LIB)
+	$(CC) $(CFLAGS) $(CLI_OBJS) $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -o $@
 
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
 # networks, then the CLI's tests; one summary line at the end.
@@ -206,9 +209,9 @@ build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fno-sanitize-coverage=trace-cmp tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) -lm -o $@
 
-build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c cli/cudafx.c $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c cli/cudafx.c cli/image_io.c cli/image_io.h $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c cli/image_io.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
 
 .PHONY: fuzz fuzz-replay
 fuzz: $(FUZZERS)
