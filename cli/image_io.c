@@ -47,6 +47,7 @@
 #define JPEG_MAX_SCANS 1000
 
 typedef enum { FMT_OTHER, FMT_PNG, FMT_JPEG, FMT_TIFF, FMT_WEBP, FMT_PNM } file_format;
+static const char *const format_names[] = { "", "PNG", "JPEG", "TIFF", "WebP", "PNM" };
 
 static int
 fail (char **error, const char *fmt, ...)
@@ -168,6 +169,7 @@ format_of_name (const char *path)
   static const struct { const char *ext; file_format format; } table[] = {
     { ".png", FMT_PNG },   { ".jpg", FMT_JPEG }, { ".jpeg", FMT_JPEG }, { ".jpe", FMT_JPEG },
     { ".tif", FMT_TIFF },  { ".tiff", FMT_TIFF }, { ".webp", FMT_WEBP },
+    { ".pnm", FMT_PNM },   { ".ppm", FMT_PNM },  { ".pgm", FMT_PNM },   { ".pam", FMT_PNM },
   };
   if (!ext || ext == base)
     return FMT_OTHER;
@@ -1086,11 +1088,23 @@ pnm_keep_message (const char *message)
   snprintf (pnm_message, sizeof pnm_message, "%s", message);
 }
 
+static void
+pnm_start (jmp_buf *jump, jmp_buf **saved)
+{
+  static int started;
+  if (!started)
+    pm_init ("cudafx", 0);
+  started = 1;
+  pm_setusererrormsgfn (pnm_keep_message);
+  pm_setusermessagefn (pnm_keep_message);
+  pnm_message[0] = '\0';
+  pm_setjmpbufsave (jump, saved);
+}
+
 static int
 pnm_decode (const unsigned char *bytes, size_t size, const char *name, double max_pixels,
             cfx_picture *pic, char **error)
 {
-  static int started;
   struct pam pam;
   jmp_buf jump, *saved;
   tuple *volatile row = NULL;
@@ -1099,13 +1113,7 @@ pnm_decode (const unsigned char *bytes, size_t size, const char *name, double ma
 
   if (!f)
     return fail (error, "cannot load '%s': %s", name, strerror (errno));
-  if (!started)
-    pm_init ("cudafx", 0);
-  started = 1;
-  pm_setusererrormsgfn (pnm_keep_message);
-  pm_setusermessagefn (pnm_keep_message);
-  pnm_message[0] = '\0';
-  pm_setjmpbufsave (&jump, &saved);
+  pnm_start (&jump, &saved);
   if (setjmp (jump))
     {
       pm_setjmpbuf (saved);
@@ -1149,6 +1157,69 @@ pnm_decode (const unsigned char *bytes, size_t size, const char *name, double ma
   pnm_freepamrow (row);
   pm_setjmpbuf (saved);
   fclose (f);
+  return 0;
+}
+
+/* .pam keeps alpha; .pgm is grey and .ppm colour (alpha left out, grey
+ * written as equal R, G, B); .pnm picks PGM or PPM by the image. */
+static int
+pnm_encode (FILE *f, const cfx_picture *pic, const char *name, char **error)
+{
+  const cudafx_image *img = &pic->image;
+  const char *ext = strrchr (name, '.');
+  int grey = img->channels <= 2;
+  struct pam pam;
+  jmp_buf jump, *saved;
+  tuple *volatile row = NULL;
+
+  memset (&pam, 0, sizeof pam);
+  pam.size = sizeof pam;
+  pam.len = PAM_STRUCT_SIZE (tuple_type);
+  pam.file = f;
+  pam.width = img->width;
+  pam.height = img->height;
+  pam.maxval = pic->bits == 8 ? 255 : 65535;
+  if (!g_ascii_strcasecmp (ext, ".pam"))
+    {
+      pam.format = PAM_FORMAT;
+      pam.depth = (unsigned int) img->channels;
+      snprintf (pam.tuple_type, sizeof pam.tuple_type, "%s%s", grey ? "GRAYSCALE" : "RGB",
+                img->has_alpha ? "_ALPHA" : "");
+    }
+  else
+    {
+      if (!g_ascii_strcasecmp (ext, ".pgm") && !grey)
+        return fail (error, "cannot save '%s': PGM holds grey images; use .ppm or .pnm", name);
+      grey = grey && g_ascii_strcasecmp (ext, ".ppm");
+      pam.format = grey ? RPGM_FORMAT : RPPM_FORMAT;
+      pam.depth = grey ? 1 : 3;
+    }
+  pnm_start (&jump, &saved);
+  if (setjmp (jump))
+    {
+      pm_setjmpbuf (saved);
+      if (row)
+        pnm_freepamrow (row);
+      return fail (error, "cannot save '%s': PNM: %s", name, pnm_message);
+    }
+  pnm_writepaminit (&pam);
+  row = pnm_allocpamrow (&pam);
+  for (int y = 0; y < img->height; y++)
+    {
+      const char *src = (const char *) img->data + (size_t) y * img->stride;
+      for (int x = 0; x < img->width; x++)
+        for (unsigned int k = 0; k < pam.depth; k++)
+          {
+            /* The source channel: grey repeated for R, G, B; alpha last. */
+            int from = k < 3 && img->channels <= 2 ? 0 : (int) k;
+            size_t i = (size_t) x * img->channels + from;
+            row[x][k] = img->type == CUDAFX_U8 ? ((const uint8_t *) src)[i]
+                                               : f32_to_u16 (((const float *) src)[i]);
+          }
+      pnm_writepamrow (&pam, row);
+    }
+  pnm_freepamrow (row);
+  pm_setjmpbuf (saved);
   return 0;
 }
 
@@ -1391,6 +1462,11 @@ cfx_image_load (const char *path, double max_pixels, cfx_picture *pic, char **er
         status = fail (error, "cannot read '%s': the file shrank while being read", path);
       else if (sniff (data, got) != FMT_OTHER)
         status = cfx_image_decode (data, got, path, max_pixels, pic, error);
+      /* GEGL would pick its loader by the extension, and its JPEG loader
+       * ends the process on a file that is not one. */
+      else if (format_of_name (path) != FMT_OTHER)
+        status = fail (error, "cannot load '%s': not a %s file (damaged, or another format)", path,
+                       format_names[format_of_name (path)]);
       else
         status = gegl_load (path, max_pixels, pic, error);
     }
@@ -1517,6 +1593,7 @@ cfx_output_save_image (cfx_output *o, const cfx_picture *pic, int strip, char **
     case FMT_JPEG: return jpeg_encode (o->file, pic, strip, o->path, error);
     case FMT_TIFF: return tiff_encode (o->file, pic, strip, o->path, error);
     case FMT_WEBP: return webp_encode (o->file, pic, strip, o->path, error);
+    case FMT_PNM:  return pnm_encode (o->file, pic, o->path, error);
     default:       return gegl_save (o->temp, o->path, pic, error);
     }
 }

@@ -2,8 +2,8 @@
  *
  * PNG, JPEG, TIFF and WebP go straight through their reference libraries
  * (libpng, libjpeg-turbo, libtiff, libwebp with libwebpmux/libwebpdemux),
- * as does reading PNM/PAM (libnetpbm); every other format (EXR, ...) and
- * writing PNM go through GEGL's loaders and savers.
+ * as does PNM/PAM (libnetpbm); every other format (EXR, ...) goes through
+ * GEGL's loaders and savers.
  * Loading is strict: a decoder's error or warning about the pixel data, a
  * truncated file or a size beyond the caller's limit fails with a message
  * naming the file and the problem, and nothing large is allocated before the
