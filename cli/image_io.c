@@ -242,6 +242,18 @@ png_warn (png_structp png, png_const_charp message)
 }
 
 static void
+png_write_file (png_structp png, png_bytep data, size_t n)
+{
+  if (fwrite (data, 1, n, png_get_io_ptr (png)) != n)
+    png_error (png, strerror (errno));
+}
+
+static void
+png_flush_file (png_structp png)
+{
+}
+
+static void
 png_read_memory (png_structp png, png_bytep out, size_t n)
 {
   png_context *c = png_get_io_ptr (png);
@@ -403,7 +415,7 @@ png_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char *
       png_destroy_write_struct (&png, &info);
       return fail (error, "cannot save '%s': PNG: %s", name, c.message);
     }
-  png_init_io (png, f);
+  png_set_write_fn (png, f, png_write_file, png_flush_file); /* flushed at commit */
   /* Profiles libpng knows to be sRGB with a wrong checksum are kept as they
    * came; any other problem with the metadata drops it with a warning. */
   png_set_option (png, PNG_SKIP_sRGB_CHECK_PROFILE, PNG_OPTION_ON);
@@ -656,6 +668,7 @@ typedef struct {
   toff_t pos;
   int strict;       /* warnings fail from here on: they are about pixel data */
   char message[256];
+  int error_number; /* errno when the first error came */
 } tiff_context;
 
 static int
@@ -663,7 +676,10 @@ tiff_error (TIFF *tif, void *user, const char *module, const char *fmt, va_list 
 {
   tiff_context *c = user;
   if (!c->message[0])
-    vsnprintf (c->message, sizeof c->message, fmt, ap);
+    {
+      c->error_number = errno;
+      vsnprintf (c->message, sizeof c->message, fmt, ap);
+    }
   return 1;
 }
 
@@ -771,7 +787,7 @@ static int
 tiff_decode (const unsigned char *bytes, size_t size, const char *name, double max_pixels,
              cfx_picture *pic, char **error)
 {
-  tiff_context c = { bytes, size, 0, 0, "" };
+  tiff_context c = { bytes, size, 0, 0, "", 0 };
   /* libtiff's own allocations (a strip, a tile, a tag's values) stay within
    * what the largest allowed image could need. */
   TIFFOpenOptions *options = tiff_options (&c, max_pixels > 0 ? MAX (max_pixels * 16, 256e6) : 0);
@@ -875,6 +891,15 @@ done:
   return status;
 }
 
+/* libtiff's messages say where writing failed, errno says why. */
+static int
+tiff_write_failed (const tiff_context *c, const char *name, char **error)
+{
+  return fail (error, "cannot save '%s': TIFF: %s%s%s%s", name, c->message[0] ? c->message : "cannot open",
+               c->error_number ? " (" : "", c->error_number ? strerror (c->error_number) : "",
+               c->error_number ? ")" : "");
+}
+
 static int
 tiff_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char **error)
 {
@@ -883,14 +908,16 @@ tiff_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char 
   int bits = pic->bits;
   TIFFOpenOptions *options = tiff_options (&c, 0);
   /* TIFFClose closes its descriptor; the output keeps its own. */
+  errno = 0;
   int fd = dup (fileno (f));
   TIFF *tif = fd < 0 ? NULL : TIFFFdOpenExt (fd, name, "w", options);
   TIFFOpenOptionsFree (options);
   if (!tif)
     {
+      c.error_number = c.error_number ? c.error_number : errno;
       if (fd >= 0)
         close (fd);
-      return fail (error, "cannot save '%s': TIFF: %s", name, c.message[0] ? c.message : strerror (errno));
+      return tiff_write_failed (&c, name, error);
     }
   c.strict = 1;
   uint16_t extra = EXTRASAMPLE_UNASSALPHA;
@@ -915,6 +942,7 @@ tiff_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char 
 
   size_t samples = (size_t) img->width * img->channels;
   void *row = g_malloc (samples * (bits / 8));
+  errno = 0;
   for (int y = 0; y < img->height && !c.message[0]; y++)
     {
       const char *src = (const char *) img->data + (size_t) y * img->stride;
@@ -929,10 +957,12 @@ tiff_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char 
         snprintf (c.message, sizeof c.message, "cannot write row %d", y);
     }
   g_free (row);
+  if (!c.message[0])
+    errno = 0;
   if (!TIFFFlush (tif) && !c.message[0])
-    snprintf (c.message, sizeof c.message, "%s", strerror (errno));
+    snprintf (c.message, sizeof c.message, "cannot flush");
   TIFFClose (tif);
-  return c.message[0] ? fail (error, "cannot save '%s': TIFF: %s", name, c.message) : 0;
+  return c.message[0] ? tiff_write_failed (&c, name, error) : 0;
 }
 
 /* ---- WebP (libwebp) -------------------------------------------------------------- */
