@@ -213,6 +213,42 @@ build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c cli/cudafx.c cli/image_io.c cli/image
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c cli/image_io.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
 
+# The image files the CLI reads: PNG, JPEG, TIFF, WebP and PNM through
+# cli/image_io.c. `make fuzz-files` seeds each format family from
+# tests/reliability/damaged_files.py (the test images, small, cut, flipped
+# and forged) plus the committed findings in tests/fuzz/corpus/files, and
+# runs FUZZ_SECONDS per family; `make fuzz-files-replay` (part of `make
+# check`) runs the committed corpus and the seeds once.
+FUZZ_FAMILIES := png jpg tif webp p?m
+build-fuzz/fuzz-files: tests/fuzz/fuzz_files.c cli/image_io.c cli/image_io.h $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_files.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
+
+build-fuzz/seeds-files: tests/reliability/damaged_files.py $(wildcard tests/data/*)
+	@rm -rf $@ && mkdir -p $@
+	$(PYTHON3) tests/reliability/damaged_files.py generate $@ small
+
+.PHONY: fuzz-files fuzz-files-replay
+fuzz-files: build-fuzz/fuzz-files build-fuzz/seeds-files
+	@for glob in $(FUZZ_FAMILIES); do family=$$glob; [ "$$glob" = "p?m" ] && family=pnm; \
+	  mkdir -p build-fuzz/corpus/files-$$family build-fuzz/seeds-files-$$family; \
+	  cp build-fuzz/seeds-files/*.$$glob build-fuzz/seeds-files-$$family/; \
+	  echo "== fuzz-files, $$family, for $(FUZZ_SECONDS) s"; \
+	  OMP_WAIT_POLICY=passive build-fuzz/fuzz-files -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/files-$$family- \
+	    build-fuzz/corpus/files-$$family build-fuzz/seeds-files-$$family \
+	    2>&1 | grep -E '^#[0-9]+.*(DONE|INITED)|^stat::(number_of_executed_units|peak_rss)|ERROR|SUMMARY|Test unit written'; \
+	done; \
+	found=$$(ls build-fuzz/files-*-crash-* build-fuzz/files-*-leak-* build-fuzz/files-*-timeout-* \
+	  build-fuzz/files-*-oom-* 2>/dev/null); \
+	test -z "$$found" || { echo "fuzz-files found:" $$found; exit 1; }
+
+fuzz-files-replay: build-fuzz/fuzz-files build-fuzz/seeds-files
+	@n=$$(ls tests/fuzz/corpus/files build-fuzz/seeds-files | wc -l); \
+	if build-fuzz/fuzz-files -timeout=10 -rss_limit_mb=2048 tests/fuzz/corpus/files/* build-fuzz/seeds-files/* \
+	  >build-fuzz/replay-files.log 2>&1; then echo "$$n passed, 0 failed"; \
+	else tail -n 30 build-fuzz/replay-files.log; echo "0 passed, 1 failed"; fi
+
 .PHONY: fuzz fuzz-replay
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do name=$${f#build-fuzz/fuzz-}; mkdir -p build-fuzz/corpus/$$name; \

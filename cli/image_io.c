@@ -1154,7 +1154,11 @@ pnm_decode (const unsigned char *bytes, size_t size, const char *name, double ma
         fail (error, "cannot load '%s': PNM: %s", name, pnm_message);
       return -1;
     }
-  pnm_readpaminit (f, &pam, PAM_STRUCT_SIZE (opacity_plane));
+  /* The whole struct, zeroed: libnetpbm fills what the size covers and
+   * stores comments through comment_p when it is not NULL (its
+   * PAM_STRUCT_SIZE macro is an offsetof through a null pointer: UB). */
+  memset (&pam, 0, sizeof pam);
+  pnm_readpaminit (f, &pam, sizeof pam);
   int alpha = pam.have_opacity != 0;
   int channels = (int) pam.depth;
   if (channels < 1 || channels > 4 || (alpha && pam.opacity_plane != pam.depth - 1) ||
@@ -1204,7 +1208,7 @@ pnm_encode (FILE *f, const cfx_picture *pic, const char *name, char **error)
 
   memset (&pam, 0, sizeof pam);
   pam.size = sizeof pam;
-  pam.len = PAM_STRUCT_SIZE (tuple_type);
+  pam.len = sizeof pam;
   pam.file = f;
   pam.width = img->width;
   pam.height = img->height;

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Damaged and hostile image files, and what cudafx makes of them.
 
-  damaged_files.py generate DIR      writes the corpus (PNG, JPEG, TIFF, WebP, PNM
+  damaged_files.py generate DIR [small]
+                                     writes the corpus (PNG, JPEG, TIFF, WebP, PNM
                                      made from tests/data, each cut at many offsets,
-                                     bit-flipped, overwritten; forged headers) to DIR
+                                     bit-flipped, overwritten; forged headers) to DIR;
+                                     "small" makes 40x30 images (fuzzing seeds)
   damaged_files.py check CUDAFX      generates it in a temporary folder and runs
                                      `cudafx convolve --kernel 1 CASE out.png` on every case
 
@@ -33,10 +35,11 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
 SECONDS = 10
 
 
-def sources():
+def sources(small=False):
     """Small undamaged files in every format and layout the CLI reads itself."""
-    rgb = Image.open(os.path.join(ROOT, 'tests/data/chelsea.png')).convert('RGB').crop((100, 60, 260, 180))
-    grey = Image.open(os.path.join(ROOT, 'tests/data/camera.png')).convert('L').crop((150, 100, 310, 220))
+    w, h = (40, 30) if small else (160, 120)
+    rgb = Image.open(os.path.join(ROOT, 'tests/data/chelsea.png')).convert('RGB').crop((100, 60, 100 + w, 60 + h))
+    grey = Image.open(os.path.join(ROOT, 'tests/data/camera.png')).convert('L').crop((150, 100, 150 + w, 100 + h))
     rgba = rgb.copy()
     rgba.putalpha(grey)
     grey16 = Image.fromarray((np.asarray(grey, dtype=np.uint16) * 257 + 3).astype(np.uint16))
@@ -145,10 +148,10 @@ def damaged(name, data, rng):
         yield '%s-junk%d%s' % (stem, pos, ext), bytes(b)
 
 
-def corpus():
+def corpus(small=False):
     """(name, bytes, must_refuse) for every case, deterministic."""
     rng = random.Random(19)
-    src = sources()
+    src = sources(small)
     cases = [(name, data, False) for name, data in src.items()]
     for name, data in src.items():
         cases += [(n, d, False) for n, d in damaged(name, data, rng)]
@@ -228,9 +231,9 @@ def check(cli):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == 'generate':
+    if len(sys.argv) in (3, 4) and sys.argv[1] == 'generate':
         os.makedirs(sys.argv[2], exist_ok=True)
-        for name, data, _ in corpus():
+        for name, data, _ in corpus(sys.argv[3:] == ['small']):
             if len(data) < 1 << 20:  # the bomb stays out of fuzzing seeds
                 with open(os.path.join(sys.argv[2], name), 'wb') as f:
                     f.write(data)
