@@ -220,6 +220,7 @@ build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c cli/cudafx.c cli/image_io.c cli/image
 # runs FUZZ_SECONDS per family; `make fuzz-files-replay` (part of `make
 # check`) runs the committed corpus and the seeds once.
 FUZZ_FAMILIES := png jpg tif webp p?m
+FUZZ_FILES_ENV := OMP_WAIT_POLICY=passive LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/files-lsan.supp:print_suppressions=0
 build-fuzz/fuzz-files: tests/fuzz/fuzz_files.c cli/image_io.c cli/image_io.h $(FUZZ_ENGINE) $(wildcard core/*.h) cuda/cudafx_cuda.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_files.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
@@ -234,7 +235,7 @@ fuzz-files: build-fuzz/fuzz-files build-fuzz/seeds-files
 	  mkdir -p build-fuzz/corpus/files-$$family build-fuzz/seeds-files-$$family; \
 	  cp build-fuzz/seeds-files/*.$$glob build-fuzz/seeds-files-$$family/; \
 	  echo "== fuzz-files, $$family, for $(FUZZ_SECONDS) s"; \
-	  OMP_WAIT_POLICY=passive build-fuzz/fuzz-files -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  $(FUZZ_FILES_ENV) build-fuzz/fuzz-files -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	    -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/files-$$family- \
 	    build-fuzz/corpus/files-$$family build-fuzz/seeds-files-$$family \
 	    2>&1 | grep -E '^#[0-9]+.*(DONE|INITED)|^stat::(number_of_executed_units|peak_rss)|ERROR|SUMMARY|Test unit written'; \
@@ -245,7 +246,7 @@ fuzz-files: build-fuzz/fuzz-files build-fuzz/seeds-files
 
 fuzz-files-replay: build-fuzz/fuzz-files build-fuzz/seeds-files
 	@n=$$(ls tests/fuzz/corpus/files build-fuzz/seeds-files | wc -l); \
-	if build-fuzz/fuzz-files -timeout=10 -rss_limit_mb=2048 tests/fuzz/corpus/files/* build-fuzz/seeds-files/* \
+	if $(FUZZ_FILES_ENV) build-fuzz/fuzz-files -timeout=10 -rss_limit_mb=2048 tests/fuzz/corpus/files/* build-fuzz/seeds-files/* \
 	  >build-fuzz/replay-files.log 2>&1; then echo "$$n passed, 0 failed"; \
 	else tail -n 30 build-fuzz/replay-files.log; echo "0 passed, 1 failed"; fi
 

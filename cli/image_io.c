@@ -1138,6 +1138,7 @@ pnm_decode (const unsigned char *bytes, size_t size, const char *name, double ma
   struct pam pam;
   jmp_buf jump, *saved;
   tuple *volatile row = NULL;
+  const char *volatile comments = NULL;
   /* fmemopen wants a writable buffer type; "r" never writes to it. */
   FILE *f = fmemopen ((void *) bytes, size, "r");
 
@@ -1149,16 +1150,20 @@ pnm_decode (const unsigned char *bytes, size_t size, const char *name, double ma
       pm_setjmpbuf (saved);
       if (row)
         pnm_freepamrow (row);
+      free ((void *) comments);
       fclose (f);
       if (!*error)
         fail (error, "cannot load '%s': PNM: %s", name, pnm_message);
       return -1;
     }
-  /* The whole struct, zeroed: libnetpbm fills what the size covers and
-   * stores comments through comment_p when it is not NULL (its
-   * PAM_STRUCT_SIZE macro is an offsetof through a null pointer: UB). */
+  /* The whole struct, zeroed (libnetpbm's PAM_STRUCT_SIZE macro is an
+   * offsetof through a null pointer: UB); libnetpbm fills what the size
+   * covers and hands over the header's comments through comment_p. */
   memset (&pam, 0, sizeof pam);
+  pam.comment_p = (const char **) &comments;
   pnm_readpaminit (f, &pam, sizeof pam);
+  free ((void *) comments);
+  comments = NULL;
   int alpha = pam.have_opacity != 0;
   int channels = (int) pam.depth;
   if (channels < 1 || channels > 4 || (alpha && pam.opacity_plane != pam.depth - 1) ||
