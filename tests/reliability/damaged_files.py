@@ -176,6 +176,7 @@ def reference(path):
 def check(cli):
     tmp = tempfile.mkdtemp(prefix='cudafx-damaged-')
     passed = failed = refused = decoded = 0
+    tally = {}  # extension: [cases, refused, decoded]
     try:
         for name, data, must_refuse in corpus():
             case = os.path.join(tmp, name)
@@ -214,6 +215,10 @@ def check(cli):
                     decoded += 1
             else:
                 problem = 'exit %s (%.1f s): %s' % (rc, seconds, err.strip()[-300:])
+            t = tally.setdefault(os.path.splitext(name)[1], [0, 0, 0])
+            t[0] += 1
+            t[1] += rc == 1 and not problem
+            t[2] += rc == 0 and not problem
             if problem:
                 failed += 1
                 print('FAIL: %s (%d bytes): %s' % (name, len(data), problem))
@@ -224,6 +229,8 @@ def check(cli):
                     os.unlink(f)
     finally:
         shutil.rmtree(tmp)
+    for ext, (n, r, d) in sorted(tally.items()):
+        print('  %-5s %3d cases: %3d refused, %3d decoded as Pillow does' % (ext, n, r, d))
     print('damaged files: %d cases, %d refused with a message, %d decoded as Pillow decodes them'
           % (passed + failed, refused, decoded))
     print('%d passed, %d failed' % (passed, failed))

@@ -249,7 +249,7 @@ run_ok "--max-megapixels 0 (no limit)" median --max-megapixels 0 --radius 1 "$gr
 
 echo "-- damaged and hostile files: an error naming the file, or the pixels Pillow decodes"
 "$py" tests/reliability/damaged_files.py check "$cli" >"$tmp/damaged" 2>/dev/null
-grep -E '^FAIL|^damaged files' "$tmp/damaged"
+grep -E '^FAIL|^damaged files|^  \.' "$tmp/damaged"
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tmp/damaged")
 if [ -n "$line" ]; then
   pass=$((pass + ${line%% passed*})); f=${line#*, }; fail=$((fail + ${f%% failed*}))
