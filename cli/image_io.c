@@ -219,7 +219,6 @@ typedef struct {
   const unsigned char *data;
   size_t size, pos;
   char message[256];
-  int reading_pixels;
 } png_context;
 
 static void
@@ -296,7 +295,7 @@ static int
 png_decode (const unsigned char *bytes, size_t size, const char *name, double max_pixels,
             cfx_picture *pic, char **error)
 {
-  png_context c = { bytes, size, 0, "", 0 };
+  png_context c = { bytes, size, 0, "" };
   png_structp png = png_create_read_struct (PNG_LIBPNG_VER_STRING, &c, png_fail, png_warn);
   png_infop info = png ? png_create_info_struct (png) : NULL;
   png_infop end = png ? png_create_info_struct (png) : NULL;
@@ -367,14 +366,6 @@ done:
   return status;
 }
 
-static void
-png_write_fail (png_structp png, png_const_charp message)
-{
-  png_context *c = png_get_error_ptr (png);
-  snprintf (c->message, sizeof c->message, "%s", message);
-  png_longjmp (png, 1);
-}
-
 /* On writing, libpng warns only about metadata it leaves out (an ICC
  * profile it finds invalid, say): the image is still right. */
 static void
@@ -397,7 +388,7 @@ png_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char *
 {
   png_context c = { 0 };
   const cudafx_image *img = &pic->image;
-  png_structp png = png_create_write_struct (PNG_LIBPNG_VER_STRING, &c, png_write_fail, png_write_warn);
+  png_structp png = png_create_write_struct (PNG_LIBPNG_VER_STRING, &c, png_fail, png_write_warn);
   png_infop info = png ? png_create_info_struct (png) : NULL;
   void *volatile row = NULL;
   char *volatile xmp = NULL;
