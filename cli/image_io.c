@@ -1273,8 +1273,9 @@ cfx_image_io_shutdown (void)
   gegl_started = 0;
 }
 
-/* GEGL's loaders and savers report problems only as warnings: the first is
- * kept as the reason of a failure. */
+/* GEGL's loaders and savers report problems only as warnings, in GEGL's log
+ * domain or in none (exr-save's "No space left on device"): the first is kept
+ * as the reason of a failure. */
 typedef struct {
   char message[256];
 } gegl_warnings;
@@ -1283,6 +1284,8 @@ static void
 keep_warning (const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
 {
   gegl_warnings *w = data;
+  if (!(level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING)))
+    return;
   if (!w->message[0])
     snprintf (w->message, sizeof w->message, "%s", message);
 }
@@ -1322,7 +1325,7 @@ gegl_load (const char *path, double max_pixels, cfx_picture *pic, char **error)
   GeglNode *load = gegl_node_new_child (graph, "operation", "gegl:load", "path", path, NULL);
   GeglNode *sink = gegl_node_new_child (graph, "operation", "gegl:buffer-sink", "buffer", &buffer, NULL);
   gegl_node_link (load, sink);
-  guint handler = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL, keep_warning, &w);
+  GLogFunc previous = g_log_set_default_handler (keep_warning, &w);
   /* The header's size first: the loaders read only that for the bounding box. */
   GeglRectangle box = gegl_node_get_bounding_box (load);
   if (box.width > 0 && box.height > 0 &&
@@ -1357,7 +1360,7 @@ gegl_load (const char *path, double max_pixels, cfx_picture *pic, char **error)
   status = 0;
 
 done:
-  g_log_remove_handler ("GEGL", handler);
+  g_log_set_default_handler (previous, NULL);
   if (buffer)
     g_object_unref (buffer);
   g_object_unref (graph);
@@ -1413,9 +1416,9 @@ gegl_save (const char *temp, const char *name, const cfx_picture *pic, char **er
   if (gegl_operation_find_property (saver, "bitdepth"))
     gegl_node_set (save, "bitdepth", pic->bits == 8 ? 8 : 16, NULL);
   gegl_node_link (source, save);
-  guint handler = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL, keep_warning, &w);
+  GLogFunc previous = g_log_set_default_handler (keep_warning, &w);
   gegl_node_process (save);
-  g_log_remove_handler ("GEGL", handler);
+  g_log_set_default_handler (previous, NULL);
   g_object_unref (graph);
   g_object_unref (buffer);
 

@@ -289,7 +289,7 @@ ls -A "$tmp" | grep -q '\.cudafx-' && bad "temporary files left behind by the pa
 # otherwise a directory without write permission stands in for read-only).
 mkdir -p "$tmp/full" "$tmp/ro"
 if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=200k tmpfs "$tmp/full" 2>/dev/null; then
-  for ext in png jpg tif webp ppm; do
+  for ext in png jpg tif webp ppm exr; do
     head -c 200000 /dev/zero >"$tmp/full/filler" 2>/dev/null
     echo precious >"$tmp/full/keep.$ext"
     "$cli" median --radius 1 "$rgb" "$tmp/full/keep.$ext" 2>"$tmp/stderr"
