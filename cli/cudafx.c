@@ -8,8 +8,8 @@
  * procedures and the engine's validation agree by construction. Out-of-range
  * or malformed options are usage errors (exit 2) caught before any file is
  * touched; failures while reading, computing or writing are runtime errors
- * (exit 1). Images are read and written by image_io.c (PNG, JPEG, TIFF and
- * WebP through their libraries, other formats through GEGL); OUT is written
+ * (exit 1). Images are read and written by image_io.c (PNG, JPEG, TIFF, WebP
+ * and PNM through their libraries, other formats through GEGL); OUT is written
  * to a temporary file in its directory and renamed into place, so it is
  * never left half-written. Messages and --help are translated (gettext
  * domain cudafx, catalogs in locale/ beside the executable). Like G'MIC-qt's "none" host, this file only
@@ -493,7 +493,10 @@ parse_command (cli_command *c, int argc, char **argv)
         {
           if (value)
             return usage_error (command, "--%s takes no value", name);
-          *(name[0] == 'j' ? &c->json : &c->strip) = 1;
+          if (!strcmp (name, "json"))
+            c->json = 1;
+          else
+            c->strip = 1;
           continue;
         }
       int known = a || !strcmp (name, "threads") || !strcmp (name, "max-megapixels") ||
