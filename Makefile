@@ -60,11 +60,13 @@ UNIT_OBJS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%.o)
 GPU_SRCS  := $(wildcard tests/gpu/*.c)
 GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
-GEGL_OK   := $(shell pkg-config --exists gegl-0.4 && echo yes)
+# The CLI: GEGL, and the codec libraries it calls directly (image_io.c).
+CODEC_PKGS := libpng libjpeg libtiff-4 libwebp libwebpmux libwebpdemux zlib netpbm
+GEGL_OK   := $(shell pkg-config --exists gegl-0.4 $(CODEC_PKGS) && echo yes)
 ifeq ($(GEGL_OK)$(wildcard cli/cudafx.c),yescli/cudafx.c)
 CLI       := $(BUILD)/cudafx
-GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4)
-GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4)
+GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4 $(CODEC_PKGS))
+GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4 $(CODEC_PKGS))
 endif
 ifeq ($(GEGL_OK),yes)
 GEGL_MODULE := $(BUILD)/gegl/cudafx-gegl.so
@@ -92,7 +94,7 @@ GIMP210_OK := $(shell pkg-config --exists gimpui-2.0 && echo yes)
 PLUGINS    := $(if $(GIMP3_OK),$(BUILD)/gimp3-native/cudafx) $(if $(GIMP210_OK),$(BUILD)/gimp210/cudafx)
 
 all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) $(GEGL_MODULE) $(PLUGINS) locale
-	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI and GEGL module skipped: GEGL (libgegl-dev) not found)$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
+	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI and GEGL module skipped: GEGL or a codec library not found (libgegl-dev libpng-dev libjpeg62-turbo-dev libtiff-dev libwebp-dev libnetpbm-dev))$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
 	@echo "  GIMP 3 plug-in: $(if $(GIMP3_OK),built,skipped (no libgimp-3.0-dev)); GIMP 2.10 plug-in: $(if $(GIMP210_OK),built,skipped (no libgimp2.0-dev))"
 
 # The catalogs alone (the plug-ins install them beside themselves).
@@ -253,6 +255,43 @@ build-fuzz/fuzz-engine: tests/fuzz/fuzz_engine.c $(FUZZ_ENGINE) $(wildcard core/
 build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZZ_ENGINE) $(wildcard core/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(CLI_PARTS) $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -lpthread -o $@
+
+# The image files the CLI reads: PNG, JPEG, TIFF, WebP and PNM through
+# cli/image_io.c. `make fuzz-files` seeds each format family from
+# tests/reliability/damaged_files.py (the test images, small, cut, flipped
+# and forged) plus the committed findings in tests/fuzz/corpus/files, and
+# runs FUZZ_SECONDS per family; `make fuzz-files-replay` (part of `make
+# check`) runs the committed corpus and the seeds once.
+FUZZ_FAMILIES := png jpg tif webp p?m
+FUZZ_FILES_ENV := OMP_WAIT_POLICY=passive LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/files-lsan.supp:print_suppressions=0
+build-fuzz/fuzz-files: tests/fuzz/fuzz_files.c cli/image_io.c cli/image_io.h $(FUZZ_ENGINE) $(wildcard core/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_files.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
+
+build-fuzz/seeds-files: tests/reliability/damaged_files.py $(wildcard tests/data/*)
+	@rm -rf $@ && mkdir -p $@
+	$(PYTHON3) tests/reliability/damaged_files.py generate $@ small
+
+.PHONY: fuzz-files fuzz-files-replay
+fuzz-files: build-fuzz/fuzz-files build-fuzz/seeds-files
+	@for glob in $(FUZZ_FAMILIES); do family=$$glob; [ "$$glob" = "p?m" ] && family=pnm; \
+	  mkdir -p build-fuzz/corpus/files-$$family build-fuzz/seeds-files-$$family; \
+	  cp build-fuzz/seeds-files/*.$$glob build-fuzz/seeds-files-$$family/; \
+	  echo "== fuzz-files, $$family, for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_FILES_ENV) build-fuzz/fuzz-files -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/files-$$family- \
+	    build-fuzz/corpus/files-$$family build-fuzz/seeds-files-$$family \
+	    2>&1 | grep -E '^#[0-9]+.*(DONE|INITED)|^stat::(number_of_executed_units|peak_rss)|ERROR|SUMMARY|Test unit written'; \
+	done; \
+	found=$$(ls build-fuzz/files-*-crash-* build-fuzz/files-*-leak-* build-fuzz/files-*-timeout-* \
+	  build-fuzz/files-*-oom-* 2>/dev/null); \
+	test -z "$$found" || { echo "fuzz-files found:" $$found; exit 1; }
+
+fuzz-files-replay: build-fuzz/fuzz-files build-fuzz/seeds-files
+	@n=$$(ls tests/fuzz/corpus/files build-fuzz/seeds-files | wc -l); \
+	if $(FUZZ_FILES_ENV) build-fuzz/fuzz-files -timeout=10 -rss_limit_mb=2048 tests/fuzz/corpus/files/* build-fuzz/seeds-files/* \
+	  >build-fuzz/replay-files.log 2>&1; then echo "$$n passed, 0 failed"; \
+	else tail -n 30 build-fuzz/replay-files.log; echo "0 passed, 1 failed"; fi
 
 .PHONY: fuzz fuzz-replay
 fuzz: $(FUZZERS)

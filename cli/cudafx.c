@@ -9,9 +9,10 @@
  * procedures and the engine's validation agree by construction. Out-of-range
  * or malformed options are usage errors (exit 2) caught before any file is
  * touched; failures while reading, computing or writing are runtime errors
- * (exit 1). Images go through GEGL (any format it loads and saves); OUT is
- * written to a temporary file in its directory and renamed into place, so it
- * is never left half-written. Messages and --help are translated (gettext
+ * (exit 1). Images are read and written by image_io.c (PNG, JPEG, TIFF, WebP
+ * and PNM through their libraries, other formats through GEGL); OUT is written
+ * to a temporary file in its directory and renamed into place, so it is
+ * never left half-written. Messages and --help are translated (gettext
  * domain cudafx, catalogs in locale/ beside the executable). Like G'MIC-qt's
  * "none" host, this file only fetches pixels, runs the engine and posts the
  * result: one file's load, filter and save are the three stages that the
@@ -21,11 +22,11 @@
 #include "../core/cudafx.h"
 #include "backend.h"
 #include "batch.h"
+#include "image_io.h"
 
 #define GETTEXT_PACKAGE "cudafx"
-#include <gegl.h>
+#include <glib.h>
 #include <glib/gi18n-lib.h>
-#include <operation/gegl-operation-handlers.h>
 
 #include <errno.h>
 #include <locale.h>
@@ -44,6 +45,10 @@ enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 #define CLI_MAX_ARGS    16
 #define CLI_MAX_THREADS 1024
 #define KERNEL_CAPACITY (CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE)
+/* Larger inputs are refused before their pixels are read unless
+ * --max-megapixels says otherwise: 500 MP is beyond any camera's photo and
+ * within a workstation's memory (source and result, 8-bit RGB: 3 GB). */
+#define CLI_DEFAULT_MAX_MEGAPIXELS 500
 
 /* ---- the command line ------------------------------------------------------ */
 
@@ -56,6 +61,8 @@ typedef struct {
   int         kernel_size;          /* 0 unless --kernel was given */
   int         threads;
   int         json;
+  int         strip;          /* --strip: no metadata in OUT */
+  double      max_megapixels; /* 0: no limit */
   const char *palette_out;
   const char *in, *out;     /* one file: IN OUT */
   const char *output_dir;   /* several files: inputs[0..n_inputs) into this directory */
@@ -77,6 +84,9 @@ static const cli_option cli_options[] = {
   { "output-dir", N_("DIR"), N_("Filter every IN given into DIR, under its own name and in its own format; "
                                  "OUT is not given then."), -1 },
   { "threads", "N", N_("CPU threads; 0 uses all cores. Integer 0..1024, default 0."), -1 },
+  { "max-megapixels", "N", N_("Refuse inputs larger than N megapixels before reading their "
+                              "pixels; 0 for no limit. Default 500."), -1 },
+  { "strip", NULL, N_("Leave the input's ICC profile, EXIF and XMP metadata out of OUT."), -1 },
   { "json", NULL, N_("Print one JSON object describing the run on stdout (with --output-dir, "
                      "one line per file)."), -1 },
   { "help", NULL, N_("Show this help and exit."), -1 },
@@ -403,6 +413,7 @@ parse_command (cli_command *c, int argc, char **argv)
     abort ();
   for (int i = 0; i < c->filter->n_args; i++)
     c->values[i] = c->filter->args[i].def;
+  c->max_megapixels = CLI_DEFAULT_MAX_MEGAPIXELS;
 
   /* --help wins over anything else on the line. */
   for (int i = 0; i < argc && strcmp (argv[i], "--"); i++)
@@ -455,14 +466,18 @@ parse_command (cli_command *c, int argc, char **argv)
           c->given[a - c->filter->args] = 1;
           continue;
         }
-      if (!strcmp (name, "json"))
+      if (!strcmp (name, "json") || !strcmp (name, "strip"))
         {
           if (value)
-            return usage_error (command, "--json takes no value");
-          c->json = 1;
+            return usage_error (command, "--%s takes no value", name);
+          if (!strcmp (name, "json"))
+            c->json = 1;
+          else
+            c->strip = 1;
           continue;
         }
       int known = a || !strcmp (name, "threads") || !strcmp (name, "output-dir") ||
+                  !strcmp (name, "max-megapixels") ||
                   (!strcmp (name, "palette-out") && c->filter_index == CUDAFX_FILTER_QUANTIZE);
       if (!known)
         return usage_error (command, "unknown option '--%s'", name);
@@ -490,6 +505,11 @@ parse_command (cli_command *c, int argc, char **argv)
           if (!value[0])
             return usage_error (command, "--output-dir needs a directory");
           c->output_dir = value;
+        }
+      else if (!strcmp (name, "max-megapixels"))
+        {
+          if (!parse_number (value, 0, &c->max_megapixels) || c->max_megapixels < 0)
+            return usage_error (command, "--max-megapixels '%s' is not a number of 0 or more", value);
         }
       else if (!value[0])
         return usage_error (command, "--palette-out needs a file name");
@@ -520,252 +540,35 @@ parse_command (cli_command *c, int argc, char **argv)
   return check_combinations (c);
 }
 
-/* ---- images through GEGL --------------------------------------------------- */
+/* ---- images (image_io.c) and palettes --------------------------------------- */
 
-typedef struct {
-  cudafx_image image;    /* the pixels in the engine's layout */
-  const Babl  *format;   /* babl format of image.data, in the file's colour space */
-  const Babl  *file_format; /* the same model in the file's component type, for saving */
-  int          eight_bit;   /* the file stores 8-bit components */
-} cli_picture;
-
-/* The engine format matching the file: grey or colour, alpha or not, u8 for
- * 8-bit files and float otherwise, perceptual (non-linear) like GIMP's
- * plug-ins read it, in the file's own colour space (no conversion). */
-static void
-choose_formats (const Babl *file, cli_picture *pic)
-{
-  const char *model = babl_get_name (babl_format_get_model (file));
-  const char *type = babl_get_name (babl_format_get_type (file, 0));
-  /* Grey models are Y, Y', Y~ with or without (premultiplied) alpha; the
-   * terminating NUL of a bare "Y" is in strchr's set too. */
-  int grey = !babl_format_is_palette (file) && model[0] == 'Y' && strchr ("'~aA", model[1]);
-  int alpha = babl_format_has_alpha (file);
-  const Babl *space = babl_format_get_space (file);
-  const char *layout = grey ? (alpha ? "Y'A" : "Y'") : (alpha ? "R'G'B'A" : "R'G'B'");
-  char name[64];
-
-  pic->eight_bit = !strcmp (type, "u8");
-  snprintf (name, sizeof name, "%s %s", layout, pic->eight_bit ? "u8" : "float");
-  pic->format = babl_format_with_space (name, space);
-  snprintf (name, sizeof name, "%s %s", layout, type);
-  pic->file_format = babl_format_exists (name) ? babl_format_with_space (name, space) : pic->format;
-
-  pic->image.channels = (grey ? 1 : 3) + alpha;
-  pic->image.has_alpha = alpha;
-  pic->image.type = pic->eight_bit ? CUDAFX_U8 : CUDAFX_F32;
-}
-
-/* Allocates pixels for a width x height image in pic's layout. */
+/* Reports an image_io error (which names the file) and frees it. */
 static int
-alloc_pixels (cudafx_image *img, int width, int height)
+io_error (char *message)
 {
-  gsize row, total;
-  if (!g_size_checked_mul (&row, (gsize) width, (gsize) img->channels * cudafx_type_size (img->type)) ||
-      !g_size_checked_mul (&total, row, (gsize) height))
-    return 0;
-  img->width = width;
-  img->height = height;
-  img->stride = row;
-  img->data = g_try_malloc (total ? total : 1);
-  return img->data != NULL;
-}
-
-static void
-drop_message (const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
-{
-}
-
-static int
-load_image (const char *path, cli_picture *pic)
-{
-  GeglBuffer *buffer = NULL;
-  GeglNode *graph, *load, *sink;
-  int status = 0;
-
-  /* gegl:load renders a missing file as an image of the error message. */
-  if (!g_file_test (path, G_FILE_TEST_EXISTS))
-    return runtime_error ("cannot read '%s': no such file", path);
-  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR) || access (path, R_OK))
-    return runtime_error ("cannot read '%s': %s", path,
-                          g_file_test (path, G_FILE_TEST_IS_DIR) ? "is a directory" : strerror (errno));
-
-  graph = gegl_node_new ();
-  load = gegl_node_new_child (graph, "operation", "gegl:load", "path", path, NULL);
-  sink = gegl_node_new_child (graph, "operation", "gegl:buffer-sink", "buffer", &buffer, NULL);
-  gegl_node_link (load, sink);
-  /* A file GEGL cannot decode is reported below; its loader still says why
-   * (outside the GEGL domain), GEGL's own "0px rectangle" noise is dropped. */
-  guint quiet = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING, drop_message, NULL);
-  gegl_node_process (sink);
-  g_log_remove_handler ("GEGL", quiet);
-
-  const GeglRectangle *extent = buffer ? gegl_buffer_get_extent (buffer) : NULL;
-  if (!extent || extent->width <= 0 || extent->height <= 0)
-    status = runtime_error ("cannot load '%s': not an image GEGL can read", path);
-  else
-    {
-      choose_formats (gegl_buffer_get_format (buffer), pic);
-      if (!alloc_pixels (&pic->image, extent->width, extent->height))
-        status = runtime_error ("cannot load '%s': %dx%d pixels do not fit in memory", path,
-                                extent->width, extent->height);
-      else
-        gegl_buffer_get (buffer, extent, 1.0, pic->format, pic->image.data, pic->image.stride,
-                         GEGL_ABYSS_NONE);
-    }
-  if (buffer)
-    g_object_unref (buffer);
-  g_object_unref (graph);
+  int status = runtime_error ("%s", message);
+  g_free (message);
   return status;
 }
 
-/* Megapixels of an image file from its header (GEGL's loaders read no
- * pixels for a bounding box); 0 when it cannot tell. */
+/* Megapixels of an image file from its header, for the backend rule; 0 when
+ * it cannot tell (a format image_io reads through GEGL, a damaged file: the
+ * file's own load reports that). */
 static double
 probe_megapixels (const char *path)
 {
-  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
-    return 0;
-  GeglNode *graph = gegl_node_new ();
-  GeglNode *load = gegl_node_new_child (graph, "operation", "gegl:load", "path", path, NULL);
-  guint quiet = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING, drop_message, NULL);
-  GeglRectangle r = gegl_node_get_bounding_box (load);
-  g_log_remove_handler ("GEGL", quiet);
-  g_object_unref (graph);
-  return r.width > 0 && r.height > 0 ? (double) r.width * r.height / 1e6 : 0;
-}
-
-/* GEGL's saver for a file name's extension, or NULL. GEGL falls back to
- * gegl:png-save (with a warning) for extensions it has no saver for; we
- * refuse those instead of writing PNG data under another name. */
-static const char *
-saver_for (const char *path)
-{
-  const char *base = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
-  const char *ext = strrchr (base, '.');
-  if (!ext || ext == base)
-    return NULL;
-  guint n;
-  g_free (gegl_list_operations (&n)); /* savers register their extensions when listed */
-  guint quiet = g_log_set_handler ("GEGL", G_LOG_LEVEL_WARNING, drop_message, NULL);
-  const char *saver = gegl_operation_handlers_get_saver (ext);
-  g_log_remove_handler ("GEGL", quiet);
-  if (saver && !strcmp (saver, "gegl:png-save") && g_ascii_strcasecmp (ext, ".png"))
-    return NULL;
-  return saver;
-}
-
-/* ---- output files: written next to their final name, renamed when complete -- */
-
-typedef struct {
-  const char *path;
-  char       *temp; /* NULL when nothing is pending */
-} cli_output;
-
-static int
-output_open (cli_output *o)
-{
-  gchar *dir = g_path_get_dirname (o->path);
-  const char *base = strrchr (o->path, '/') ? strrchr (o->path, '/') + 1 : o->path;
-  const char *ext = strrchr (base, '.') ? strrchr (base, '.') : "";
-  struct stat old;
-  int fd;
-
-  /* Same extension: whoever reads the name sees the right format. */
-  o->temp = g_strdup_printf ("%s/.cudafx-XXXXXX%s", dir, ext);
-  g_free (dir);
-  fd = mkstemps (o->temp, (int) strlen (ext));
-  if (fd < 0)
-    {
-      int error = errno;
-      g_free (o->temp);
-      o->temp = NULL;
-      return runtime_error ("cannot write '%s': %s", o->path, strerror (error));
-    }
-  /* mkstemps makes the file 0600: give it the mode of the file it replaces,
-   * or the one a new file would get. */
-  if (stat (o->path, &old) == 0)
-    fchmod (fd, old.st_mode & 07777);
-  else
-    {
-      mode_t mask = umask (0);
-      umask (mask);
-      fchmod (fd, 0666 & ~mask);
-    }
-  close (fd);
-  return 0;
-}
-
-static int
-output_commit (cli_output *o)
-{
-  if (rename (o->temp, o->path))
-    return runtime_error ("cannot write '%s': %s", o->path, strerror (errno));
-  g_free (o->temp);
-  o->temp = NULL;
-  return 0;
-}
-
-static void
-output_discard (cli_output *o)
-{
-  if (o->temp)
-    unlink (o->temp);
-  g_free (o->temp);
-  o->temp = NULL;
-}
-
-static int
-save_image (const cli_picture *pic, const char *saver, const cli_output *o)
-{
-  GeglRectangle rect = { 0, 0, pic->image.width, pic->image.height };
-  GeglBuffer *buffer = gegl_buffer_new (&rect, pic->file_format);
-  GeglNode *graph = gegl_node_new ();
-  GeglNode *source, *save;
-  struct stat st;
-
-  gegl_buffer_set (buffer, &rect, 0, pic->format, pic->image.data, pic->image.stride);
-  source = gegl_node_new_child (graph, "operation", "gegl:buffer-source", "buffer", buffer, NULL);
-  save = gegl_node_new_child (graph, "operation", saver, "path", o->temp, NULL);
-  /* png-save and ppm-save write 16 bits unless told; tiff-save follows the
-   * buffer's type when left at -1. */
-  if (gegl_operation_find_property (saver, "bitdepth"))
-    {
-      int depth;
-      gegl_node_get (save, "bitdepth", &depth, NULL);
-      if (pic->eight_bit)
-        depth = 8;
-      else if (depth != -1)
-        depth = 16;
-      gegl_node_set (save, "bitdepth", depth, NULL);
-    }
-  if (pic->image.channels <= 2 && gegl_operation_find_property (saver, "grayscale"))
-    gegl_node_set (save, "grayscale", TRUE, NULL); /* jpg-save writes colour otherwise */
-  gegl_node_link (source, save);
-  gegl_node_process (save);
-  g_object_unref (graph);
-  g_object_unref (buffer);
-
-  /* GEGL's savers report failure only as a warning: an empty file is a failed save. */
-  if (stat (o->temp, &st) || st.st_size == 0)
-    return runtime_error ("cannot save '%s': %s wrote nothing", o->path, saver);
-  return 0;
+  double pixels = 0;
+  return cfx_image_probe (path, &pixels) ? 0 : pixels / 1e6;
 }
 
 /* GIMP palette format: header, then "R G B<TAB>name" per colour. */
 static int
-save_palette (const cudafx_palette *palette, const cli_output *o)
+save_palette (const cudafx_palette *palette, const char *path, cfx_output *o)
 {
-  FILE *f = fopen (o->temp, "w");
-  gchar *name = g_path_get_basename (o->path);
+  FILE *f = cfx_output_file (o);
+  gchar *name = g_path_get_basename (path);
   char *dot = strrchr (name, '.');
-  int failed;
 
-  if (!f)
-    {
-      g_free (name);
-      return runtime_error ("cannot write '%s': %s", o->path, strerror (errno));
-    }
   if (dot && dot != name)
     *dot = '\0';
   fprintf (f, "GIMP Palette\nName: %s\nColumns: %d\n#\n", name,
@@ -781,9 +584,7 @@ save_palette (const cudafx_palette *palette, const cli_output *o)
       fprintf (f, "%3d %3d %3d\t#%02x%02x%02x\n", rgb[0], rgb[1], rgb[2], rgb[0], rgb[1], rgb[2]);
     }
   g_free (name);
-  failed = ferror (f);
-  failed |= fclose (f) != 0;
-  return failed ? runtime_error ("cannot write '%s': %s", o->path, strerror (errno)) : 0;
+  return ferror (f) ? runtime_error ("cannot write '%s': %s", path, strerror (errno)) : 0;
 }
 
 /* ---- running a filter --------------------------------------------------------- */
@@ -809,10 +610,9 @@ print_json_string (const char *s)
 typedef struct {
   const char        *in;
   char              *out;
-  const char        *saver;    /* GEGL's saver for out; NULL: none */
-  cli_picture        pic;
+  cfx_picture        pic;
   cudafx_image       dst;
-  cli_output         out_file, palette_file;
+  cfx_output        *out_file, *palette_file; /* NULL: not open */
   cudafx_run_result *result;
   char               why[256]; /* why the engine ran on its backend */
   char               error[512];
@@ -905,24 +705,19 @@ file_failed (cli_file *f, int status)
 static int
 load_file (cli_batch *b, cli_file *f)
 {
-  int status;
+  char *error = NULL;
 
-  if (!f->saver)
-    return runtime_error ("cannot write '%s': GEGL has no saver for its "
-                          "extension (use .png, .tif, .jpg, .exr, .ppm, .webp...)", f->out);
-  if ((status = load_image (f->in, &f->pic)))
-    return status;
+  if (cfx_image_load (f->in, b->c->max_megapixels * 1e6, &f->pic, &error))
+    return io_error (error);
   /* Claim the output files before computing, so a bad directory fails fast. */
-  if ((status = output_open (&f->out_file)) ||
-      (b->c->palette_out && (status = output_open (&f->palette_file))))
-    return status;
+  if (!(f->out_file = cfx_output_open (f->out, &error)) ||
+      (b->c->palette_out && !(f->palette_file = cfx_output_open (b->c->palette_out, &error))))
+    return io_error (error);
   f->dst = f->pic.image;
-  if (!alloc_pixels (&f->dst, f->pic.image.width, f->pic.image.height))
-    {
-      f->dst.data = NULL;
-      return runtime_error ("%s: out of memory for a %dx%d image", b->c->filter->name,
-                            f->pic.image.width, f->pic.image.height);
-    }
+  f->dst.data = NULL;
+  if (cfx_image_alloc (&f->dst, f->pic.image.width, f->pic.image.height))
+    return runtime_error ("%s: out of memory for a %dx%d image", b->c->filter->name,
+                          f->pic.image.width, f->pic.image.height);
   return 0;
 }
 
@@ -957,17 +752,27 @@ filter_file (cli_batch *b, cli_file *f)
 static int
 save_file (cli_batch *b, cli_file *f)
 {
+  char *error = NULL;
   int status;
 
   g_free (f->pic.image.data); /* save the result in the input's formats */
   f->pic.image.data = f->dst.data;
   f->dst.data = NULL;
-  if ((status = save_image (&f->pic, f->saver, &f->out_file)) ||
-      (b->c->palette_out && (status = save_palette (&f->result->palette, &f->palette_file))))
+  if (cfx_output_save_image (f->out_file, &f->pic, b->c->strip, &error))
+    return io_error (error);
+  if (b->c->palette_out
+      && (status = save_palette (&f->result->palette, b->c->palette_out, f->palette_file)))
     return status;
-  if ((b->c->palette_out && (status = output_commit (&f->palette_file))) ||
-      (status = output_commit (&f->out_file)))
-    return status;
+  /* Committing frees an output whatever happens. */
+  cfx_output *palette = f->palette_file, *out = f->out_file;
+  f->palette_file = f->out_file = NULL;
+  if (palette && cfx_output_commit (palette, &error))
+    {
+      cfx_output_discard (out);
+      return io_error (error);
+    }
+  if (cfx_output_commit (out, &error))
+    return io_error (error);
   return 0;
 }
 
@@ -1002,12 +807,12 @@ file_finish (void *ctx, int index, int status)
 
   if (b->c->json && (!status || b->c->output_dir))
     print_json (b->c, f);
-  output_discard (&f->palette_file);
-  output_discard (&f->out_file);
+  cfx_output_discard (f->palette_file);
+  cfx_output_discard (f->out_file);
+  f->palette_file = f->out_file = NULL;
   g_free (f->dst.data);
   f->dst.data = NULL;
-  g_free (f->pic.image.data);
-  f->pic.image.data = NULL;
+  cfx_picture_clear (&f->pic);
 }
 
 /* ---- the run: every file through the pipeline -------------------------------- */
@@ -1047,7 +852,6 @@ run_filter (const cli_command *c)
 
   cudafx_filter_params_from_values (c->filter_index, c->values, c->kernel_size ? c->kernel : NULL,
                                     c->kernel_size, &b.params);
-  gegl_init (NULL, NULL);
   const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
   b.codecs_only = codecs_only && strcmp (codecs_only, "0");
   /* CUDA starts now, while the first file decodes, if the job is worth it:
@@ -1070,17 +874,13 @@ run_filter (const cli_command *c)
     status = plan_outputs (c, b.files);
   else
     b.files[0].out = g_strdup (c->out);
-  for (int i = 0; i < n && !status; i++)
+  /* One file: an output nothing can write is a usage error; in a batch the
+   * outputs keep their inputs' formats, and one that fails fails alone. */
+  char *error = NULL;
+  if (!status && !c->output_dir && !cfx_image_can_save (c->out, &error))
     {
-      cli_file *f = &b.files[i];
-      f->out_file = (cli_output) { f->out, NULL };
-      f->palette_file = (cli_output) { c->palette_out, NULL };
-      f->saver = saver_for (f->out);
-      /* One file: an output GEGL cannot write is a usage error; in a batch
-       * it fails that file alone (file_load). */
-      if (!f->saver && !c->output_dir)
-        status = usage_error (c->filter->name, "cannot write '%s': GEGL has no saver for its "
-                              "extension (use .png, .tif, .jpg, .exr, .ppm, .webp...)", c->out);
+      status = usage_error (c->filter->name, "%s", error);
+      g_free (error);
     }
 
   if (!status)
@@ -1104,7 +904,7 @@ run_filter (const cli_command *c)
       g_free (b.files[i].result);
     }
   g_free (b.files);
-  gegl_exit ();
+  cfx_image_io_shutdown ();
   return status;
 }
 

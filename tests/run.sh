@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs test suites, each of which ends with "N passed, N failed", and prints
 # the total as the last line.
-# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, median networks, CLI, CLI under LSan, translations
+# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, median networks, CLI, CLI under LSan,
+#                                        the image-file fuzzer's corpus replayed (with clang), translations
 #        tests/run.sh BUILD_DIR gpu      CUDA: GPU tests, compute-sanitizer
 set -u
 build=${1:-build}
@@ -45,6 +46,11 @@ else
   if [ -x "$build/cudafx" ]; then
     suite cli tests/unit/cli.sh "$build/cudafx"
     suite cli-lsan make --no-print-directory check-lsan
+    if command -v "${FUZZ_CC:-clang}" >/dev/null; then
+      suite file-fuzzer-replay make --no-print-directory fuzz-files-replay
+    else
+      echo "== file-fuzzer-replay: skipped (no clang)"
+    fi
     suite i18n tests/i18n.sh "$build"
   else
     echo "== cli: $build/cudafx not built (GEGL missing)"; total_fail=$((total_fail + 1))

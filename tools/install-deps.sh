@@ -2,8 +2,11 @@
 # Installs what cudafx needs to build and test on Debian or Ubuntu: a C
 # compiler with OpenMP and the address/undefined sanitizers (gcc), a C++17
 # compiler (g++: the host check of the GPU median's networks; nvcc's host compiler), make,
-# pkg-config, GEGL's development files (the CLI reads and writes images through
-# GEGL), gettext (msgfmt compiles the translations), python3 (the CLI tests check JSON and PNG files with it)
+# pkg-config, the image libraries' development files (the CLI reads and writes
+# PNG, JPEG, TIFF, WebP and PNM through libpng, libjpeg-turbo, libtiff,
+# libwebp and libnetpbm, other formats through GEGL), gettext (msgfmt compiles
+# the translations) and python3 with Pillow and numpy (the CLI tests check
+# JSON and image files, and decode damaged files with Pillow for reference),
 # and locales (the sources tests/i18n.sh compiles a German locale from, to check numbers keep the C locale).
 # Idempotent and non-interactive: does nothing when everything is there,
 # otherwise runs apt-get update and installs only what is missing. The CUDA
@@ -11,12 +14,14 @@
 # /usr/local/cuda turns the GPU backend on.
 set -eu
 
-packages="gcc g++ libc6-dev make pkg-config libgegl-dev gettext python3 locales"
-needs="a C compiler with OpenMP (gcc), a C++17 compiler (g++), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), gettext, python3, locales (/usr/share/i18n/locales/de_DE)"
+packages="gcc g++ libc6-dev make pkg-config libgegl-dev libpng-dev libjpeg62-turbo-dev libtiff-dev libwebp-dev libnetpbm-dev zlib1g-dev gettext python3 python3-pil python3-numpy locales"
+needs="a C compiler with OpenMP (gcc), a C++17 compiler (g++), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), libpng, libjpeg (libjpeg-turbo), libtiff, libwebp and netpbm development files, gettext, python3 with Pillow and numpy, locales (/usr/share/i18n/locales/de_DE)"
 
 have_everything() {
   command -v gcc >/dev/null && command -v g++ >/dev/null && command -v make >/dev/null && command -v python3 >/dev/null &&
-    command -v pkg-config >/dev/null && pkg-config --exists gegl-0.4 && command -v msgfmt >/dev/null &&
+    command -v pkg-config >/dev/null && command -v msgfmt >/dev/null &&
+    pkg-config --exists gegl-0.4 libpng libjpeg libtiff-4 libwebp libwebpmux libwebpdemux zlib netpbm &&
+    "$(command -v /usr/bin/python3 || command -v python3)" -c 'import PIL, numpy' 2>/dev/null &&
     command -v localedef >/dev/null && [ -f /usr/share/i18n/locales/de_DE ]
 }
 

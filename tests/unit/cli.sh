@@ -3,7 +3,12 @@
 # and name the option, runtime errors exit 1, neither creates OUT nor touches
 # an existing one; each filter runs on the test images and writes a valid
 # image of the same size and depth; --json and --palette-out write what they
-# promise. Ends with "N passed, N failed". Usage: tests/unit/cli.sh BUILD/cudafx
+# promise; damaged and hostile input files are refused (the corpus of
+# tests/reliability/damaged_files.py, each case counted), the paths people
+# use (IN = OUT, a full disk, a read-only directory, symbolic links, FIFOs,
+# names with spaces and non-ASCII letters) behave, and ICC/EXIF/XMP
+# metadata goes from input to output unless --strip.
+# Ends with "N passed, N failed". Usage: tests/unit/cli.sh BUILD/cudafx
 set -u
 cli=${1:?usage: tests/unit/cli.sh BUILD/cudafx}
 cli=$(cd "$(dirname "$cli")" && pwd)/$(basename "$cli")
@@ -29,7 +34,7 @@ expect() {
     bad "cudafx $* exited $rc, expected $want: $(tail -n 3 "$tmp/stderr")"
   elif ! grep -qF -- "$pattern" "$tmp/stderr"; then
     bad "cudafx $*: stderr does not mention '$pattern': $(cat "$tmp/stderr")"
-  elif [ -e "$tmp/out.png" ] || ls -A "$tmp" | grep -q '^\.cudafx-'; then
+  elif [ -e "$tmp/out.png" ] || ls -A "$tmp" | grep -q '\.cudafx-'; then
     bad "cudafx $*: output or temporary file left behind"
   else
     ok
@@ -203,7 +208,7 @@ run_ok "convolve kernel" convolve --kernel "0,-1,0; -1,5,-1; 0,-1,0" --divisor 1
   image_is "$out" "512 512 8 1" "convolve custom"
 run_ok "convolve sobel" convolve --preset=sobel-horizontal --border=black --backend=cpu "$rgb" "$out" &&
   image_is "$out" "451 300 8 3" "convolve sobel"
-ls -A "$tmp" | grep -q '^\.cudafx-' && bad "temporary files left behind after successful runs" || ok
+ls -A "$tmp" | grep -q '\.cudafx-' && bad "temporary files left behind after successful runs" || ok
 
 echo "-- 16-bit input keeps 16 bits"
 # A 7x5 16-bit PPM of random samples; through the identity kernel it must
@@ -372,6 +377,134 @@ run_ok "median of a constant image" median --radius 4 --percentile 30 "$tmp/flat
   same_samples "median of a constant 8-bit image" "$tmp/flat.ppm" "$out"
 run_ok "median of a constant 16-bit image" median --radius 2 --shape circle "$tmp/flat16.ppm" "$out" &&
   same_samples "median of a constant 16-bit image" "$tmp/flat16.ppm" "$out"
+
+echo "-- --max-megapixels and --strip are options"
+expect 2 "--max-megapixels 'x' is not a number" median --max-megapixels x "$rgb" "$out"
+expect 2 "--max-megapixels '-1' is not a number" median --max-megapixels -1 "$rgb" "$out"
+expect 2 "--strip takes no value" median --strip=1 "$rgb" "$out"
+expect 1 "exceed the limit of 0.1 megapixels" median --max-megapixels 0.1 "$grey" "$out"
+run_ok "--max-megapixels 0 (no limit)" median --max-megapixels 0 --radius 1 "$grey" "$out"
+"$cli" median --help | grep -q -- "--max-megapixels" && "$cli" median --help | grep -q -- "--strip" && ok ||
+  bad "--help does not list --max-megapixels and --strip"
+
+echo "-- damaged and hostile files: an error naming the file, or the pixels Pillow decodes"
+"$py" tests/reliability/damaged_files.py check "$cli" >"$tmp/damaged" 2>/dev/null
+grep -E '^FAIL|^damaged files|^  \.' "$tmp/damaged"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tmp/damaged")
+if [ -n "$line" ]; then
+  pass=$((pass + ${line%% passed*})); f=${line#*, }; fail=$((fail + ${f%% failed*}))
+else
+  bad "tests/reliability/damaged_files.py did not finish: $(tail -n 3 "$tmp/damaged")"
+fi
+
+echo "-- paths"
+# IN and OUT the same file: replaced only once the new one is complete.
+cp "$rgb" "$tmp/same.png"
+run_ok "IN = OUT" median --radius 1 "$tmp/same.png" "$tmp/same.png" && image_is "$tmp/same.png" "451 300 8 3" "IN = OUT"
+# IN = OUT with a failing run leaves the file as it was.
+cp "$rgb" "$tmp/same.png"
+"$cli" median --max-megapixels 0.01 "$tmp/same.png" "$tmp/same.png" 2>/dev/null
+cmp -s "$rgb" "$tmp/same.png" && ok || bad "a failed IN = OUT run changed the file"
+# Names with spaces and non-ASCII letters.
+mkdir -p "$tmp/dir ñ é"
+cp "$rgb" "$tmp/dir ñ é/in put ü.png"
+run_ok "non-ASCII names" median --radius 1 "$tmp/dir ñ é/in put ü.png" "$tmp/dir ñ é/out ü.jpg" &&
+  { [ -s "$tmp/dir ñ é/out ü.jpg" ] && ok || bad "non-ASCII output name not written"; }
+expect 1 "cannot read '$tmp/dir ñ é/missing ü.png'" median "$tmp/dir ñ é/missing ü.png" "$out"
+# IN a directory or a FIFO: refused at once (a FIFO is never read).
+expect 1 "is a directory" median "$tmp/dir ñ é" "$out"
+mkfifo "$tmp/fifo.png"
+expect 1 "not a regular file" median "$tmp/fifo.png" "$out"
+# OUT a symbolic link: its target is replaced (atomically), the link stays;
+# after an error the target is as it was.
+cp "$rgb" "$tmp/target.png"
+ln -s target.png "$tmp/link.png"
+run_ok "OUT a symbolic link" median --radius 1 "$grey" "$tmp/link.png" &&
+  { [ -L "$tmp/link.png" ] && image_is "$tmp/target.png" "512 512 8 1" "the link's target replaced"; }
+cp "$rgb" "$tmp/target.png"
+"$cli" median "$tmp/text.png" "$tmp/link.png" 2>/dev/null
+[ -L "$tmp/link.png" ] && cmp -s "$rgb" "$tmp/target.png" && ok || bad "a failed run through a link changed its target"
+ls -A "$tmp" | grep -q '\.cudafx-' && bad "temporary files left behind by the path cases" || ok
+# A full disk and a read-only file system: small tmpfs mounts (root only;
+# otherwise a directory without write permission stands in for read-only).
+mkdir -p "$tmp/full" "$tmp/ro"
+if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=200k tmpfs "$tmp/full" 2>/dev/null; then
+  for ext in png jpg tif webp ppm exr; do
+    head -c 200000 /dev/zero >"$tmp/full/filler" 2>/dev/null
+    echo precious >"$tmp/full/keep.$ext"
+    "$cli" median --radius 1 "$rgb" "$tmp/full/keep.$ext" 2>"$tmp/stderr"
+    rc=$?
+    if [ $rc -eq 1 ] && grep -q "No space left\|out of disk space" "$tmp/stderr" &&
+      [ "$(cat "$tmp/full/keep.$ext")" = precious ] && ! ls -A "$tmp/full" | grep -q '\.cudafx-'; then ok
+    else bad "full disk, .$ext: exit $rc, $(cat "$tmp/stderr"), left: $(ls -A "$tmp/full")"; fi
+    rm -f "$tmp/full/filler" "$tmp/full/keep.$ext"
+  done
+  umount "$tmp/full"
+  mount -t tmpfs -o ro tmpfs "$tmp/ro"
+  expect 1 "Read-only file system" median "$rgb" "$tmp/ro/out.png"
+  umount "$tmp/ro"
+else
+  chmod 555 "$tmp/ro"
+  expect 1 "Permission denied" median "$rgb" "$tmp/ro/out.png"
+  echo "   (not root: the full-disk cases need a tmpfs mount; skipped)"
+fi
+
+echo "-- metadata: ICC profile, EXIF and XMP carried; --strip drops them"
+# Inputs made by Pillow with an ICC profile (Pillow's sRGB), EXIF (a camera
+# make and a date) and an XMP packet; outputs read back by Pillow (ICC, EXIF)
+# and by a byte search (XMP).
+if "$py" - "$tmp" <<'EOF'
+import sys
+from PIL import Image, ImageCms
+tmp = sys.argv[1]
+icc = ImageCms.ImageCmsProfile(ImageCms.createProfile('sRGB')).tobytes()
+img = Image.open('tests/data/chelsea.png').convert('RGB').crop((0, 0, 96, 64))
+exif = Image.Exif()
+exif[0x010F] = 'cudafx-test-camera'
+exif[0x0132] = '2026:11:25 12:00:00'
+xmp = b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><cudafx-test-xmp/></x:xmpmeta>'
+img.save(tmp + '/meta.jpg', quality=95, icc_profile=icc, exif=exif.tobytes())
+img.save(tmp + '/meta.png', icc_profile=icc, exif=exif.tobytes())
+img.save(tmp + '/meta.webp', quality=95, icc_profile=icc, exif=exif.tobytes(), xmp=xmp)
+open(tmp + '/icc', 'wb').write(icc)
+open(tmp + '/xmp', 'wb').write(xmp)
+EOF
+then
+  # meta_is FILE ICC EXIF XMP (each 1 or 0): what FILE carries.
+  meta_is() {
+    "$py" - "$tmp" "$@" <<'EOF'
+import sys
+from PIL import Image
+tmp, path, want = sys.argv[1], sys.argv[2], [int(v) for v in sys.argv[3:6]]
+icc, xmp = open(tmp + '/icc', 'rb').read(), open(tmp + '/xmp', 'rb').read()
+with Image.open(path) as im:
+    got = [int(im.info.get('icc_profile') == icc),
+           int(im.getexif().get(0x010F) == 'cudafx-test-camera'),
+           int(xmp in open(path, 'rb').read())]
+if got != want:
+    print(path, 'carries icc, exif, xmp:', got, 'expected', want)
+    sys.exit(1)
+EOF
+  }
+  # Pillow 9 writes no XMP into JPEG or PNG: cudafx carries it there from the WebP.
+  run_ok "XMP into JPEG" convolve --kernel 1 "$tmp/meta.webp" "$tmp/meta.jpg"
+  run_ok "XMP into PNG" convolve --kernel 1 "$tmp/meta.webp" "$tmp/meta.png"
+  for in in meta.jpg meta.png meta.webp; do
+    for ext in jpg png webp tif; do
+      o="$tmp/m-${in#meta.}.$ext"
+      # TIFF output carries the ICC profile and XMP, not EXIF (see README).
+      if [ $ext = tif ]; then want="1 0 1"; else want="1 1 1"; fi
+      run_ok "metadata $in -> .$ext" median --radius 1 "$tmp/$in" "$o" &&
+        { meta_is "$o" $want && ok || bad "metadata $in -> .$ext"; }
+      run_ok "--strip $in -> .$ext" median --radius 1 --strip "$tmp/$in" "$tmp/stripped.$ext" &&
+        { meta_is "$tmp/stripped.$ext" 0 0 0 && ok || bad "--strip $in -> .$ext"; }
+    done
+  done
+  run_ok "metadata from TIFF" median --radius 1 "$tmp/m-png.tif" "$tmp/from-tif.png" &&
+    { meta_is "$tmp/from-tif.png" 1 0 1 && ok || bad "metadata TIFF -> PNG"; }
+else
+  bad "could not make the metadata test files (Pillow with ImageCms: python3-pil)"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
