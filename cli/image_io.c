@@ -16,6 +16,7 @@
 #include <jerror.h>
 #include <netpbm/pam.h>
 #include <png.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <tiffio.h>
 #include <webp/decode.h>
@@ -1112,6 +1113,11 @@ webp_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char 
  * and a jump buffer (so PNM decoding is not reentrant across threads). */
 static char pnm_message[256];
 
+/* libnetpbm keeps its message hooks and error jump in globals: one PNM
+ * decode or encode at a time (the batch pipeline runs codecs on several
+ * threads). */
+static pthread_mutex_t pnm_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void
 pnm_keep_message (const char *message)
 {
@@ -1453,7 +1459,11 @@ cfx_image_decode (const void *data, size_t size, const char *name, double max_pi
     case FMT_JPEG: status = jpeg_decode (data, size, name, max_pixels, pic, error); break;
     case FMT_TIFF: status = tiff_decode (data, size, name, max_pixels, pic, error); break;
     case FMT_WEBP: status = webp_decode (data, size, name, max_pixels, pic, error); break;
-    case FMT_PNM:  status = pnm_decode (data, size, name, max_pixels, pic, error); break;
+    case FMT_PNM:
+      pthread_mutex_lock (&pnm_lock);
+      status = pnm_decode (data, size, name, max_pixels, pic, error);
+      pthread_mutex_unlock (&pnm_lock);
+      break;
     default:       status = fail (error, "cannot load '%s': not a PNG, JPEG, TIFF, WebP or PNM file", name);
     }
   if (status)
@@ -1635,7 +1645,13 @@ cfx_output_save_image (cfx_output *o, const cfx_picture *pic, int strip, char **
     case FMT_JPEG: return jpeg_encode (o->file, pic, strip, o->path, error);
     case FMT_TIFF: return tiff_encode (o->file, pic, strip, o->path, error);
     case FMT_WEBP: return webp_encode (o->file, pic, strip, o->path, error);
-    case FMT_PNM:  return pnm_encode (o->file, pic, o->path, error);
+    case FMT_PNM:
+      {
+        pthread_mutex_lock (&pnm_lock);
+        int status = pnm_encode (o->file, pic, o->path, error);
+        pthread_mutex_unlock (&pnm_lock);
+        return status;
+      }
     default:       return gegl_save (o->temp, o->path, pic, error);
     }
 }
