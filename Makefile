@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # cudafx — build the engine, the CLI, the tests and the benchmarks.
 # The engine (core/, cuda/), its tests and benchmarks need only a C compiler
 # (and nvcc for the CUDA backend); the CLI needs GEGL.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # cudafx — one command for a user: installs what is missing (apt on
 # Debian/Ubuntu: build tools, GEGL, GIMP and its plug-in development files),
 # builds (`make`), installs for this user (`make install`: the plug-in into the

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """cudafx benchmarks (issue 2): times each cudafx filter and its peers in one
 process, on the same image, with the same thread count, and prints one table
 (workload, cudafx ms, peer ms, ratio cudafx/peer, target, OK/MISS) and a

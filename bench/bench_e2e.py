@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """End-to-end wall time of the cudafx command, file in to file out (issue 18).
 
 Prints one table, wall milliseconds per image:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """GPU benchmark (`make bench-gpu`): cudafx's CUDA backend against CuPy, PyTorch
 and NVIDIA NPP on the same GPU, in one run, on the 12-megapixel RGB u8 image
 made from tests/data/astronaut.png. cudafx kernel time comes from the engine's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* NVIDIA NPP as a benchmark peer: times NPP's median, general 2-D filter and
  * Gaussian on the same 12-megapixel RGB u8 image the cudafx GPU benchmark
  * uses (device-resident, CUDA events, median of runs). Reads the raw image

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # On the GPU machine (no GEGL there): builds the engine with CUDA for the
 # device's architecture, links the GEGL module against the GEGL that
 # gegl-bundle brought (headers in BUNDLE/include), installs it among the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GEGL operations timed in a GEGL graph, beside GEGL's nearest
  * built-in operations and the data movement no operation can avoid.
  *

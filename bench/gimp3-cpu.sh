@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # GIMP 3 headless (the Debian 13 chroot, CPU) on a 12 MP RGB u8 image made
 # from tests/data/astronaut.png: Script-Fu times, with (gettimeofday), the
 # procedures plug-in-cudafx-median (radius 1) and plug-in-cudafx-nl-means

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """ctypes binding of the cudafx engine (build/libcudafx.so) for benchmarks and
 quality scripts: numpy arrays in, numpy arrays out, same process as the peers
 (OpenCV, CuPy, PyTorch) they are compared with."""

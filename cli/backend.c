@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CLI's backend choice (backend.h).
  *
  * CUDA costs a process about 150 ms of wall time even when its start-up

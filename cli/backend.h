@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CLI's choice of backend: CUDA started on its own thread while the
  * first file decodes, and the rule --backend auto follows (backend.c says
  * it, docs/BENCHMARKS.md has the measurements behind it). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CLI's pipeline (see batch.h). One lock and one condition variable
  * guard the whole state: a stage takes milliseconds to seconds, so the
  * scheduling itself never contends. Codec threads prefer encoding over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CLI's pipeline: many files through decode → compute → encode, the
  * stages of different files overlapping. Codec threads decode and encode;
  * engine workers (one per device; N is a parameter, so the scheduler is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the command-line host of the engine.
  *
  *   cudafx FILTER [OPTIONS] IN OUT                  (median, nl-means, quantize, convolve)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Image files for the cudafx command (see image_io.h).
  *
  * Each codec library reports problems its own way; all of them end here as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Image files for the cudafx command: decoding, encoding and atomic output.
  *
  * PNG, JPEG, TIFF and WebP go straight through their reference libraries

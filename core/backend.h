@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The engine's plan headers, as one: what a backend gets and what it must do.
  *
  * The engine (core/) validates a call's parameters and turns them into a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Convolution with a preset or custom kernel (CPU reference and fallback).
  *
  * Kernels are applied like OpenCV filter2D and GIMP's Convolution Matrix,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Convolution plan: the border and the float taps and constants both
  * backends compute with (engine-internal; core/convolve.c makes it and is
  * the reference, cuda/convolve.cu computes the same sums). See

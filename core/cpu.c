@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CPU backend: the reference implementation of every filter, and the
  * fallback when CUDA is not built, not usable or fails. Always usable. */
 #include "cpu.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CPU backend's operations, each defined beside its filter's reference
  * code (core/median.c, convolve.c, nlmeans.c, quantize.c) and gathered into
  * the backend table by core/cpu.c. Engine-internal. */

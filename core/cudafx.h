@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — public engine API.
  *
  * The only header a host (GIMP 3, GIMP 2.10, the CLI, tests, benchmarks) includes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Engine plumbing: error messages, validation, the one place where a call's
  * backend is chosen (cudafx_dispatch: auto, cpu or cuda, and the fallback
  * to the CPU with its reason), and the striped multithreaded row loop with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Engine internals shared by the filters and the backends: errors,
  * validation against the argument table, the border map, and the striped
  * multithreaded row loop with progress and cancel. The backends' interface

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* gettext for the engine and the GIMP front ends: every message lives in the
  * "cudafx" domain whatever domain is the process's default (GIMP 3's libgimp
  * sets its own only when running a procedure, not while GIMP queries the

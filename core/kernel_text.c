@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The convolution kernel as text, "a,b,c;d,e,f;g,h,i" (rows separated by
  * ';', values by ','): how the CLI's --kernel and the GEGL operation's kernel
  * property spell a custom kernel. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — median and percentile filter, CPU engine.
  *
  * Each output element is the value of rank round(p/100·(n−1)) (0 = smallest)

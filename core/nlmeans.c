@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Non-local means denoising, CPU reference.
  *
  * Pixel-wise NL-means (Buades, Coll, Morel, "A non-local algorithm for image

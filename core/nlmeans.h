@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* NL-means plan: the parameters and the weight function both backends
  * compute with, and the noise residual both count (engine-internal;
  * core/nlmeans.c makes the plan and is the reference, cuda/nlmeans.cu

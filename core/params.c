@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The argument table: every procedure's arguments, ranges and defaults,
  * written once. GIMP hosts, dialogs, the CLI and the engine's validation all
  * read it. Strings are msgids (marked N_ for xgettext); hosts translate. */

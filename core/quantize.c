@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Colour quantization by k-means (Lloyd 1982) with k-means++ seeding
  * (Arthur & Vassilvitskii 2007), in Oklab (Björn Ottosson 2020, "A perceptual
  * color space for image processing", from sRGB-encoded values) or in RGB,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Colour quantize internals shared by the CPU reference (core/quantize.c)
  * and the CUDA passes (cuda/quantize.cu): the feature transform, the
  * distance, the integer sums of one Lloyd pass and the palette the mapping

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Running a filter from the argument table's values: the one place that
  * turns what a host collected (CLI options, GIMP procedure arguments) into
  * the engine's parameter structs and calls the filter. */

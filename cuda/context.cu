@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CUDA backend's context: device choice, streams and events, buffer and
  * staging caches, shared-memory attributes, errors, fault injection and the
  * stripe runner. See context.cuh. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CUDA backend's context: one object per process that owns what every
  * filter's launcher shares.
  * - the device, chosen once: CUDAFX_DEVICE=N, else the first device that

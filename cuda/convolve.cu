@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Convolution on the GPU; core/convolve.c is the CPU reference, and its
  * header states the arithmetic copied here term for term so that u8 results
  * match bit for bit: float taps from the shared plan (core/convolve.h), sums

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CUDA backend's operations (core/backend.h's interface), each defined
  * in its filter's file (probe: context.cu) and gathered into
  * cudafx_cuda_backend by cuda/backend.cu. They return a status and never

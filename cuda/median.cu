@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Median / percentile filter on the GPU; core/median.c is the CPU reference.
  *
  * Every kernel finds exact order statistics, so the output equals the CPU's

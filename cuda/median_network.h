@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Comparator networks for the GPU median, built at compile time (plain
  * C++17 constexpr, so a host program can check them exhaustively).
  *

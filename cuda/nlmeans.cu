@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Non-local means on the GPU, and its noise estimate; core/nlmeans.c is the
  * CPU reference and its header gives the formula (Buades, Coll, Morel 2005;
  * IPOL 2011 weights) and the order of the arithmetic, which this file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Colour quantize passes on the GPU: k-means assignment with the centre
  * sums (Lloyd 1982), the mapping of every pixel to its nearest palette
  * entry, plain or with Floyd–Steinberg error diffusion, and the seeding

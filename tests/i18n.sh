@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Translation tests: po/cudafx.pot holds every marked string of the sources
 # (a fresh extraction adds nothing), each catalog compiles with
 # `msgfmt --check` and translates every message (none untranslated, none

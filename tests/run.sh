@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Runs test suites, each of which ends with "N passed, N failed", and prints
 # the total as the last line.
 # Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, median networks, CLI, CLI under LSan,

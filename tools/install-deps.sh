@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Installs what cudafx needs to build and test on Debian or Ubuntu: a C
 # compiler with OpenMP and the address/undefined sanitizers (gcc), a C++17
 # compiler (g++: the host check of the GPU median's networks; nvcc's host compiler), make,

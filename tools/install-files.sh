@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # `make install`: copies what `make` built into place. Never installs
 # packages (install.sh does that for a user's whole set-up).
 #   tools/install-files.sh BUILD_DIR

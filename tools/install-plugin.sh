@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Installs a cudafx plug-in executable with its translations into a GIMP
 # plug-in folder (…/plug-ins/cudafx): DEST/cudafx and
 # DEST/locale/<ll>/LC_MESSAGES/cudafx.mo, where both front ends look (GIMP 3:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — dialog pieces shared by the GIMP 3 and GIMP 2.10 front ends:
  * strings built from the argument table and the engine, and the kernel
  * grid's resizing. No toolkit code. */

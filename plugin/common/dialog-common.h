@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — what the GIMP 3 and GIMP 2.10 dialogs share beyond the argument
  * table: titles, the backend and noise lines, and the kernel grid's
  * arithmetic. GLib and GEGL only, so either toolkit's dialog can use it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — host-neutral procedure glue: argument values by table position,
  * engine parameter structs built from them, the halo each filter needs, and
  * the engine call. Shared by the GIMP 3 and 2.10 front ends; GLib only. */

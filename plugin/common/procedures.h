@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — host-neutral procedure glue shared by the GIMP 3 and 2.10 front ends.
  *
  * A procedure's argument values are kept by table position (the order of

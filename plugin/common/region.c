@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — region I/O through GEGL: selection bounds plus halo in, engine,
  * selection rectangle out to the shadow buffer. Host-neutral (GEGL, babl and
  * GLib only). */

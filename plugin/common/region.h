@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — region I/O through GEGL, shared by the GIMP 3 and 2.10 front ends.
  *
  * Reads a selection's bounding rectangle plus the halo of real neighbouring

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the four filters as GEGL operations, one module for gegl-0.4:
  * cudafx:median, cudafx:nl-means, cudafx:quantize and cudafx:convolve. GIMP 3
  * runs them in its own process as live, non-destructive filters; GIMP 2.10's

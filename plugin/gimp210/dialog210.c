@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 2.10 dialogs (GTK 2). One dialog per filter with a
  * GimpDrawablePreview and one control per argument of the table
  * (core/params.c): scale entries for ranges a slider covers, spin buttons

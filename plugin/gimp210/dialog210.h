@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 2.10 dialogs (GTK 2): one per filter, its controls made
  * from the argument table, with a live preview through the same engine path
  * as the final run. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 2.10 front end: one plug-in executable registering the
  * four procedures from the engine's argument table as GimpParamDef arrays
  * (run-mode, image, drawable, then the table's arguments in order), reading

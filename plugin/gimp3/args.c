@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — a GIMP 3 procedure config read back into argument values, walking
  * the procedure's arguments (core/params.c, then the host's in
  * plugin/common/procedures.c) by name. */

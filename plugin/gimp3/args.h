@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — a GIMP 3 procedure config read back into argument values by the
  * table's names: what a run and the dialog's preview both filter with. */
 #ifndef CUDAFX_ARGS_H

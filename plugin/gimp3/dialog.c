@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 3 dialogs: one GimpProcedureDialog per filter, its
  * widgets generated from the argument table (core/params.c) through the
  * procedure config, beside a drawable preview rendered by the same engine

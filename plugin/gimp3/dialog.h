@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 3 dialogs: one GimpProcedureDialog per filter, built
  * from the procedure's config, with a live preview through the same engine
  * path as the final render. */

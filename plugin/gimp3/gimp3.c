@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 3 front end: one plug-in executable registering the four
  * procedures from the engine's argument table and the hosts' own arguments
  * (plugin/common/procedures.c), reading each run's arguments back from the procedure

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — GIMP 3 procedures through the GEGL operations: the procedure's
  * values set on a GimpDrawableFilter of cudafx:NAME by the table's names. */
 #include "live.h"

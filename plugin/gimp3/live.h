@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 3 procedures through the GEGL operations (cudafx:median,
  * ...) when GEGL has loaded the cudafx module: GIMP computes the pixels in its
  * own process instead of sending them to the plug-in and back. */

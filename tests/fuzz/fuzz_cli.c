@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* libFuzzer harness for the CLI's option and kernel parsing (cli/cudafx.c).
  *
  * The input is a command line: NUL-separated words, the first naming the

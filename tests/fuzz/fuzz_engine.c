@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* libFuzzer harness for the engine's public entry points (core/cudafx.h).
  *
  * The input picks a filter, an image (1x1 up to 32x32, or a 1..300 long strip;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* libFuzzer harness for the CLI's image files (cli/image_io.c).
  *
  * The input is a file's bytes. cfx_image_decode sniffs the format (PNG,

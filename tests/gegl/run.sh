@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The GEGL operations (BUILD/gegl/cudafx-gegl.so) through the `gegl` command
 # on the host: each equals the CLI on the same input and settings (median,
 # convolution and quantize exactly, nl-means within ±1), and however GEGL

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Builds the GIMP 3 plug-in inside the Debian 13 chroot (GIMP 3's libraries
 # are newer than the host's) against the engine library built on the host.
 #   tests/gimp/build-plugin.sh [--module] OUT ENGINE_LIB "ENGINE_LINK_FLAGS" "INCLUDE_FLAGS" FILE...

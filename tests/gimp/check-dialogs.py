@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Checks screenshots of the GIMP 3 dialogs (tests/gimp/screenshots.sh --both): in
 each dialog the preview area must show the filter's result, not the photo.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Creates (or reuses) a Debian 13 "trixie" chroot with GIMP 3 and its
 # development files, kept outside the clone between runs, and runs commands in
 # it. The mirror comes from the host's apt configuration at run time.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Reference outputs and image comparisons for tests/gimp/run.sh (Debian's
 python3 with OpenCV and numpy).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Headless GIMP 3 tests of the GEGL operations as live filters: the module
 # (BUILD/gimp3/cudafx-gegl.so, built in the chroot) installed where GEGL
 # looks ($XDG_DATA_HOME/gegl-0.4/plug-ins) of a throw-away profile; GIMP

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Headless GIMP 3 tests of the cudafx plug-in: installs BUILD/gimp3/cudafx into
 # a throw-away profile inside the Debian 13 chroot (tests/gimp/chroot.sh),
 # drives gimp-console-3.0 with Script-Fu, and compares what GIMP exports with

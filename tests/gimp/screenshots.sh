@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Screenshots of the four GIMP 3 dialogs: runs the GUI gimp-3.0 of the Debian
 # 13 chroot (tests/gimp/chroot.sh) under Xvfb with the plug-in in a throw-away
 # profile. One GIMP session opens each filter's dialog in turn (Script-Fu,

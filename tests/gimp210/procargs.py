@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Procedure arguments given by name, as GIMP 2.10 Script-Fu or CLI arguments,
 read from the plug-in's own procedure table ($CUDAFX_PROC_LIB, default
 build/libcudafx-procedures.so: the engine's arguments, then the GIMP hosts'

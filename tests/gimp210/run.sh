@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Headless GIMP 2.10 tests of the cudafx plug-in: installs BUILD/gimp210/cudafx
 # into a throw-away profile (GIMP2_DIRECTORY), runs every case in one
 # gimp-console-2.10 session with Script-Fu, then compares what GIMP exported

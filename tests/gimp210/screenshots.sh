@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Screenshots of the four GIMP 2.10 dialogs: runs the host's GUI gimp-2.10
 # under Xvfb with BUILD/gimp210/cudafx in a throw-away profile, opens each
 # filter's dialog (RUN-INTERACTIVE) on a photo from tests/data, waits for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* CUDA-backend machinery, run by `make check-gpu` on a machine with a GPU:
  * striping under a device-memory cap, injected faults falling back to the
  * CPU (auto) or failing cleanly (cuda forced), and the report. The filters'

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Non-local means on the CUDA backend against the CPU reference, run by
  * `make check-gpu`: the noise estimate gives the same sigma bit for bit (so
  * the same parameters), over images with clipped areas, grey and colour, u8

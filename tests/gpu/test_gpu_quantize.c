@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Colour quantize on the CUDA backend against the CPU reference, run by
  * `make check-gpu`: the same palette (entries, count, iterations) and the
  * same output bytes over odd sizes, channels 1-4 with and without alpha,

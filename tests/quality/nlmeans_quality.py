@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """NL-means quality (issue 11): PSNR of cudafx's automatic mode against the
 best settings of G'MIC `nlmeans` and OpenCV `fastNlMeansDenoisingColored`
 (`fastNlMeansDenoising` for grey), on the test photos with added Gaussian

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Quality of the k-means quantizer against OpenCV's cv2.kmeans.
 
 For each test photo and K in 8, 16, 64: PSNR (dB) of our RGB quantization

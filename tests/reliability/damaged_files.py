@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Damaged and hostile image files, and what cudafx makes of them.
 
   damaged_files.py generate DIR [small]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Reliability of the CUDA backend, for the GPU machine (no GEGL there: the
 engine through ctypes, build/libcudafx.so built with nvcc). `make
 reliability-gpu` runs every part; each prints what it measured and ends with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """One filter on one huge image on the CPU, to measure the engine's extra host
 memory: a W x H RGBA float image (10000 x 10000 = 100 megapixels, 1.6 GB, by
 default) through the engine (build/libcudafx.so) into a second image of the

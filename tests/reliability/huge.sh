@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Each filter on a 100-megapixel RGBA float image (1.6 GB) on the CPU, one
 # process per filter under /usr/bin/time -v: prints huge.py's JSON line (with
 # the engine's extra memory beyond the source and destination images) and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The cudafx CLI built with AddressSanitizer, UBSan and LeakSanitizer
 # (`make check-lsan` builds build-asan/cudafx) on every filter, on small
 # images of each kind the CLI reads (8-bit grey, 8-bit RGBA, 16-bit RGB, which

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Tests of the cudafx command-line tool (cli/cudafx.c): usage errors exit 2
 # and name the option, runtime errors exit 1, neither creates OUT nor touches
 # an existing one; each filter runs on the test images and writes a valid

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Minimal self-registering test harness: TEST(name) { ... CHECK(cond, ...); }
  * Each test file registers its tests at load time; main.c runs them all (or
  * those whose name contains one of its arguments; an argument no name

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Test runner: see harness.h. Usage: test-unit [NAME-PART...]; a NAME-PART
  * that no test name contains counts as a failed test. */
 #include "harness.h"

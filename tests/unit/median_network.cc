@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Exhaustive check of the GPU median's selection networks
  * (cuda/median_network.h) on the host, by the 0/1 principle: min/max
  * networks commute with thresholding, and thresholding keeps sorted columns

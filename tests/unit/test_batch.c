@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CLI's pipeline scheduler (cli/batch.c) with stages that only record
  * what ran where: every item passes decode, compute and encode once and in
  * that order; a failing stage skips the item's later stages and is the

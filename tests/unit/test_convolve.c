@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Convolution: the engine against a brute-force double-precision 2-D
  * correlation with an explicit border function, over every preset, border
  * mode, custom kernel sizes (rank 1 or not), divisor and offset, both types,

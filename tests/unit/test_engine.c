@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Engine plumbing: image validation, the argument table, dispatch, progress. */
 #include "harness.h"
 

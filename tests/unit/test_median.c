@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Median / percentile filter against a brute-force oracle: gather the window
  * (square or disc, edges replicated), sort it (or select), pick the rank; on
  * small images, and on images that cross the engine's tiles and strips. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Non-local means: the engine against a brute-force oracle (direct loops over
  * search window and patch, same formula as core/nlmeans.c's header), the
  * noise estimator, automatic mode, properties and argument checks. */

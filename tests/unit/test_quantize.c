@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Colour quantize: the engine against a plain double-precision k-means
  * (the seeding documented in core/quantize.c, its sample included,
  * re-implemented here, then Lloyd with exact means) and a plain sequential
