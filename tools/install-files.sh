@@ -53,36 +53,30 @@ else
   say "no CLI built (GEGL's development files missing): skipped"
 fi
 
-# GIMP 3: the natively built plug-in.
-if [ -x "$build/gimp3-native/cudafx" ]; then
-  if [ -n "$prefix" ]; then
-    dir=$(system_dir gimp-3.0 gimplibdir) || { echo "install: gimp-3.0.pc has no gimplibdir" >&2; exit 1; }
-    plugin_into "$build/gimp3-native/cudafx" "$dir/plug-ins/cudafx"
+# A GIMP plug-in: system-wide into the plug-in folder its .pc file names, or
+# for the user into ~/.config/GIMP/<version>/plug-ins for each version given.
+gimp_plugin() { # executable package dev-package user-versions...
+  local exe=$1 package=$2 dev=$3 dir v; shift 3
+  if [ ! -x "$exe" ]; then
+    say "no $package plug-in built ($dev missing): skipped"
+  elif [ -n "$prefix" ]; then
+    dir=$(system_dir "$package" gimplibdir) || { echo "install: $package.pc has no gimplibdir" >&2; exit 1; }
+    plugin_into "$exe" "$dir/plug-ins/cudafx"
   else
-    config=${XDG_CONFIG_HOME:-$HOME/.config}/GIMP
-    versions=$(pkg-config --modversion gimp-3.0 | grep -o '^3\.[0-9]\+')
-    for d in "$config"/3.*/; do
-      [ -d "$d" ] && versions="$versions $(basename "$d")"
-    done
-    for v in $(echo "$versions" | tr ' ' '\n' | sort -u); do
-      plugin_into "$build/gimp3-native/cudafx" "$config/$v/plug-ins/cudafx"
+    for v in "$@"; do
+      plugin_into "$exe" "${XDG_CONFIG_HOME:-$HOME/.config}/GIMP/$v/plug-ins/cudafx"
     done
   fi
-else
-  say "no GIMP 3 plug-in built (libgimp-3.0-dev missing): skipped"
-fi
+}
 
-# GIMP 2.10.
-if [ -x "$build/gimp210/cudafx" ]; then
-  if [ -n "$prefix" ]; then
-    dir=$(system_dir gimp-2.0 gimplibdir) || { echo "install: gimp-2.0.pc has no gimplibdir" >&2; exit 1; }
-    plugin_into "$build/gimp210/cudafx" "$dir/plug-ins/cudafx"
-  else
-    plugin_into "$build/gimp210/cudafx" "${XDG_CONFIG_HOME:-$HOME/.config}/GIMP/2.10/plug-ins/cudafx"
-  fi
-else
-  say "no GIMP 2.10 plug-in built (libgimp2.0-dev missing): skipped"
-fi
+# GIMP 3: the installed GIMP 3's version and every existing 3.x profile.
+versions3=$(pkg-config --modversion gimp-3.0 2>/dev/null | grep -o '^3\.[0-9]\+' || true)
+for d in "${XDG_CONFIG_HOME:-$HOME/.config}"/GIMP/3.*/; do
+  [ -d "$d" ] && versions3="$versions3 $(basename "$d")"
+done
+# shellcheck disable=SC2046
+gimp_plugin "$build/gimp3-native/cudafx" gimp-3.0 libgimp-3.0-dev $(echo "$versions3" | tr ' ' '\n' | sort -u)
+gimp_plugin "$build/gimp210/cudafx" gimp-2.0 libgimp2.0-dev 2.10
 
 # The GEGL operations module.
 modules=$(find "$build/gegl" -maxdepth 1 -name '*.so' 2>/dev/null || true)
