@@ -53,6 +53,10 @@ else
       echo "== file-fuzzer-replay: skipped (no clang)"
     fi
     suite i18n tests/i18n.sh "$build"
+    # The GEGL operations through the gegl command (Debian's package gegl).
+    if [ -f "$build/gegl/cudafx-gegl.so" ]; then
+      suite gegl tests/gegl/run.sh "$build"
+    fi
   else
     echo "== cli: $build/cudafx not built (GEGL missing)"; total_fail=$((total_fail + 1))
   fi

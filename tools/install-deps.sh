@@ -15,15 +15,15 @@
 # /usr/local/cuda turns the GPU backend on.
 set -eu
 
-packages="gcc g++ libc6-dev make pkg-config libgegl-dev libpng-dev libjpeg62-turbo-dev libtiff-dev libwebp-dev libnetpbm-dev zlib1g-dev gettext python3 python3-pil python3-numpy locales"
-needs="a C compiler with OpenMP (gcc), a C++17 compiler (g++), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), libpng, libjpeg (libjpeg-turbo), libtiff, libwebp and netpbm development files, gettext, python3 with Pillow and numpy, locales (/usr/share/i18n/locales/de_DE)"
+packages="gcc g++ libc6-dev make pkg-config libgegl-dev libpng-dev libjpeg62-turbo-dev libtiff-dev libwebp-dev libnetpbm-dev zlib1g-dev gettext python3 python3-pil python3-numpy locales gegl"
+needs="a C compiler with OpenMP (gcc), a C++17 compiler (g++), make, pkg-config, GEGL 0.4 development files (gegl-0.4.pc), libpng, libjpeg (libjpeg-turbo), libtiff, libwebp and netpbm development files, gettext, python3 with Pillow and numpy, locales (/usr/share/i18n/locales/de_DE), the gegl command (tests of the GEGL operations)"
 
 have_everything() {
   command -v gcc >/dev/null && command -v g++ >/dev/null && command -v make >/dev/null && command -v python3 >/dev/null &&
     command -v pkg-config >/dev/null && command -v msgfmt >/dev/null &&
     pkg-config --exists gegl-0.4 libpng libjpeg libtiff-4 libwebp libwebpmux libwebpdemux zlib netpbm &&
     "$(command -v /usr/bin/python3 || command -v python3)" -c 'import PIL, numpy' 2>/dev/null &&
-    command -v localedef >/dev/null && [ -f /usr/share/i18n/locales/de_DE ]
+    command -v localedef >/dev/null && [ -f /usr/share/i18n/locales/de_DE ] && command -v gegl >/dev/null
 }
 
 if have_everything; then
