@@ -28,8 +28,7 @@
 enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
 
 /* What CUDA adds to one file's wall time when its start overlaps the decode
- * (H100 machine, 12 MP JPEG, median: 865 ms with --backend cuda, 728 ms on
- * the CPU, whose median took 14 ms of it). */
+ * (measured: docs/BENCHMARKS.md, "CLI end to end"). */
 #define CUDA_COST_MS 150.0
 
 /* Process-wide, like the CUDA context it stands for: CUDA starts once per
@@ -106,10 +105,10 @@ backend_from_env (void)
   return env && (!strcmp (env, "cpu") || !strcmp (env, "cuda")) ? env : NULL;
 }
 
-/* CPU milliseconds a megapixel takes with 16 threads (H100 machine's 16
- * cores, 12 MP RGB u8): measured median radius 1 14 ms, nl-means automatic
- * (search radius 10) about 0.9 s, quantize K=16 about 0.3 s; the other
- * parameters scale with the work the CPU implementations do (median with
+/* CPU milliseconds a megapixel takes with 16 threads, from the engine's
+ * own times for median radius 1, automatic nl-means and quantize K=16
+ * (docs/BENCHMARKS.md, "CLI end to end"); the other parameters scale with
+ * the work the CPU implementations do (median with
  * the radius, nl-means with the search window, quantize with the colours,
  * a custom convolution with its taps). Rough on purpose: it separates jobs
  * that need tens of milliseconds from those that need seconds. */
@@ -172,8 +171,8 @@ cli_cuda_stop (void)
 }
 
 /* The GPU's whole call on an image of that many pixels, transfers included:
- * 5 ms plus 2.5 ms a megapixel, about the slowest call of the H100 table in
- * the README (12 MP u8: 7 to 30 ms) with room for the first call of a kernel. */
+ * a fixed cost plus a cost a megapixel, set above the slowest whole call of
+ * the README's H100 table, with room for the first call of a kernel. */
 static double
 gpu_estimate_ms (const cudafx_image *img)
 {
