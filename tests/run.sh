@@ -33,13 +33,27 @@ if [ "$mode" = gpu ]; then
   gpu_tests="median convolve nlmeans quantize gpu_"
   suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests device_memory_over_1000_previews
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # Each tool on each filter's tests is its own process, all started at
+  # once: one after another they take over ten minutes (racecheck most),
+  # side by side they share the machine's cores and the GPU.
+  logs=$(mktemp -d)
   for tool in memcheck initcheck synccheck racecheck; do
     # racecheck watches shared memory, which only the kernels use: the
     # filters' tests cover them (the machinery's many stripes take it minutes).
     tests=$gpu_tests; [ "$tool" = racecheck ] && tests=${gpu_tests% gpu_}
-    suite "compute-sanitizer $tool" "$sanitizer" --tool "$tool" --error-exitcode 9 \
-      env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $tests
+    for t in $tests; do
+      ( "$sanitizer" --tool "$tool" --error-exitcode 9 \
+          env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" "$t" >"$logs/$tool-$t.log" 2>&1
+        echo $? >"$logs/$tool-$t.rc" ) &
+    done
   done
+  wait
+  replay() { cat "$1.log"; return "$(cat "$1.rc")"; }
+  for tool in memcheck initcheck synccheck racecheck; do
+    tests=$gpu_tests; [ "$tool" = racecheck ] && tests=${gpu_tests% gpu_}
+    for t in $tests; do suite "compute-sanitizer $tool $t" replay "$logs/$tool-$t"; done
+  done
+  rm -rf "$logs"
 else
   suite unit "$build/test-unit"
   suite unit-asan make --no-print-directory check-asan
