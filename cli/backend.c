@@ -41,6 +41,9 @@ static char        start_why[256];   /* CUDA_UNUSABLE: why; written before the s
 static double      ready_ms;         /* when CUDA became ready, ms after cli_cuda_start */
 static double      started_at;
 static double      job_cpu_ms;       /* the job's estimated CPU time, when CUDA was not started */
+static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  counted = PTHREAD_COND_INITIALIZER;
+static int             device_count = -1; /* -1 until the start-up thread has counted, under count_lock */
 
 /* The start's own run; a custom kernel's taps stay the caller's (main's
  * command line, alive until the process ends). */
@@ -59,27 +62,54 @@ now_ms (void)
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* The batch's own filter on a 32x32 RGB image forced to CUDA: besides the
- * context this loads the filter's kernels and sizes the device buffers. The
- * engine keeps all three for the files that follow. */
+static void
+set_device_count (int n)
+{
+  pthread_mutex_lock (&count_lock);
+  device_count = n;
+  pthread_cond_broadcast (&counted);
+  pthread_mutex_unlock (&count_lock);
+}
+
+/* The batch's own filter on a 32x32 RGB image forced to CUDA on a device
+ * (options.device): besides the context this loads the filter's kernels
+ * and sizes the device buffers. The engine keeps all three for the files
+ * that follow. */
+static cudafx_status
+warm_up (int device, cudafx_run_result *result)
+{
+  enum { SIZE = 32 };
+  unsigned char *pixels = malloc (2 * SIZE * SIZE * 3);
+  cudafx_image src = { pixels, SIZE, SIZE, 3, 0, CUDAFX_U8, SIZE * 3 };
+  cudafx_image dst = src;
+  cudafx_filter_params params = job.params;
+  cudafx_options o;
+
+  if (!pixels || !result)
+    {
+      free (pixels);
+      return CUDAFX_ERR_NO_MEMORY;
+    }
+  dst.data = pixels + SIZE * SIZE * 3;
+  for (int i = 0; i < SIZE * SIZE * 3; i++)
+    pixels[i] = (unsigned char) (i * 37 % 251); /* texture, so no filter takes a shortcut */
+  cudafx_options_init (&o);
+  o.device = device;
+  params.backend = CUDAFX_BACKEND_CUDA;
+  cudafx_status s = cudafx_run_filter (job.filter, &params, &src, &dst, &o, result);
+  free (pixels);
+  return s;
+}
+
+/* Counts the devices (a batch's workers wait for that), readies the default
+ * one, then the others for the workers that will use them. */
 static void *
 start_cuda (void *arg)
 {
-  enum { SIZE = 32 };
-  static unsigned char src_pixels[SIZE * SIZE * 3], dst_pixels[SIZE * SIZE * 3];
-  cudafx_image src = { src_pixels, SIZE, SIZE, 3, 0, CUDAFX_U8, SIZE * 3 };
-  cudafx_image dst = src;
-  cudafx_filter_params params = job.params;
   cudafx_run_result *result = malloc (sizeof *result); /* large (the palette): off the stack */
-  cudafx_options o;
-
-  dst.data = dst_pixels;
-  for (int i = 0; i < SIZE * SIZE * 3; i++)
-    src_pixels[i] = (unsigned char) (i * 37 % 251); /* texture, so no filter takes a shortcut */
-  cudafx_options_init (&o);
-  params.backend = CUDAFX_BACKEND_CUDA;
-  cudafx_status s = result ? cudafx_run_filter (job.filter, &params, &src, &dst, &o, result)
-                           : CUDAFX_ERR_NO_MEMORY;
+  int devices = cudafx_cuda_devices ();
+  set_device_count (devices);
+  cudafx_status s = warm_up (0, result);
   if (s == CUDAFX_OK)
     {
       ready_ms = now_ms () - started_at;
@@ -91,6 +121,8 @@ start_cuda (void *arg)
       snprintf (start_why, sizeof start_why, "%s", message[0] ? message : cudafx_status_string (s));
       atomic_store (&cuda_state, CUDA_UNUSABLE);
     }
+  for (int d = 1; d <= devices && s == CUDAFX_OK && devices > 1; d++)
+    warm_up (d, result); /* a device that fails here: its files fall back or fail, each reporting why */
   free (result);
   atomic_store (&start_thread_done, 1);
   return arg;
@@ -156,6 +188,19 @@ cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, in
       snprintf (start_why, sizeof start_why, "could not start a thread for CUDA");
       atomic_store (&cuda_state, CUDA_UNUSABLE);
     }
+}
+
+int
+cli_cuda_devices (void)
+{
+  if (atomic_load (&cuda_state) == CUDA_OFF)
+    return 0;
+  pthread_mutex_lock (&count_lock);
+  while (start_thread_running && device_count < 0)
+    pthread_cond_wait (&counted, &count_lock);
+  int n = device_count > 0 ? device_count : 0;
+  pthread_mutex_unlock (&count_lock);
+  return n;
 }
 
 int

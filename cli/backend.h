@@ -13,6 +13,12 @@
  * the engine would use. Call once, before the first file is decoded. */
 void cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int threads);
 
+/* The CUDA devices a batch's workers can take in turn: 0 when CUDA was not
+ * started (cli_cuda_start) or has none, else how many CUDA lists. Waits for
+ * the start-up thread to have counted them (the driver's start, well before
+ * the first kernel). */
+int cli_cuda_devices (void);
+
 /* Runs the filter as cudafx_run_filter does, applying the rule when p's
  * backend is auto; why receives the reason for the backend that ran. */
 cudafx_status cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *src,
