@@ -14,18 +14,21 @@ Prints one table, wall milliseconds per image:
      hColor=10, 7, 21) + imwrite on --opencv-threads threads over the first
      few images, extrapolated per image;
   4. with several GPUs (issue 24): the batch on the first GPU only
-     (CUDA_VISIBLE_DEVICES), on all of them, and on all of them with few codec
-     threads (--threads), so the codecs are the limit; images/s, and each
-     GPU's busy share two ways: nvidia-smi's utilization (sampled every 50 ms,
-     the share of time a kernel ran) and the engine's own time per file
-     (--json "ms" summed per device, over the batch's wall time).
+     (CUDA_VISIBLE_DEVICES) and on all of them, for nl-means automatic (where
+     the codecs may be the limit) and for nl-means with the largest search
+     window (--search-radius 20: four times the GPU's work, so the GPUs are
+     the limit), and optionally with few codec threads (--codec-bound-threads);
+     images/s, and each GPU's busy share two ways: nvidia-smi's utilization
+     (sampled every 50 ms, the share of time a kernel ran) and the engine's
+     own time per file (--json "ms" summed per device, over the batch's wall
+     time).
 The images are made from tests/data photos by crops, flips and resizes to
 4000x3000, with Gaussian noise (sigma 8) so nl-means has work to do, saved as
 JPEG quality 92. A benchmark, never a test: nothing is asserted.
 
 Usage: bench/bench_e2e.py [--cli build/cudafx] [--env "VAR=... VAR=..."]
                           [--images 64] [--opencv-images 3] [--opencv-threads N] [--runs 3]
-                          [--codec-bound-threads 2] [--work DIR]
+                          [--codec-bound-threads N] [--work DIR]
 """
 import argparse
 import collections
@@ -136,8 +139,8 @@ def main():
     ap.add_argument('--images', type=int, default=64, help='batch size')
     ap.add_argument('--opencv-images', type=int, default=3, help='images of the OpenCV nl-means loop')
     ap.add_argument('--opencv-threads', type=int, default=0, help="OpenCV's threads (0: all cores)")
-    ap.add_argument('--codec-bound-threads', type=int, default=2,
-                    help='codec threads of the several-GPU batch the codecs limit')
+    ap.add_argument('--codec-bound-threads', type=int, default=0,
+                    help='also run the several-GPU batches with this many codec threads (0: not)')
     ap.add_argument('--runs', type=int, default=3, help='runs of each single-file command (median)')
     ap.add_argument('--work', default=None, help='folder for the images (kept between runs)')
     ap.add_argument('--skip-batch', action='store_true')
@@ -215,7 +218,13 @@ def main():
         rows.append(('batch of %d, nl-means auto' % n, t / n,
                      'OpenCV imread+fastNlMeans+imwrite (%d imgs, %d threads)' % (k, cv_threads), cv))
 
-    # 4. several GPUs: one, all, all with few codec threads
+    print()
+    print('| workload | cudafx ms/image | peer | peer ms/image | ratio |')
+    print('|---|---|---|---|---|')
+    for name, t, peer, p in rows:
+        print('| %s | %.0f | %s | %.0f | %.2f |' % (name, t * 1e3, peer, p * 1e3, t / p))
+
+    # 4. several GPUs: the first one, then all; codecs as the limit, then the GPUs
     gpus = [g for g in env.get('CUDA_VISIBLE_DEVICES', '').split(',') if g] or None
     if gpus is None and gpu:
         listed = subprocess.run(['nvidia-smi', '-L'], stdout=subprocess.PIPE, text=True).stdout
@@ -223,29 +232,29 @@ def main():
     if not args.skip_batch and args.images > 0 and gpu and gpus and len(gpus) > 1:
         batch = photos[:args.images]
         n = args.images
-        cb = ['--threads', str(args.codec_bound_threads)]
-        configs = [('1 GPU', gpus[:1], []), ('%d GPUs' % len(gpus), gpus, []),
-                   ('%d GPUs, %d codec threads' % (len(gpus), args.codec_bound_threads), gpus, cb),
-                   ('1 GPU, %d codec threads' % args.codec_bound_threads, gpus[:1], cb)]
+        wide = ['--h', '10', '--patch-radius', '1', '--search-radius', '20']
+        threads = [[]] + ([['--threads', str(args.codec_bound_threads)]] if args.codec_bound_threads else [])
+        configs = [('%s, %s%s' % (label, '1 GPU' if k == 1 else '%d GPUs' % k,
+                                  ', %s codec threads' % extra[1] if extra else ''), gpus[:k], argv, extra)
+                   for extra in threads for label, argv in (('auto', []), ('search radius 20', wide))
+                   for k in (1, len(gpus))]
         print()
-        print('| batch of %d, nl-means auto | images/s | ms/image | decode+encode only, ms/image '
+        print('| batch of %d, nl-means | images/s | ms/image | decode+encode only, ms/image '
               '| GPU busy (nvidia-smi) | engine time / wall, per device |' % n)
-        print('|---|---|---|---|---|---|')
-        for name, visible, extra in configs:
+        print('|---|---|---|---|---|---|', flush=True)
+        codecs = {}
+        for name, visible, argv, extra in configs:
             genv = dict(env, CUDA_VISIBLE_DEVICES=','.join(visible))
-            t, engine, busy = batch_run(cli, ['nl-means', '--json', '--output-dir', out] + extra + batch, genv)
-            c, _ = wall([cli, 'nl-means', '--output-dir', out] + extra + batch,
-                        dict(genv, CUDAFX_BENCH_CODECS_ONLY='1'), 1)
+            t, engine, busy = batch_run(cli, ['nl-means', '--json', '--output-dir', out] + argv + extra + batch,
+                                        genv)
+            if tuple(extra) not in codecs:  # the codecs alone: the same files and threads, no filter
+                codecs[tuple(extra)] = wall([cli, 'nl-means', '--output-dir', out] + extra + batch,
+                                            dict(genv, CUDAFX_BENCH_CODECS_ONLY='1'), 1)[0]
+            c = codecs[tuple(extra)]
             print('| %s | %.2f | %.0f | %.0f | %s | %s |' % (
                 name, n / t, t / n * 1e3, c / n * 1e3,
                 ', '.join('GPU %d %.0f%%' % (g, b) for g, b in busy.items()) or 'n/a',
                 ', '.join('%s %.0f%%' % (d, 100 * ms / 1e3 / t) for d, ms in sorted(engine.items()))))
-
-    print()
-    print('| workload | cudafx ms/image | peer | peer ms/image | ratio |')
-    print('|---|---|---|---|---|')
-    for name, t, peer, p in rows:
-        print('| %s | %.0f | %s | %.0f | %.2f |' % (name, t * 1e3, peer, p * 1e3, t / p))
 
 
 if __name__ == '__main__':

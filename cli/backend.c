@@ -30,6 +30,10 @@ enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
 /* What CUDA adds to one file's wall time when its start overlaps the decode
  * (measured: docs/BENCHMARKS.md, "CLI end to end"). */
 #define CUDA_COST_MS 150.0
+/* What a device's first call on a photo adds to a warm one: device buffers
+ * and pinned staging sized for it, kernels the start-up run did not load
+ * (measured: docs/BENCHMARKS.md, "Several GPUs and the whole call"). */
+#define FIRST_CALL_MS 160.0
 
 /* Process-wide, like the CUDA context it stands for: CUDA starts once per
  * process (cli_cuda_start is called once, before any file is decoded). */
@@ -50,6 +54,7 @@ static int             device_count = -1; /* -1 until the start-up thread has co
 typedef struct {
   int                  filter;
   cudafx_filter_params params;
+  int                  several; /* files: ready every device, for the workers */
 } start_job;
 
 static start_job job;
@@ -102,7 +107,8 @@ warm_up (int device, cudafx_run_result *result)
 }
 
 /* Counts the devices (a batch's workers wait for that), readies the default
- * one, then the others for the workers that will use them. */
+ * one, then, for a batch, the others for the workers that will use them
+ * (one file needs no other: a context costs a device tens of milliseconds). */
 static void *
 start_cuda (void *arg)
 {
@@ -121,7 +127,7 @@ start_cuda (void *arg)
       snprintf (start_why, sizeof start_why, "%s", message[0] ? message : cudafx_status_string (s));
       atomic_store (&cuda_state, CUDA_UNUSABLE);
     }
-  for (int d = 1; d <= devices && s == CUDAFX_OK && devices > 1; d++)
+  for (int d = 1; d <= devices && s == CUDAFX_OK && devices > 1 && job.several; d++)
     warm_up (d, result); /* a device that fails here: its files fall back or fail, each reporting why */
   free (result);
   atomic_store (&start_thread_done, 1);
@@ -167,7 +173,7 @@ cpu_ms_per_mp (int filter, const cudafx_filter_params *p)
 }
 
 void
-cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int threads)
+cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int files, int threads)
 {
   const char *env = backend_from_env ();
   if (p->backend == CUDAFX_BACKEND_CPU || (p->backend == CUDAFX_BACKEND_AUTO && env && !strcmp (env, "cpu")))
@@ -180,6 +186,7 @@ cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, in
     }
   job.filter = filter;
   job.params = *p;
+  job.several = files > 1;
   started_at = now_ms ();
   atomic_store (&cuda_state, CUDA_STARTING);
   start_thread_running = !pthread_create (&start_thread, NULL, start_cuda, NULL);
@@ -300,7 +307,9 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
       return ran_on_cpu (s, result, why);
     }
 
-  race r = { now_ms (), gpu_estimate_ms (src), 0, 0 };
+  /* A file that races CUDA's start is among the first it gets: its call is
+   * a first call. */
+  race r = { now_ms (), gpu_estimate_ms (src) + FIRST_CALL_MS, 0, 0 };
   options.progress = race_progress;
   options.user_data = &r;
   s = cudafx_run_filter (filter, &params, src, dst, &options, result);

@@ -735,6 +735,9 @@ load_file (cli_batch *b, cli_file *f)
   if (cfx_image_alloc (&f->dst, f->pic.image.width, f->pic.image.height))
     return runtime_error ("%s: out of memory for a %dx%d image", b->c->filter->name,
                           f->pic.image.width, f->pic.image.height);
+  /* Its pages mapped here, on a codec thread: the first write to each page
+   * faults, which would otherwise happen while the engine holds a device. */
+  memset (f->dst.data, 0, f->dst.stride * f->dst.height);
   return 0;
 }
 
@@ -877,7 +880,7 @@ run_filter (const cli_command *c)
     megapixels = probe_megapixels (c->inputs[i]);
   long cores = sysconf (_SC_NPROCESSORS_ONLN);
   if (!b.codecs_only)
-    cli_cuda_start (c->filter_index, &b.params, megapixels * n,
+    cli_cuda_start (c->filter_index, &b.params, megapixels * n, n,
                     c->threads ? c->threads : cores > 0 ? (int) cores : 1);
 
   b.files = g_new0 (cli_file, n);
@@ -956,6 +959,7 @@ run_info (int argc, char **argv)
     }
   cudafx_backend_describe (backends, sizeof backends);
   const char *device = !strncmp (backends, "CUDA: ", 6) ? backends + 6 : NULL;
+  int devices = device ? cudafx_cuda_devices () : 0;
   if (json)
     {
       printf ("{\"version\": \"%s\", \"backends\": ", CUDAFX_VERSION);
@@ -963,13 +967,15 @@ run_info (int argc, char **argv)
       printf (", \"cuda_devices\": [");
       if (device)
         print_json_string (device);
-      printf ("]}\n");
+      printf ("], \"cuda_device_count\": %d}\n", devices);
       return 0;
     }
   printf ("cudafx %s\n", CUDAFX_VERSION);
   printf (_("Backends: %s"), backends);
   putchar ('\n');
   printf (_("CUDA devices: %s"), device ? device : _("none"));
+  if (devices > 1)
+    printf (_(" (the default of %d; batches run a worker on each)"), devices);
   putchar ('\n');
   printf ("%s", _("Filters:"));
   for (int i = 0; i < CUDAFX_N_FILTERS; i++)

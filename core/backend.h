@@ -138,7 +138,8 @@ typedef struct {
 #define CUDAFX_BACKEND_TABLE(b)                                                                     \
   {                                                                                                 \
     cudafx_##b##_probe, cudafx_##b##_device_count, cudafx_median_##b, cudafx_convolve_##b,          \
-    cudafx_nlmeans_##b##_open, cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_denoise, cudafx_nlmeans_##b##_close,           \
+    cudafx_nlmeans_##b##_open, cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_denoise,           \
+    cudafx_nlmeans_##b##_close,                                                                     \
     cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
     cudafx_quantize_##b##_map, cudafx_quantize_##b##_close                                          \
   }

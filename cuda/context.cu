@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* One context per device the runtime lists (at most CFX_MAX_DEVICES), and
  * which of them calls with options.device 0 get; probed once. Every field of
@@ -387,6 +390,32 @@ struct host_rows
   bool                to_pinned;
 };
 
+/* memcpy with streaming stores: neither side of a staging copy is read
+ * again by this core (the copy engine reads the pinned rows, the host the
+ * result much later), so the destination need not be read into the cache
+ * first, which saves a third of the copy's memory traffic. */
+static void
+stream_copy (unsigned char *dst, const unsigned char *src, size_t n)
+{
+#ifdef __SSE2__
+  size_t head = (16 - (uintptr_t) dst % 16) % 16;
+  head = head < n ? head : n;
+  memcpy (dst, src, head);
+  size_t i = head;
+  for (; i + 64 <= n; i += 64)
+    {
+      __m128i v[4];
+      for (int j = 0; j < 4; j++)
+        v[j] = _mm_loadu_si128 ((const __m128i *) (src + i + 16 * j));
+      for (int j = 0; j < 4; j++)
+        _mm_stream_si128 ((__m128i *) (dst + i + 16 * j), v[j]);
+    }
+  memcpy (dst + i, src + i, n - i);
+#else
+  memcpy (dst, src, n);
+#endif
+}
+
 static void
 copy_host_rows (void *ctx, int i0, int i1)
 {
@@ -396,21 +425,24 @@ copy_host_rows (void *ctx, int i0, int i1)
       unsigned char *p = h->pinned + (size_t) i * h->row_bytes;
       int y = h->v0 + i;
       if (!h->to_pinned)
-        memcpy (cudafx_row (h->img, y), p, h->row_bytes);
+        stream_copy (cudafx_row (h->img, y), p, h->row_bytes);
       else
         {
           int r = cudafx_border_index (y, h->img->height, h->border);
           if (r < 0)
             memset (p, 0, h->row_bytes);
           else
-            memcpy (p, cudafx_row (h->img, r), h->row_bytes);
+            stream_copy (p, cudafx_row (h->img, r), h->row_bytes);
         }
     }
+#ifdef __SSE2__
+  _mm_sfence (); /* the streamed rows visible before the copy engine or another thread reads them */
+#endif
 }
 
-/* Threads for those copies: one alone moves about 10 GB/s, less than a copy
- * engine; past a few, the host's memory bandwidth is the limit. */
-constexpr int CFX_COPY_THREADS = 8;
+/* Threads for those copies: one alone moves about 10 GB/s, a fraction of
+ * what the two copy engines move at once. */
+constexpr int CFX_COPY_THREADS = 16;
 
 static void
 host_copy (const host_rows *h, int rows, const cudafx_options *o)
