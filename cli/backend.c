@@ -12,9 +12,12 @@
  *     it, CUDA starts on its own thread while the first file decodes;
  *   - per file, once CUDA was started: it is ready, the engine's auto (CUDA,
  *     or the CPU if it fails); it could not start, the CPU; it is still
- *     starting, the file begins on the CPU and, if CUDA becomes ready while
+ *     starting, one file begins on the CPU and, if CUDA becomes ready while
  *     the CPU's remaining time (extrapolated from its progress) exceeds what
- *     the GPU's whole call would take, moves to CUDA.
+ *     the GPU's whole call would take, moves to CUDA; a file of a batch waits
+ *     for CUDA instead, as the codec threads use every core meanwhile and
+ *     several workers racing on the CPU would take them (docs/BENCHMARKS.md,
+ *     "Several GPUs and the whole call").
  * The JSON output's "backend_reason" says which case applied. */
 #include "backend.h"
 
@@ -48,6 +51,7 @@ static double      job_cpu_ms;       /* the job's estimated CPU time, when CUDA 
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  counted = PTHREAD_COND_INITIALIZER;
 static int             device_count = -1; /* -1 until the start-up thread has counted, under count_lock */
+static pthread_cond_t  started = PTHREAD_COND_INITIALIZER; /* cuda_state left CUDA_STARTING */
 
 /* The start's own run; a custom kernel's taps stay the caller's (main's
  * command line, alive until the process ends). */
@@ -65,6 +69,16 @@ now_ms (void)
   struct timespec t;
   clock_gettime (CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* CUDA_READY or CUDA_UNUSABLE, for whoever waits on it. */
+static void
+set_state (int state)
+{
+  pthread_mutex_lock (&count_lock);
+  atomic_store (&cuda_state, state);
+  pthread_cond_broadcast (&started);
+  pthread_mutex_unlock (&count_lock);
 }
 
 static void
@@ -119,13 +133,13 @@ start_cuda (void *arg)
   if (s == CUDAFX_OK)
     {
       ready_ms = now_ms () - started_at;
-      atomic_store (&cuda_state, CUDA_READY);
+      set_state (CUDA_READY);
     }
   else
     {
       const char *message = cudafx_error_message ();
       snprintf (start_why, sizeof start_why, "%s", message[0] ? message : cudafx_status_string (s));
-      atomic_store (&cuda_state, CUDA_UNUSABLE);
+      set_state (CUDA_UNUSABLE);
     }
   for (int d = 1; d <= devices && s == CUDAFX_OK && devices > 1 && job.several; d++)
     warm_up (d, result); /* a device that fails here: its files fall back or fail, each reporting why */
@@ -193,7 +207,7 @@ cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, in
   if (!start_thread_running)
     {
       snprintf (start_why, sizeof start_why, "could not start a thread for CUDA");
-      atomic_store (&cuda_state, CUDA_UNUSABLE);
+      set_state (CUDA_UNUSABLE);
     }
 }
 
@@ -271,7 +285,16 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
   cudafx_options options = *o;
   const char *env = backend_from_env ();
   int state = atomic_load (&cuda_state);
+  int waited = state == CUDA_STARTING && job.several && p->backend == CUDAFX_BACKEND_AUTO && !env;
   cudafx_status s;
+
+  if (waited)
+    {
+      pthread_mutex_lock (&count_lock);
+      while ((state = atomic_load (&cuda_state)) == CUDA_STARTING)
+        pthread_cond_wait (&started, &count_lock);
+      pthread_mutex_unlock (&count_lock);
+    }
 
   if (p->backend != CUDAFX_BACKEND_AUTO || env)
     {
@@ -288,7 +311,8 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
       if (s == CUDAFX_OK && result->report.backend_used == CUDAFX_BACKEND_CPU)
         snprintf (why, why_size, "CUDA failed, fell back to the CPU: %s", result->report.fallback);
       else
-        snprintf (why, why_size, "CUDA ready (started in %.0f ms)", ready_ms);
+        snprintf (why, why_size, "CUDA ready (started in %.0f ms%s)", ready_ms,
+                  waited ? "; in a batch, the file waited for it" : "");
       return s;
     }
 
