@@ -64,33 +64,30 @@ bare_round_trip (size_t bytes, int device, int runs)
   return median_of (t, runs);
 }
 
-typedef cudafx_status (*filter_fn) (const cudafx_image *src, cudafx_image *dst, const cudafx_options *o);
+/* The filters timed: median of a radius, or a Gaussian of a sigma. */
+static const struct
+{
+  const char *name;
+  int         median;
+  double      size;
+} filters[] = {
+  { "median r1", 1, 1 }, { "median r5", 1, 5 }, { "convolve gaussian s2", 0, 2 },
+};
 
 static cudafx_status
-median_r1 (const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
+run_filter (int f, const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
 {
-  cudafx_median_params p;
-  cudafx_median_params_init (&p);
-  p.radius = 1;
-  return cudafx_median (src, dst, &p, o);
-}
-
-static cudafx_status
-median_r5 (const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
-{
-  cudafx_median_params p;
-  cudafx_median_params_init (&p);
-  p.radius = 5;
-  return cudafx_median (src, dst, &p, o);
-}
-
-static cudafx_status
-gaussian_s2 (const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
-{
+  if (filters[f].median)
+    {
+      cudafx_median_params p;
+      cudafx_median_params_init (&p);
+      p.radius = (int) filters[f].size;
+      return cudafx_median (src, dst, &p, o);
+    }
   cudafx_convolve_params p;
   cudafx_convolve_params_init (&p);
   p.preset = CUDAFX_PRESET_GAUSSIAN;
-  p.sigma = 2;
+  p.sigma = filters[f].size;
   return cudafx_convolve (src, dst, &p, o);
 }
 
@@ -105,9 +102,6 @@ main (int argc, char **argv)
       device = atoi (argv[i + 1]);
   runs = runs < 1 ? 1 : runs > MAX_RUNS - 1 ? MAX_RUNS - 1 : runs;
 
-  static const struct { const char *name; filter_fn fn; } filters[] = {
-    { "median r1", median_r1 }, { "median r5", median_r5 }, { "convolve gaussian s2", gaussian_s2 },
-  };
   char name[128], why[256];
   cudafx_backend_describe (name, sizeof name);
   printf ("whole call vs bare pinned round trip, %dx%d RGB, %s (device %d), median of %d runs\n", W, H, name,
@@ -129,7 +123,7 @@ main (int argc, char **argv)
         else
           ((float *) a)[i] = (float) ((i / C % W) / (double) W + (double) (i * 2654435761u >> 28) / 255);
       double bare = bare_round_trip ((size_t) W * H * px, device - 1, runs);
-      for (size_t f = 0; f < sizeof filters / sizeof filters[0]; f++)
+      for (int f = 0; f < (int) (sizeof filters / sizeof filters[0]); f++)
         {
           double t[MAX_RUNS];
           cudafx_report report;
@@ -141,7 +135,7 @@ main (int argc, char **argv)
           for (int i = 0; i <= runs; i++)
             {
               double start = now_ms ();
-              cudafx_status s = filters[f].fn (&src, &dst, &o);
+              cudafx_status s = run_filter (f, &src, &dst, &o);
               t[i ? i - 1 : 0] = now_ms () - start;
               if (s != CUDAFX_OK)
                 {
