@@ -223,6 +223,10 @@ bench-gpu: $(SHLIB)
 	-$(MAKE) --no-print-directory $(BUILD)/bench_npp
 	python3 bench/bench_gpu.py
 
+# The CUDA backend's whole call against a bare pinned round trip (issue 18).
+$(BUILD)/bench-call: bench/bench_call.c $(LIB)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include $< $(LIB) $(LIB_LIBS) -lpthread -o $@
+
 ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan CUDA=0 ARCHFLAGS= \
   CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
   LDLIBS="-fsanitize=address,undefined -fopenmp -lm"

@@ -11,16 +11,28 @@ Prints one table, wall milliseconds per image:
      --backend auto, --output-dir), beside the same batch decoded and encoded
      only (CUDAFX_BENCH_CODECS_ONLY=1: same codecs, same threads, no filter)
      and beside an OpenCV loop of imread + fastNlMeansDenoisingColored(h=10,
-     hColor=10, 7, 21) + imwrite on all cores over the first few images,
-     extrapolated per image.
+     hColor=10, 7, 21) + imwrite on --opencv-threads threads over the first
+     few images, extrapolated per image;
+  4. with several GPUs (issue 24): the batch on the first GPU only
+     (CUDA_VISIBLE_DEVICES) and on all of them, for nl-means automatic (where
+     the codecs may be the limit) and for nl-means with the largest search
+     window (--search-radius 20: four times the GPU's work, so the GPUs are
+     the limit), and optionally with few codec threads (--codec-bound-threads);
+     images/s, and each GPU's busy share two ways: nvidia-smi's utilization
+     (sampled every 50 ms, the share of time a kernel ran) and the engine's
+     own time per file (--json "ms" summed per device, over the batch's wall
+     time).
 The images are made from tests/data photos by crops, flips and resizes to
 4000x3000, with Gaussian noise (sigma 8) so nl-means has work to do, saved as
 JPEG quality 92. A benchmark, never a test: nothing is asserted.
 
 Usage: bench/bench_e2e.py [--cli build/cudafx] [--env "VAR=... VAR=..."]
-                          [--images 64] [--opencv-images 3] [--runs 3] [--work DIR]
+                          [--images 64] [--opencv-images 3] [--opencv-threads N] [--runs 3]
+                          [--codec-bound-threads N] [--work DIR]
 """
 import argparse
+import collections
+import json
 import multiprocessing
 import os
 import shlex
@@ -80,6 +92,41 @@ def wall(cmd, env, runs):
     return statistics.median(times), done.stdout.decode()
 
 
+def gpu_sampler():
+    """nvidia-smi printing each GPU's utilization every 50 ms, or None."""
+    try:
+        return subprocess.Popen(['nvidia-smi', '--query-gpu=index,utilization.gpu', '--format=csv,noheader,nounits',
+                                 '-lms', '50'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    except OSError:
+        return None
+
+
+def gpu_busy(sampler):
+    """{gpu index: mean utilization %} of a sampler's output, after stopping it."""
+    if sampler is None:
+        return {}
+    sampler.terminate()
+    out = sampler.communicate()[0]
+    samples = collections.defaultdict(list)
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(',')]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            samples[int(parts[0])].append(int(parts[1]))
+    return {gpu: statistics.mean(v) for gpu, v in sorted(samples.items())}
+
+
+def batch_run(cli, argv, env):
+    """(wall s, {device: engine ms summed}, {gpu: nvidia-smi busy %}) of one batch run."""
+    sampler = gpu_sampler()
+    t, out = wall([cli] + argv, env, 1)
+    busy = gpu_busy(sampler)
+    engine = collections.defaultdict(float)
+    for line in out.splitlines():
+        j = json.loads(line)
+        engine['%s %s' % (j.get('backend'), j.get('device'))] += j.get('ms', 0)
+    return t, dict(engine), busy
+
+
 def cuda_usable(cli, env):
     out = subprocess.run([cli, 'info'], env=env, stdout=subprocess.PIPE).stdout.decode()
     return 'CUDA devices: none' not in out and 'Backends: CUDA' in out
@@ -91,6 +138,9 @@ def main():
     ap.add_argument('--env', default='', help='VAR=VALUE ... for the cudafx runs (gegl-bundle env)')
     ap.add_argument('--images', type=int, default=64, help='batch size')
     ap.add_argument('--opencv-images', type=int, default=3, help='images of the OpenCV nl-means loop')
+    ap.add_argument('--opencv-threads', type=int, default=0, help="OpenCV's threads (0: all cores)")
+    ap.add_argument('--codec-bound-threads', type=int, default=0,
+                    help='also run the several-GPU batches with this many codec threads (0: not)')
     ap.add_argument('--runs', type=int, default=3, help='runs of each single-file command (median)')
     ap.add_argument('--work', default=None, help='folder for the images (kept between runs)')
     ap.add_argument('--skip-batch', action='store_true')
@@ -103,7 +153,8 @@ def main():
     cli = args.cli
     work = args.work or tempfile.mkdtemp(prefix='bench-e2e-')
     cores = os.cpu_count()
-    cv2.setNumThreads(cores)
+    cv_threads = args.opencv_threads or cores
+    cv2.setNumThreads(cv_threads)
     photos = make_images(os.path.join(work, 'in'), max(args.images, args.opencv_images, 1))
     out = os.path.join(work, 'out')
     os.makedirs(out, exist_ok=True)
@@ -165,13 +216,45 @@ def main():
             cv2.imwrite(os.path.join(out, 'cv.jpg'), cv2.fastNlMeansDenoisingColored(img, None, 10, 10, 7, 21))
         cv = (time.perf_counter() - start) / k
         rows.append(('batch of %d, nl-means auto' % n, t / n,
-                     'OpenCV imread+fastNlMeans+imwrite (%d imgs, %d threads)' % (k, cores), cv))
+                     'OpenCV imread+fastNlMeans+imwrite (%d imgs, %d threads)' % (k, cv_threads), cv))
 
     print()
     print('| workload | cudafx ms/image | peer | peer ms/image | ratio |')
     print('|---|---|---|---|---|')
     for name, t, peer, p in rows:
         print('| %s | %.0f | %s | %.0f | %.2f |' % (name, t * 1e3, peer, p * 1e3, t / p))
+
+    # 4. several GPUs: the first one, then all; codecs as the limit, then the GPUs
+    gpus = [g for g in env.get('CUDA_VISIBLE_DEVICES', '').split(',') if g] or None
+    if gpus is None and gpu:
+        listed = subprocess.run(['nvidia-smi', '-L'], stdout=subprocess.PIPE, text=True).stdout
+        gpus = [str(i) for i, line in enumerate(listed.splitlines()) if line.startswith('GPU ')]
+    if not args.skip_batch and args.images > 0 and gpu and gpus and len(gpus) > 1:
+        batch = photos[:args.images]
+        n = args.images
+        wide = ['--h', '10', '--patch-radius', '1', '--search-radius', '20']
+        threads = [[]] + ([['--threads', str(args.codec_bound_threads)]] if args.codec_bound_threads else [])
+        configs = [('%s, %s%s' % (label, '1 GPU' if k == 1 else '%d GPUs' % k,
+                                  ', %s codec threads' % extra[1] if extra else ''), gpus[:k], argv, extra)
+                   for extra in threads for label, argv in (('auto', []), ('search radius 20', wide))
+                   for k in (1, len(gpus))]
+        print()
+        print('| batch of %d, nl-means | images/s | ms/image | decode+encode only, ms/image '
+              '| GPU busy (nvidia-smi) | engine time / wall, per device |' % n)
+        print('|---|---|---|---|---|---|', flush=True)
+        codecs = {}
+        for name, visible, argv, extra in configs:
+            genv = dict(env, CUDA_VISIBLE_DEVICES=','.join(visible))
+            t, engine, busy = batch_run(cli, ['nl-means', '--json', '--output-dir', out] + argv + extra + batch,
+                                        genv)
+            if tuple(extra) not in codecs:  # the codecs alone: the same files and threads, no filter
+                codecs[tuple(extra)] = wall([cli, 'nl-means', '--output-dir', out] + extra + batch,
+                                            dict(genv, CUDAFX_BENCH_CODECS_ONLY='1'), 1)[0]
+            c = codecs[tuple(extra)]
+            print('| %s | %.2f | %.0f | %.0f | %s | %s |' % (
+                name, n / t, t / n * 1e3, c / n * 1e3,
+                ', '.join('GPU %d %.0f%%' % (g, b) for g, b in busy.items()) or 'n/a',
+                ', '.join('%s %.0f%%' % (d, 100 * ms / 1e3 / t) for d, ms in sorted(engine.items()))))
 
 
 if __name__ == '__main__':

@@ -27,7 +27,7 @@ class Report(C.Structure):
 
 class Options(C.Structure):
     _fields_ = [("backend", C.c_int), ("threads", C.c_int), ("progress", C.c_void_p),
-                ("user_data", C.c_void_p), ("report", C.POINTER(Report))]
+                ("user_data", C.c_void_p), ("report", C.POINTER(Report)), ("device", C.c_int)]
 
 
 class NlmeansInfo(C.Structure):

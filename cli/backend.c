@@ -12,9 +12,12 @@
  *     it, CUDA starts on its own thread while the first file decodes;
  *   - per file, once CUDA was started: it is ready, the engine's auto (CUDA,
  *     or the CPU if it fails); it could not start, the CPU; it is still
- *     starting, the file begins on the CPU and, if CUDA becomes ready while
+ *     starting, one file begins on the CPU and, if CUDA becomes ready while
  *     the CPU's remaining time (extrapolated from its progress) exceeds what
- *     the GPU's whole call would take, moves to CUDA.
+ *     the GPU's whole call would take, moves to CUDA; a file of a batch waits
+ *     for CUDA instead, as the codec threads use every core meanwhile and
+ *     several workers racing on the CPU would take them (docs/BENCHMARKS.md,
+ *     "Several GPUs and the whole call").
  * The JSON output's "backend_reason" says which case applied. */
 #include "backend.h"
 
@@ -30,6 +33,10 @@ enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
 /* What CUDA adds to one file's wall time when its start overlaps the decode
  * (measured: docs/BENCHMARKS.md, "CLI end to end"). */
 #define CUDA_COST_MS 150.0
+/* What a device's first call on a photo adds to a warm one: device buffers
+ * and pinned staging sized for it, kernels the start-up run did not load
+ * (measured: docs/BENCHMARKS.md, "Several GPUs and the whole call"). */
+#define FIRST_CALL_MS 160.0
 
 /* Process-wide, like the CUDA context it stands for: CUDA starts once per
  * process (cli_cuda_start is called once, before any file is decoded). */
@@ -41,12 +48,17 @@ static char        start_why[256];   /* CUDA_UNUSABLE: why; written before the s
 static double      ready_ms;         /* when CUDA became ready, ms after cli_cuda_start */
 static double      started_at;
 static double      job_cpu_ms;       /* the job's estimated CPU time, when CUDA was not started */
+static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  counted = PTHREAD_COND_INITIALIZER;
+static int             device_count = -1; /* -1 until the start-up thread has counted, under count_lock */
+static pthread_cond_t  started = PTHREAD_COND_INITIALIZER; /* cuda_state left CUDA_STARTING */
 
 /* The start's own run; a custom kernel's taps stay the caller's (main's
  * command line, alive until the process ends). */
 typedef struct {
   int                  filter;
   cudafx_filter_params params;
+  int                  several; /* files: ready every device, for the workers */
 } start_job;
 
 static start_job job;
@@ -59,38 +71,78 @@ now_ms (void)
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* The batch's own filter on a 32x32 RGB image forced to CUDA: besides the
- * context this loads the filter's kernels and sizes the device buffers. The
- * engine keeps all three for the files that follow. */
+/* CUDA_READY or CUDA_UNUSABLE, for whoever waits on it. */
+static void
+set_state (int state)
+{
+  pthread_mutex_lock (&count_lock);
+  atomic_store (&cuda_state, state);
+  pthread_cond_broadcast (&started);
+  pthread_mutex_unlock (&count_lock);
+}
+
+static void
+set_device_count (int n)
+{
+  pthread_mutex_lock (&count_lock);
+  device_count = n;
+  pthread_cond_broadcast (&counted);
+  pthread_mutex_unlock (&count_lock);
+}
+
+/* The batch's own filter on a 32x32 RGB image forced to CUDA on a device
+ * (options.device): besides the context this loads the filter's kernels
+ * and sizes the device buffers. The engine keeps all three for the files
+ * that follow. */
+static cudafx_status
+warm_up (int device, cudafx_run_result *result)
+{
+  enum { SIZE = 32 };
+  unsigned char *pixels = malloc (2 * SIZE * SIZE * 3);
+  cudafx_image src = { pixels, SIZE, SIZE, 3, 0, CUDAFX_U8, SIZE * 3 };
+  cudafx_image dst = src;
+  cudafx_filter_params params = job.params;
+  cudafx_options o;
+
+  if (!pixels || !result)
+    {
+      free (pixels);
+      return CUDAFX_ERR_NO_MEMORY;
+    }
+  dst.data = pixels + SIZE * SIZE * 3;
+  for (int i = 0; i < SIZE * SIZE * 3; i++)
+    pixels[i] = (unsigned char) (i * 37 % 251); /* texture, so no filter takes a shortcut */
+  cudafx_options_init (&o);
+  o.device = device;
+  params.backend = CUDAFX_BACKEND_CUDA;
+  cudafx_status s = cudafx_run_filter (job.filter, &params, &src, &dst, &o, result);
+  free (pixels);
+  return s;
+}
+
+/* Counts the devices (a batch's workers wait for that), readies the default
+ * one, then, for a batch, the others for the workers that will use them
+ * (one file needs no other: a context costs a device tens of milliseconds). */
 static void *
 start_cuda (void *arg)
 {
-  enum { SIZE = 32 };
-  static unsigned char src_pixels[SIZE * SIZE * 3], dst_pixels[SIZE * SIZE * 3];
-  cudafx_image src = { src_pixels, SIZE, SIZE, 3, 0, CUDAFX_U8, SIZE * 3 };
-  cudafx_image dst = src;
-  cudafx_filter_params params = job.params;
   cudafx_run_result *result = malloc (sizeof *result); /* large (the palette): off the stack */
-  cudafx_options o;
-
-  dst.data = dst_pixels;
-  for (int i = 0; i < SIZE * SIZE * 3; i++)
-    src_pixels[i] = (unsigned char) (i * 37 % 251); /* texture, so no filter takes a shortcut */
-  cudafx_options_init (&o);
-  params.backend = CUDAFX_BACKEND_CUDA;
-  cudafx_status s = result ? cudafx_run_filter (job.filter, &params, &src, &dst, &o, result)
-                           : CUDAFX_ERR_NO_MEMORY;
+  int devices = cudafx_cuda_devices ();
+  set_device_count (devices);
+  cudafx_status s = warm_up (0, result);
   if (s == CUDAFX_OK)
     {
       ready_ms = now_ms () - started_at;
-      atomic_store (&cuda_state, CUDA_READY);
+      set_state (CUDA_READY);
     }
   else
     {
       const char *message = cudafx_error_message ();
       snprintf (start_why, sizeof start_why, "%s", message[0] ? message : cudafx_status_string (s));
-      atomic_store (&cuda_state, CUDA_UNUSABLE);
+      set_state (CUDA_UNUSABLE);
     }
+  for (int d = 1; d <= devices && s == CUDAFX_OK && devices > 1 && job.several; d++)
+    warm_up (d, result); /* a device that fails here: its files fall back or fail, each reporting why */
   free (result);
   atomic_store (&start_thread_done, 1);
   return arg;
@@ -135,7 +187,7 @@ cpu_ms_per_mp (int filter, const cudafx_filter_params *p)
 }
 
 void
-cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int threads)
+cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int files, int threads)
 {
   const char *env = backend_from_env ();
   if (p->backend == CUDAFX_BACKEND_CPU || (p->backend == CUDAFX_BACKEND_AUTO && env && !strcmp (env, "cpu")))
@@ -148,14 +200,28 @@ cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, in
     }
   job.filter = filter;
   job.params = *p;
+  job.several = files > 1;
   started_at = now_ms ();
   atomic_store (&cuda_state, CUDA_STARTING);
   start_thread_running = !pthread_create (&start_thread, NULL, start_cuda, NULL);
   if (!start_thread_running)
     {
       snprintf (start_why, sizeof start_why, "could not start a thread for CUDA");
-      atomic_store (&cuda_state, CUDA_UNUSABLE);
+      set_state (CUDA_UNUSABLE);
     }
+}
+
+int
+cli_cuda_devices (void)
+{
+  if (atomic_load (&cuda_state) == CUDA_OFF)
+    return 0;
+  pthread_mutex_lock (&count_lock);
+  while (start_thread_running && device_count < 0)
+    pthread_cond_wait (&counted, &count_lock);
+  int n = device_count > 0 ? device_count : 0;
+  pthread_mutex_unlock (&count_lock);
+  return n;
 }
 
 int
@@ -219,7 +285,16 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
   cudafx_options options = *o;
   const char *env = backend_from_env ();
   int state = atomic_load (&cuda_state);
+  int waited = state == CUDA_STARTING && job.several && p->backend == CUDAFX_BACKEND_AUTO && !env;
   cudafx_status s;
+
+  if (waited)
+    {
+      pthread_mutex_lock (&count_lock);
+      while ((state = atomic_load (&cuda_state)) == CUDA_STARTING)
+        pthread_cond_wait (&started, &count_lock);
+      pthread_mutex_unlock (&count_lock);
+    }
 
   if (p->backend != CUDAFX_BACKEND_AUTO || env)
     {
@@ -236,7 +311,8 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
       if (s == CUDAFX_OK && result->report.backend_used == CUDAFX_BACKEND_CPU)
         snprintf (why, why_size, "CUDA failed, fell back to the CPU: %s", result->report.fallback);
       else
-        snprintf (why, why_size, "CUDA ready (started in %.0f ms)", ready_ms);
+        snprintf (why, why_size, "CUDA ready (started in %.0f ms%s)", ready_ms,
+                  waited ? "; in a batch, the file waited for it" : "");
       return s;
     }
 
@@ -255,7 +331,9 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
       return ran_on_cpu (s, result, why);
     }
 
-  race r = { now_ms (), gpu_estimate_ms (src), 0, 0 };
+  /* A file that races CUDA's start is among the first it gets: its call is
+   * a first call. */
+  race r = { now_ms (), gpu_estimate_ms (src) + FIRST_CALL_MS, 0, 0 };
   options.progress = race_progress;
   options.user_data = &r;
   s = cudafx_run_filter (filter, &params, src, dst, &options, result);

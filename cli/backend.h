@@ -9,9 +9,17 @@
 
 /* Starts CUDA on a thread of its own (a small run of the filter forced to
  * CUDA: context, kernels, device buffers) when p's backend is cuda, or auto
- * and the job is worth it: megapixels in all (an estimate), the CPU threads
- * the engine would use. Call once, before the first file is decoded. */
-void cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int threads);
+ * and the job is worth it: megapixels in all (an estimate) over that many
+ * files, the CPU threads the engine would use. With several files, every
+ * device is readied, for the batch's workers. Call once, before the first
+ * file is decoded. */
+void cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int files, int threads);
+
+/* The CUDA devices a batch's workers can take in turn: 0 when CUDA was not
+ * started (cli_cuda_start) or has none, else how many CUDA lists. Waits for
+ * the start-up thread to have counted them (the driver's start, well before
+ * the first kernel). */
+int cli_cuda_devices (void);
 
 /* Runs the filter as cudafx_run_filter does, applying the rule when p's
  * backend is auto; why receives the reason for the backend that ran. */

@@ -45,6 +45,7 @@ enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 /* Enough for every filter's table (checked when parsing starts). */
 #define CLI_MAX_ARGS    16
 #define CLI_MAX_THREADS 1024
+#define CLI_MAX_WORKERS 64
 #define KERNEL_CAPACITY (CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE)
 /* Larger inputs are refused before their pixels are read unless
  * --max-megapixels says otherwise: 500 MP is beyond any camera's photo and
@@ -61,6 +62,7 @@ typedef struct {
   double      kernel[KERNEL_CAPACITY];
   int         kernel_size;          /* 0 unless --kernel was given */
   int         threads;
+  int         workers;        /* 0: one per CUDA device the batch runs on */
   int         json;
   int         strip;          /* --strip: no metadata in OUT */
   double      max_megapixels; /* 0: no limit */
@@ -85,6 +87,9 @@ static const cli_option cli_options[] = {
   { "output-dir", N_("DIR"), N_("Filter every IN given into DIR, under its own name and in its own format; "
                                  "OUT is not given then."), -1 },
   { "threads", "N", N_("CPU threads; 0 uses all cores. Integer 0..1024, default 0."), -1 },
+  { "workers", "N", N_("Files filtered at once with --output-dir, each on its own CUDA device in turn; "
+                       "0 runs one per device CUDA lists (CUDA_VISIBLE_DEVICES chooses them) when the "
+                       "batch runs on CUDA, one otherwise. Integer 0..64, default 0."), -1 },
   { "max-megapixels", "N", N_("Refuse inputs larger than N megapixels before reading their "
                               "pixels; 0 for no limit. Default 500."), -1 },
   { "strip", NULL, N_("Leave the input's ICC profile, EXIF and XMP metadata out of OUT."), -1 },
@@ -477,8 +482,8 @@ parse_command (cli_command *c, int argc, char **argv)
             c->strip = 1;
           continue;
         }
-      int known = a || !strcmp (name, "threads") || !strcmp (name, "output-dir") ||
-                  !strcmp (name, "max-megapixels") ||
+      int known = a || !strcmp (name, "threads") || !strcmp (name, "workers") ||
+                  !strcmp (name, "output-dir") || !strcmp (name, "max-megapixels") ||
                   (!strcmp (name, "palette-out") && c->filter_index == CUDAFX_FILTER_QUANTIZE);
       if (!known)
         return usage_error (command, "unknown option '--%s'", name);
@@ -500,6 +505,15 @@ parse_command (cli_command *c, int argc, char **argv)
           if (t < 0 || t > CLI_MAX_THREADS)
             return usage_error (command, "--threads %s is out of range 0..%d", value, CLI_MAX_THREADS);
           c->threads = (int) t;
+        }
+      else if (!strcmp (name, "workers"))
+        {
+          double t;
+          if (!parse_number (value, 1, &t))
+            return usage_error (command, "--workers '%s' is not an integer", value);
+          if (t < 0 || t > CLI_MAX_WORKERS)
+            return usage_error (command, "--workers %s is out of range 0..%d", value, CLI_MAX_WORKERS);
+          c->workers = (int) t;
         }
       else if (!strcmp (name, "output-dir"))
         {
@@ -625,6 +639,7 @@ typedef struct {
   cudafx_filter_params params;
   cli_file            *files;
   int                  codecs_only;
+  int                  devices;  /* CUDA devices the workers take in turn; 0: the default one */
 } cli_batch;
 
 /* One file's line of --json. A file that failed has "input", "output" and
@@ -651,8 +666,9 @@ print_json (const cli_command *c, const cli_file *f)
   print_json_string (f->why);
   printf (", \"device\": ");
   print_json_string (r->report.device);
-  printf (", \"threads\": %d, \"width\": %d, \"height\": %d, \"ms\": %.3f",
-          r->report.threads_used, f->pic.image.width, f->pic.image.height, f->ms);
+  printf (", \"threads\": %d, \"width\": %d, \"height\": %d, \"ms\": %.3f, \"kernel_ms\": %.3f, "
+          "\"transfer_ms\": %.3f", r->report.threads_used, f->pic.image.width, f->pic.image.height, f->ms,
+          r->report.kernel_ms, r->report.transfer_ms);
   if (r->report.fallback[0] && arg_value (c, "backend") == CUDAFX_BACKEND_AUTO)
     {
       printf (", \"fallback\": ");
@@ -719,16 +735,20 @@ load_file (cli_batch *b, cli_file *f)
   if (cfx_image_alloc (&f->dst, f->pic.image.width, f->pic.image.height))
     return runtime_error ("%s: out of memory for a %dx%d image", b->c->filter->name,
                           f->pic.image.width, f->pic.image.height);
+  /* Its pages mapped here, on a codec thread: the first write to each page
+   * faults, which would otherwise happen while the engine holds a device. */
+  memset (f->dst.data, 0, f->dst.stride * f->dst.height);
   return 0;
 }
 
 static int
-filter_file (cli_batch *b, cli_file *f)
+filter_file (cli_batch *b, cli_file *f, int worker)
 {
   cudafx_options options;
 
   cudafx_options_init (&options);
   options.threads = b->c->threads;
+  options.device = b->devices ? worker % b->devices + 1 : 0;
   if (b->codecs_only)
     {
       /* bench-e2e's baseline: the same files through the same codecs and
@@ -784,13 +804,11 @@ file_load (void *ctx, int index)
   return file_failed (&b->files[index], load_file (b, &b->files[index]));
 }
 
-/* worker would pick the device once the engine takes one (it drives the
- * first CUDA device): until then there is one worker. */
 static int
 file_filter (void *ctx, int index, int worker)
 {
   cli_batch *b = ctx;
-  return file_failed (&b->files[index], filter_file (b, &b->files[index]));
+  return file_failed (&b->files[index], filter_file (b, &b->files[index], worker));
 }
 
 static int
@@ -862,7 +880,7 @@ run_filter (const cli_command *c)
     megapixels = probe_megapixels (c->inputs[i]);
   long cores = sysconf (_SC_NPROCESSORS_ONLN);
   if (!b.codecs_only)
-    cli_cuda_start (c->filter_index, &b.params, megapixels * n,
+    cli_cuda_start (c->filter_index, &b.params, megapixels * n, n,
                     c->threads ? c->threads : cores > 0 ? (int) cores : 1);
 
   b.files = g_new0 (cli_file, n);
@@ -886,10 +904,20 @@ run_filter (const cli_command *c)
 
   if (!status)
     {
+      /* Several files on CUDA: a worker per device, device w % devices for
+       * worker w (--workers may ask for more workers than devices, or for
+       * workers on the CPU). One file needs one worker. */
+      int workers = c->workers;
+      if (n > 1 && !b.codecs_only)
+        b.devices = cli_cuda_devices ();
+      if (!workers)
+        workers = n > 1 && b.devices > 1 ? b.devices : 1;
+      if (workers == 1)
+        b.devices = 0; /* the default device, which CUDAFX_DEVICE may name */
       cli_stages stages = { file_load, file_filter, file_save, file_finish, &b };
       cli_pipeline_config config = {
         .codec_threads = c->threads ? c->threads : cores > 0 ? (int) cores : 1,
-        .workers = 1,
+        .workers = workers,
         .progress = c->output_dir && n > 1 && isatty (STDERR_FILENO),
       };
       int failed = cli_pipeline_run (&stages, n, &config);
@@ -931,6 +959,7 @@ run_info (int argc, char **argv)
     }
   cudafx_backend_describe (backends, sizeof backends);
   const char *device = !strncmp (backends, "CUDA: ", 6) ? backends + 6 : NULL;
+  int devices = device ? cudafx_cuda_devices () : 0;
   if (json)
     {
       printf ("{\"version\": \"%s\", \"backends\": ", CUDAFX_VERSION);
@@ -938,13 +967,15 @@ run_info (int argc, char **argv)
       printf (", \"cuda_devices\": [");
       if (device)
         print_json_string (device);
-      printf ("]}\n");
+      printf ("], \"cuda_device_count\": %d}\n", devices);
       return 0;
     }
   printf ("cudafx %s\n", CUDAFX_VERSION);
   printf (_("Backends: %s"), backends);
   putchar ('\n');
   printf (_("CUDA devices: %s"), device ? device : _("none"));
+  if (devices > 1)
+    printf (_(" (the default of %d; batches run a worker on each)"), devices);
   putchar ('\n');
   printf ("%s", _("Filters:"));
   for (int i = 0; i < CUDAFX_N_FILTERS; i++)

@@ -69,8 +69,11 @@ typedef struct nlmeans_session nlmeans_session;
 typedef struct quantize_session quantize_session;
 
 typedef struct {
-  /* 1 when usable; name: the device, why: the reason it is not. */
-  int (*probe) (char *name, size_t name_size, char *why, size_t why_size);
+  /* 1 when the device (options.device: 0 the default, k the k-th) is usable;
+   * name: the device, why: the reason it is not. */
+  int (*probe) (int device, char *name, size_t name_size, char *why, size_t why_size);
+  /* How many devices options.device may choose from (the CPU: none). */
+  int (*device_count) (void);
 
   cudafx_status (*median) (const cudafx_image *src, cudafx_image *dst, const median_plan *plan,
                            const cudafx_options *o);
@@ -107,7 +110,8 @@ typedef struct {
 /* The operations of backend b (cpu, cuda), named cudafx_FILTER_b[_STEP]:
  * one declaration for both, so their signatures cannot drift apart. */
 #define CUDAFX_BACKEND_DECLARE(b)                                                                   \
-  int cudafx_##b##_probe (char *name, size_t name_size, char *why, size_t why_size);                \
+  int cudafx_##b##_probe (int device, char *name, size_t name_size, char *why, size_t why_size);    \
+  int cudafx_##b##_device_count (void);                                                             \
   cudafx_status cudafx_median_##b (const cudafx_image *src, cudafx_image *dst,                      \
                                    const median_plan *plan, const cudafx_options *o);               \
   cudafx_status cudafx_convolve_##b (const cudafx_image *src, cudafx_image *dst,                    \
@@ -133,8 +137,9 @@ typedef struct {
 /* Backend b's table, from the operations CUDAFX_BACKEND_DECLARE names. */
 #define CUDAFX_BACKEND_TABLE(b)                                                                     \
   {                                                                                                 \
-    cudafx_##b##_probe, cudafx_median_##b, cudafx_convolve_##b, cudafx_nlmeans_##b##_open,          \
-    cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_denoise, cudafx_nlmeans_##b##_close,           \
+    cudafx_##b##_probe, cudafx_##b##_device_count, cudafx_median_##b, cudafx_convolve_##b,          \
+    cudafx_nlmeans_##b##_open, cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_denoise,           \
+    cudafx_nlmeans_##b##_close,                                                                     \
     cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
     cudafx_quantize_##b##_map, cudafx_quantize_##b##_close                                          \
   }

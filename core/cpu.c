@@ -6,13 +6,20 @@
 #include <stdio.h>
 
 int
-cudafx_cpu_probe (char *name, size_t name_size, char *why, size_t why_size)
+cudafx_cpu_probe (int device, char *name, size_t name_size, char *why, size_t why_size)
 {
+  (void) device; /* one CPU: every device number means it */
   if (name_size)
     snprintf (name, name_size, "CPU");
   if (why_size)
     why[0] = '\0';
   return 1;
+}
+
+int
+cudafx_cpu_device_count (void)
+{
+  return 0; /* nothing to choose: the threads are options.threads */
 }
 
 const cudafx_backend_ops cudafx_cpu_backend = CUDAFX_BACKEND_TABLE (cpu);

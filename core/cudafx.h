@@ -88,6 +88,9 @@ typedef struct {
   cudafx_progress_fn progress;  /* may be NULL */
   void              *user_data;
   cudafx_report     *report;    /* may be NULL */
+  int                device;    /* CUDA device counted from 1 as the runtime lists them (CUDA_VISIBLE_DEVICES
+                                   applied): device k is the runtime's k - 1; 0: the default one,
+                                   CUDAFX_DEVICE or the first usable */
 } cudafx_options;
 
 /* Defaults: backend auto, all threads, no progress, no report. */
@@ -96,6 +99,11 @@ void cudafx_options_init (cudafx_options *options);
 /* Describes the backends for humans: "CUDA: NVIDIA H100 80GB HBM3" or
  * "CPU, 16 threads — no CUDA device (reason)". Writes at most size bytes. */
 void cudafx_backend_describe (char *buf, size_t size);
+
+/* CUDA devices a call may choose with options.device (1..count): those the
+ * CUDA runtime lists, CUDA_VISIBLE_DEVICES applied; 0 without CUDA. The first
+ * call starts the CUDA driver. */
+int cudafx_cuda_devices (void);
 
 /* ---- argument table ---------------------------------------------------------
  * One description of every procedure's arguments, read by the GIMP 3 and 2.10

@@ -211,12 +211,14 @@ cuda_backend (void)
 #endif
 }
 
-/* 1 when the CUDA backend is built and a device is usable; else why not. */
+/* 1 when the CUDA backend is built and the device (options.device) is
+ * usable; else why not. */
 static int
-cuda_usable (const cudafx_backend_ops *cuda, char *name, size_t name_size, char *why, size_t why_size)
+cuda_usable (const cudafx_backend_ops *cuda, int device, char *name, size_t name_size, char *why,
+             size_t why_size)
 {
   if (cuda)
-    return cuda->probe (name, name_size, why, why_size);
+    return cuda->probe (device, name, name_size, why, why_size);
   snprintf (name, name_size, "%s", "");
   snprintf (why, why_size, "built without CUDA");
   return 0;
@@ -227,7 +229,7 @@ cudafx_backend_describe (char *buf, size_t size)
 {
   char name[128], why[256];
   if (requested_backend (NULL) != CUDAFX_BACKEND_CPU &&
-      cuda_usable (cuda_backend (), name, sizeof name, why, sizeof why))
+      cuda_usable (cuda_backend (), 0, name, sizeof name, why, sizeof why))
     snprintf (buf, size, "CUDA: %s", name); /* hosts look for this prefix */
   else
     {
@@ -235,6 +237,13 @@ cudafx_backend_describe (char *buf, size_t size)
         snprintf (why, sizeof why, "CUDAFX_BACKEND=cpu");
       snprintf (buf, size, _("CPU, %d threads — %s"), omp_get_max_threads (), why);
     }
+}
+
+int
+cudafx_cuda_devices (void)
+{
+  const cudafx_backend_ops *cuda = cuda_backend ();
+  return cuda ? cuda->device_count () : 0;
 }
 
 static void
@@ -264,7 +273,7 @@ cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_
                         filter, (int) want);
   if (want != CUDAFX_BACKEND_CPU)
     {
-      int usable = cuda_usable (cuda, name, sizeof name, why, sizeof why);
+      int usable = cuda_usable (cuda, o ? o->device : 0, name, sizeof name, why, sizeof why);
       if (!usable && want == CUDAFX_BACKEND_CUDA)
         return cudafx_fail (cuda ? CUDAFX_ERR_NO_DEVICE : CUDAFX_ERR_CUDA_NOT_BUILT,
                             "%s: backend cuda: %s", filter, why);

@@ -7,13 +7,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
-/* The process's one context; every field past the lock is guarded by it. */
-static cfx_context context;
+/* One context per device the runtime lists (at most CFX_MAX_DEVICES), and
+ * which of them calls with options.device 0 get; probed once. Every field of
+ * a context past its lock is guarded by that lock. */
+constexpr int CFX_MAX_DEVICES = 64;
+static cfx_context contexts[CFX_MAX_DEVICES];
+static struct
+{
+  std::once_flag once;
+  int            count;          /* contexts in use */
+  int            chosen;         /* the default's index, or -1 */
+  char           why[256];       /* chosen -1: why no default */
+} devices;
 
-/* ---- the device ---------------------------------------------------------------- */
+/* ---- the devices ---------------------------------------------------------------- */
 
-/* Reads the device's properties into the context; 0 when it cannot run
+/* Reads the device's properties into its context; 0 when it cannot run
  * kernels (the reason in why). */
 static int
 take_device (cfx_context *cx, int device)
@@ -39,48 +52,92 @@ take_device (cfx_context *cx, int device)
   return 1;
 }
 
-/* CUDAFX_DEVICE=N picks device N; else the first that can run kernels. */
+/* Every device the runtime lists; the default: CUDAFX_DEVICE=N, else the
+ * first that can run kernels. With several, names say which one ran. */
 static void
-probe (cfx_context *cx)
+probe (void)
 {
   int count = 0;
+  devices.chosen = -1;
   cudaError_t err = cudaGetDeviceCount (&count);
   if (err != cudaSuccess)
     {
-      snprintf (cx->why, sizeof cx->why, _("no CUDA device (%s)"), cudaGetErrorString (err));
+      snprintf (devices.why, sizeof devices.why, _("no CUDA device (%s)"), cudaGetErrorString (err));
       return;
     }
   if (count == 0)
     {
-      snprintf (cx->why, sizeof cx->why, "%s", _("no CUDA device"));
+      snprintf (devices.why, sizeof devices.why, "%s", _("no CUDA device"));
       return;
+    }
+  devices.count = count < CFX_MAX_DEVICES ? count : CFX_MAX_DEVICES;
+  for (int d = 0; d < devices.count; d++)
+    {
+      contexts[d].usable = take_device (&contexts[d], d);
+      if (contexts[d].usable && devices.count > 1)
+        {
+          size_t n = strlen (contexts[d].name);
+          snprintf (contexts[d].name + n, sizeof contexts[d].name - n, " #%d", d);
+        }
     }
   const char *env = getenv ("CUDAFX_DEVICE");
   if (env && *env)
     {
       char *end;
       long d = strtol (env, &end, 10);
-      if (*end || d < 0 || d >= count)
-        snprintf (cx->why, sizeof cx->why, _("CUDA device %d unusable (%s)"), (int) (d < 0 || *end ? -1 : d),
-                  "CUDAFX_DEVICE");
+      if (*end || d < 0 || d >= devices.count)
+        snprintf (devices.why, sizeof devices.why, _("CUDA device %d unusable (%s)"),
+                  (int) (d < 0 || *end ? -1 : d), "CUDAFX_DEVICE");
+      else if (contexts[d].usable)
+        devices.chosen = (int) d;
       else
-        cx->usable = take_device (cx, (int) d);
+        snprintf (devices.why, sizeof devices.why, "%s", contexts[d].why);
       return;
     }
-  for (int d = 0; d < count && !cx->usable; d++)
-    cx->usable = take_device (cx, d);
+  for (int d = 0; d < devices.count && devices.chosen < 0; d++)
+    if (contexts[d].usable)
+      devices.chosen = d;
+  if (devices.chosen < 0)
+    snprintf (devices.why, sizeof devices.why, "%s", contexts[0].why);
+}
+
+/* The context of options.device `device` (0: the default), or NULL with the
+ * reason in why. */
+static cfx_context *
+context_of (int device, char *why, size_t why_size)
+{
+  std::call_once (devices.once, probe);
+  if (device == 0 && devices.chosen < 0)
+    snprintf (why, why_size, "%s", devices.why);
+  else if (device == 0)
+    return &contexts[devices.chosen];
+  else if (device < 0 || device > devices.count)
+    snprintf (why, why_size, _("CUDA device %d unusable (%s)"), device - 1,
+              devices.count ? "not among the devices CUDA lists" : devices.why);
+  else if (!contexts[device - 1].usable)
+    snprintf (why, why_size, "%s", contexts[device - 1].why);
+  else
+    return &contexts[device - 1];
+  return NULL;
 }
 
 extern "C" int
-cudafx_cuda_probe (char *name, size_t name_size, char *why, size_t why_size)
+cudafx_cuda_probe (int device, char *name, size_t name_size, char *why, size_t why_size)
 {
-  cfx_context *cx = &context;
-  std::call_once (cx->probed, probe, cx);
+  char reason[256];
+  cfx_context *cx = context_of (device, reason, sizeof reason);
   if (name_size)
-    snprintf (name, name_size, "%s", cx->usable ? cx->name : "");
+    snprintf (name, name_size, "%s", cx ? cx->name : "");
   if (why_size)
-    snprintf (why, why_size, "%s", cx->usable ? "" : cx->why);
-  return cx->usable;
+    snprintf (why, why_size, "%s", cx ? "" : reason);
+  return cx != NULL;
+}
+
+extern "C" int
+cudafx_cuda_device_count (void)
+{
+  std::call_once (devices.once, probe);
+  return devices.count;
 }
 
 /* ---- errors and fault injection ------------------------------------------- */
@@ -114,14 +171,14 @@ cfx_check_launch (const char *filter, const char *kernel)
 /* ---- a call ---------------------------------------------------------------- */
 
 cudafx_status
-cfx_begin (cfx_call &call, const char *filter)
+cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o)
 {
-  cfx_context *cx = &context;
+  char why[256];
+  cfx_context *cx = context_of (o ? o->device : 0, why, sizeof why);
+  if (!cx)
+    return cudafx_fail (CUDAFX_ERR_NO_DEVICE, "%s: backend cuda: %s", filter, why);
   call.guard = std::unique_lock<std::mutex> (cx->lock);
   call.cx = cx;
-  std::call_once (cx->probed, probe, cx);
-  if (!cx->usable)
-    return cudafx_fail (CUDAFX_ERR_NO_DEVICE, "%s: backend cuda: %s", filter, cx->why);
   cudafx_status s = cfx_check (cudaSetDevice (cx->device), filter, "device selection");
   if (s || cx->ready)
     return s;
@@ -265,40 +322,6 @@ cfx_allow_shared (cfx_context *cx, const void *kernel, size_t bytes, const char 
 
 /* ---- stripes ------------------------------------------------------------------- */
 
-/* Copies virtual rows [v0, v1) of src into the device buffer: in-image runs
- * as one 2-D copy, made-up rows one by one. */
-static cudafx_status
-upload_rows (const char *filter, const cudafx_image *src, int v0, int v1, cudafx_border border,
-             unsigned char *d, size_t pitch, size_t row_bytes, cudaStream_t stream)
-{
-  int y = v0;
-  while (y < v1)
-    {
-      cudafx_status s;
-      if (y >= 0 && y < src->height)
-        {
-          int end = v1 < src->height ? v1 : src->height;
-          s = cfx_check (cudaMemcpy2DAsync (d + (size_t) (y - v0) * pitch, pitch, cudafx_row (src, y),
-                                            src->stride, row_bytes, end - y, cudaMemcpyHostToDevice, stream),
-                         filter, "copy to device");
-          y = end;
-        }
-      else
-        {
-          int r = cudafx_border_index (y, src->height, border);
-          unsigned char *drow = d + (size_t) (y - v0) * pitch;
-          s = r < 0 ? cfx_check (cudaMemsetAsync (drow, 0, row_bytes, stream), filter, "memset")
-                    : cfx_check (cudaMemcpyAsync (drow, cudafx_row (src, r), row_bytes,
-                                                  cudaMemcpyHostToDevice, stream),
-                                 filter, "copy to device");
-          y++;
-        }
-      if (s)
-        return s;
-    }
-  return CUDAFX_OK;
-}
-
 static size_t
 row_bytes_of (const cudafx_image *src)
 {
@@ -354,21 +377,192 @@ stripe_buffers (cfx_context *cx, const char *filter, const cudafx_image *src, in
   return CUDAFX_OK;
 }
 
-/* Rows [y0 - halo, y0 + n + halo) of src into the stripe, timed by ev[0..1]. */
+/* ---- staging: host copies and the pipeline's events ---------------------------- */
+
+/* Rows between a pageable image and pinned staging memory. */
+struct host_rows
+{
+  const cudafx_image *img;
+  unsigned char      *pinned;   /* image row v0 + i at pinned + i * row_bytes */
+  int                 v0;       /* may be negative: rows made up by border */
+  size_t              row_bytes;
+  cudafx_border       border;
+  bool                to_pinned;
+};
+
+/* memcpy with streaming stores: neither side of a staging copy is read
+ * again by this core (the copy engine reads the pinned rows, the host the
+ * result much later), so the destination need not be read into the cache
+ * first, which saves a third of the copy's memory traffic. */
+static void
+stream_copy (unsigned char *dst, const unsigned char *src, size_t n)
+{
+#ifdef __SSE2__
+  size_t head = (16 - (uintptr_t) dst % 16) % 16;
+  head = head < n ? head : n;
+  memcpy (dst, src, head);
+  size_t i = head;
+  for (; i + 64 <= n; i += 64)
+    {
+      __m128i v[4];
+      for (int j = 0; j < 4; j++)
+        v[j] = _mm_loadu_si128 ((const __m128i *) (src + i + 16 * j));
+      for (int j = 0; j < 4; j++)
+        _mm_stream_si128 ((__m128i *) (dst + i + 16 * j), v[j]);
+    }
+  memcpy (dst + i, src + i, n - i);
+#else
+  memcpy (dst, src, n);
+#endif
+}
+
+static void
+copy_host_rows (void *ctx, int i0, int i1)
+{
+  const host_rows *h = (const host_rows *) ctx;
+  for (int i = i0; i < i1; i++)
+    {
+      unsigned char *p = h->pinned + (size_t) i * h->row_bytes;
+      int y = h->v0 + i;
+      if (!h->to_pinned)
+        stream_copy (cudafx_row (h->img, y), p, h->row_bytes);
+      else
+        {
+          int r = cudafx_border_index (y, h->img->height, h->border);
+          if (r < 0)
+            memset (p, 0, h->row_bytes);
+          else
+            stream_copy (p, cudafx_row (h->img, r), h->row_bytes);
+        }
+    }
+#ifdef __SSE2__
+  _mm_sfence (); /* the streamed rows visible before the copy engine or another thread reads them */
+#endif
+}
+
+/* Threads for those copies: one alone moves about 10 GB/s, a fraction of
+ * what the two copy engines move at once. */
+constexpr int CFX_COPY_THREADS = 16;
+
+static void
+host_copy (const host_rows *h, int rows, const cudafx_options *o)
+{
+  cudafx_options copy;
+  cudafx_options_init (&copy);
+  int threads = cudafx_thread_count (o);
+  copy.threads = threads < CFX_COPY_THREADS ? threads : CFX_COPY_THREADS;
+  cudafx_parallel_rows (rows, copy_host_rows, (void *) h, &copy, 0, 1); /* no progress: cannot fail */
+}
+
+/* Each stripe's copies at least this large, so the copy engines run near
+ * their peak; more stripes shorten the pipeline's fill and drain. */
+constexpr size_t CFX_PIPE_MIN_BYTES = 2u << 20;
+
+/* Stripes of the pipelined runner for src (CUDAFX_CUDA_STRIPES, else by
+ * size), or 0 when the whole image does not fit the budget at once. */
+static int
+pipe_stripes (cfx_context *cx, const cudafx_image *src, int halo, size_t scratch_row_bytes, cudafx_image *dst)
+{
+  size_t pitch = stripe_pitch (src), bytes = row_bytes_of (src) * src->height;
+  long n = (long) (bytes / CFX_PIPE_MIN_BYTES);
+  const char *env = getenv ("CUDAFX_CUDA_STRIPES");
+  if (env && *env)
+    n = strtol (env, NULL, 10);
+  n = n < 1 ? 1 : n > CFX_PIPE_STRIPES ? CFX_PIPE_STRIPES : n;
+  n = n > src->height ? src->height : n;
+  int rows = (int) ((src->height + n - 1) / n);
+  size_t need = (src->height + 2 * (size_t) halo) * pitch + (rows + 2 * (size_t) halo) * scratch_row_bytes +
+                (dst ? src->height * pitch : 0);
+  if (need > cfx_memory_budget (cx))
+    return 0;
+  return (src->height + rows - 1) / rows;
+}
+
+/* Event j of stripe k: 0, 1 its upload's start and end (side stream), 2, 3
+ * its kernel's (the call's stream), 4 its download's end. */
+static cudaEvent_t
+pipe_event (cfx_context *cx, int k, int j)
+{
+  return cx->ev[CFX_BASE_EVENTS + 5 * k + j];
+}
+
+/* Rows a chunk of a staged copy: at least CFX_PIPE_MIN_BYTES, and at most
+ * CFX_PIPE_STRIPES chunks (each download chunk has a pipeline event). */
+static int
+chunk_rows (size_t row_bytes, int rows)
+{
+  size_t by_size = CFX_PIPE_MIN_BYTES / row_bytes, by_count = (rows + CFX_PIPE_STRIPES - 1) / CFX_PIPE_STRIPES;
+  size_t chunk = by_size > by_count ? by_size : by_count;
+  return chunk < 1 ? 1 : chunk > (size_t) rows ? rows : (int) chunk;
+}
+
+/* Rows [y0 - halo, y0 + n + halo) of src into the stripe through pinned
+ * memory, in chunks: the host's copy of one chunk overlaps the upload of the
+ * one before. Timed by ev[0..1]. */
 static cudafx_status
 stripe_upload (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_border border, int y0,
                int n, cfx_stripe *st)
 {
   st->y0 = y0;
   st->rows = n;
-  cudafx_status s;
-  if ((s = cfx_check (cudaEventRecord (cx->ev[0], cx->stream), filter, "event")) ||
-      (s = upload_rows (filter, src, y0 - st->halo, y0 + n + st->halo, border, (unsigned char *) st->d_src,
-                        st->src_pitch, row_bytes_of (src), cx->stream)) ||
-      (s = cfx_check (cudaEventRecord (cx->ev[1], cx->stream), filter, "event")))
-    return s;
+  const size_t row_bytes = row_bytes_of (src);
+  const int v0 = y0 - st->halo, total = n + 2 * st->halo, chunk = chunk_rows (row_bytes, total);
+  unsigned char *up;
+  cudafx_status s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * total, (void **) &up, NULL, filter);
+  for (int r = 0; r < total && !s; r += chunk)
+    {
+      const int m = chunk < total - r ? chunk : total - r;
+      host_rows h = { src, up + (size_t) r * row_bytes, v0 + r, row_bytes, border, true };
+      host_copy (&h, m, NULL);
+      if (r == 0 && (s = cfx_check (cudaEventRecord (cx->ev[0], cx->stream), filter, "event")))
+        break;
+      s = cfx_check (cudaMemcpy2DAsync ((unsigned char *) st->d_src + (size_t) r * st->src_pitch, st->src_pitch,
+                                        h.pinned, row_bytes, row_bytes, m, cudaMemcpyHostToDevice, cx->stream),
+                     filter, "copy to device");
+    }
+  if (!s)
+    s = cfx_check (cudaEventRecord (cx->ev[1], cx->stream), filter, "event");
+  if (s)
+    {
+      cudaStreamSynchronize (cx->stream); /* no copy from the staging buffer outlives the call */
+      return s;
+    }
   cx->upload_timed = true;
   return CUDAFX_OK;
+}
+
+/* The stripe's output rows into dst through pinned memory, in chunks: the
+ * host copies one chunk out while the next comes down. Ends with the stream
+ * synchronised. */
+static cudafx_status
+stripe_download (cfx_context *cx, const char *filter, const cfx_stripe *st, cudafx_image *dst,
+                 const cudafx_options *o)
+{
+  const size_t row_bytes = (size_t) st->width * st->channels * cudafx_type_size (st->type);
+  const int chunk = chunk_rows (row_bytes, st->rows);
+  unsigned char *down;
+  cudafx_status s = cfx_staging (cx, CFX_STAGING_DOWN, row_bytes * st->rows, (void **) &down, NULL, filter);
+  int issued = 0;
+  for (int r = 0; r < st->rows && !s; r += chunk, issued++)
+    {
+      const int m = chunk < st->rows - r ? chunk : st->rows - r;
+      if (!(s = cfx_check (cudaMemcpy2DAsync (down + (size_t) r * row_bytes, row_bytes,
+                                              st->d_dst + (size_t) r * st->dst_pitch, st->dst_pitch, row_bytes, m,
+                                              cudaMemcpyDeviceToHost, cx->stream),
+                           filter, "copy to host")))
+        s = cfx_check (cudaEventRecord (pipe_event (cx, issued, 4), cx->stream), filter, "event");
+    }
+  if (!s)
+    s = cfx_check (cudaEventRecord (cx->ev[4], cx->stream), filter, "event");
+  for (int c = 0; c < issued && !s; c++)
+    if (!(s = cfx_check (cudaEventSynchronize (pipe_event (cx, c, 4)), filter, "copy to host")))
+      {
+        const int r = c * chunk, m = chunk < st->rows - r ? chunk : st->rows - r;
+        host_rows h = { dst, down + (size_t) r * row_bytes, st->y0 + r, row_bytes, CUDAFX_BORDER_CLAMP, false };
+        host_copy (&h, m, o);
+      }
+  cudafx_status w = cfx_check (cudaStreamSynchronize (cx->stream), filter, "kernel");
+  return s ? s : w;
 }
 
 cudafx_status
@@ -376,16 +570,12 @@ cfx_apply (cfx_context *cx, const char *filter, const cfx_stripe *st, cfx_stripe
            cudafx_image *dst, const cudafx_options *o)
 {
   float up_ms = 0, kernel_ms = 0, down_ms = 0;
-  size_t row_bytes = (size_t) st->width * st->channels * cudafx_type_size (st->type);
   cudafx_status s;
   if ((s = cfx_check (cudaEventRecord (cx->ev[2], cx->stream), filter, "event")) ||
       (s = fn (ctx, st)) ||
       (s = cfx_check (cudaEventRecord (cx->ev[3], cx->stream), filter, "event")) ||
-      (dst && (s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, st->y0), dst->stride, st->d_dst,
-                                                 st->dst_pitch, row_bytes, st->rows,
-                                                 cudaMemcpyDeviceToHost, cx->stream),
-                              filter, "copy to host"))) ||
-      (s = cfx_check (cudaEventRecord (cx->ev[4], cx->stream), filter, "event")) ||
+      (dst && (s = stripe_download (cx, filter, st, dst, o))) ||
+      (!dst && (s = cfx_check (cudaEventRecord (cx->ev[4], cx->stream), filter, "event"))) ||
       (s = cfx_check (cudaStreamSynchronize (cx->stream), filter, "kernel")) ||
       (cx->upload_timed &&
        (s = cfx_check (cudaEventElapsedTime (&up_ms, cx->ev[0], cx->ev[1]), filter, "event timing"))) ||
@@ -420,11 +610,169 @@ cfx_load_image (cfx_context *cx, const char *filter, const cudafx_image *src, in
   return CUDAFX_OK;
 }
 
+/* ---- the pipelined runner ------------------------------------------------------ */
+
+/* Waits for the GPU's side of the pipeline, so no copy into or out of the
+ * staging buffers outlives the call. */
+static cudafx_status
+pipe_finish (cfx_context *cx, const char *filter, cudafx_status s)
+{
+  cudafx_status w = cfx_check (cudaStreamSynchronize (cx->side), filter, "copy to device");
+  cudafx_status k = cfx_check (cudaStreamSynchronize (cx->stream), filter, "kernel");
+  return s ? s : w ? w : k;
+}
+
+/* Stripe k of n_stripes through the pipeline: the rows it adds to the
+ * device (the input stripe with its lower halo; the first also its upper
+ * halo) are copied into pinned memory by threads and uploaded on the side
+ * stream; fn waits for them on the call's stream, then its rows go back
+ * into pinned memory. The whole image stays on the device, so each stripe's
+ * upper halo is already there from the stripe before. */
+static cudafx_status
+pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, cudafx_border border,
+            int k, int rows, cfx_stripe st, unsigned char *up, unsigned char *down, cfx_stripe_fn fn, void *ctx,
+            const cudafx_options *o)
+{
+  const int halo = st.halo, y0 = k * rows, n = rows < src->height - y0 ? rows : src->height - y0;
+  const int u0 = k ? y0 + halo : -halo, u1 = y0 + n + halo;
+  const size_t row_bytes = row_bytes_of (src);
+  host_rows h = { src, up + (size_t) (u0 + halo) * row_bytes, u0, row_bytes, border, true };
+  host_copy (&h, u1 - u0, o);
+  st.d_src += (size_t) y0 * st.src_pitch;
+  if (dst)
+    st.d_dst += (size_t) y0 * st.dst_pitch;
+  st.y0 = y0;
+  st.rows = n;
+  cudafx_status s;
+  if ((s = cfx_check (cudaEventRecord (pipe_event (cx, k, 0), cx->side), filter, "event")) ||
+      (s = cfx_check (cudaMemcpy2DAsync ((unsigned char *) st.d_src + (size_t) (u0 - y0 + halo) * st.src_pitch,
+                                         st.src_pitch, h.pinned, row_bytes, row_bytes, u1 - u0,
+                                         cudaMemcpyHostToDevice, cx->side),
+                      filter, "copy to device")) ||
+      (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 1), cx->side), filter, "event")) ||
+      (s = cfx_check (cudaStreamWaitEvent (cx->stream, pipe_event (cx, k, 1), 0), filter, "event wait")) ||
+      (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 2), cx->stream), filter, "event")) ||
+      (s = fn (ctx, &st)) ||
+      (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 3), cx->stream), filter, "event")) ||
+      (dst && (s = cfx_check (cudaMemcpy2DAsync (down + (size_t) y0 * row_bytes, row_bytes, st.d_dst, st.dst_pitch,
+                                                 row_bytes, n, cudaMemcpyDeviceToHost, cx->stream),
+                              filter, "copy to host"))))
+    return s;
+  return cfx_check (cudaEventRecord (pipe_event (cx, k, 4), cx->stream), filter, "event");
+}
+
+/* Stripe k's rows from pinned memory into dst (once its download ended),
+ * then progress. */
+static cudafx_status
+pipe_collect (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, int k, int rows,
+              unsigned char *down, const cudafx_options *o)
+{
+  const int y0 = k * rows, n = rows < src->height - y0 ? rows : src->height - y0;
+  cudafx_status s = cfx_check (cudaEventSynchronize (pipe_event (cx, k, 4)), filter, "kernel");
+  if (s)
+    return s;
+  if (dst)
+    {
+      const size_t row_bytes = row_bytes_of (src);
+      host_rows h = { dst, down + (size_t) y0 * row_bytes, y0, row_bytes, CUDAFX_BORDER_CLAMP, false };
+      host_copy (&h, n, o);
+    }
+  return cudafx_progress (o, (double) (y0 + n) / src->height);
+}
+
+static cudafx_status
+run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, int halo,
+               cudafx_border border, size_t scratch_row_bytes, int n_stripes, cfx_stripe_fn fn, void *ctx,
+               const cudafx_options *o)
+{
+  const int rows = (src->height + n_stripes - 1) / n_stripes;
+  const size_t pitch = stripe_pitch (src), row_bytes = row_bytes_of (src);
+  const size_t in_rows = src->height + 2 * (size_t) halo;
+  unsigned char *d_src, *d_dst = NULL, *up, *down = NULL;
+  void *d_scratch = NULL;
+  cudafx_status s;
+  if ((s = cfx_buffer (cx, CFX_SLOT_SRC, pitch * in_rows, (void **) &d_src, filter)) ||
+      (dst && (s = cfx_buffer (cx, CFX_SLOT_DST, pitch * src->height, (void **) &d_dst, filter))) ||
+      (scratch_row_bytes &&
+       (s = cfx_buffer (cx, CFX_SLOT_SCRATCH, scratch_row_bytes * (rows + 2 * (size_t) halo), &d_scratch,
+                        filter))))
+    {
+      cfx_release_buffers (cx);
+      return s;
+    }
+  if ((s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * in_rows, (void **) &up, NULL, filter)) ||
+      (dst && (s = cfx_staging (cx, CFX_STAGING_DOWN, row_bytes * src->height, (void **) &down, NULL, filter))))
+    return s;
+  const cfx_stripe whole = { d_src, pitch, d_dst, pitch, 0, rows, halo, src->width, src->height,
+                             src->channels, src->type, d_scratch, cx->stream };
+
+  /* Stripes issued, and collected: a stripe is collected as soon as its
+   * download has ended, between the issues of later ones, so the host's
+   * copies out overlap its copies in. */
+  int issued = 0, collected = 0;
+  while (!s && collected < n_stripes)
+    {
+      if (issued < n_stripes)
+        {
+          char point[32];
+          snprintf (point, sizeof point, "stripe%d", issued);
+          if (cfx_inject (point))
+            s = cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA stripe %d failed: injected fault", filter, issued);
+          else
+            s = pipe_issue (cx, filter, src, dst, border, issued, rows, whole, up, down, fn, ctx, o);
+          issued++;
+          cudaError_t q = cudaSuccess;
+          while (!s && collected < issued - 1 &&
+                 (q = cudaEventQuery (pipe_event (cx, collected, 4))) != cudaErrorNotReady &&
+                 !(s = cfx_check (q, filter, "kernel")))
+            s = pipe_collect (cx, filter, src, dst, collected++, rows, down, o);
+          if (q == cudaErrorNotReady)
+            cudaGetLastError (); /* "not ready" is no error: keep it from a later launch's check */
+        }
+      else
+        s = pipe_collect (cx, filter, src, dst, collected++, rows, down, o);
+    }
+  s = pipe_finish (cx, filter, s);
+  if (s)
+    {
+      if (s == CUDAFX_ERR_CUDA)
+        cfx_release_buffers (cx);
+      return s;
+    }
+
+  float up_ms = 0, kernel_ms = 0, down_ms = 0;
+  for (int k = 0; k < n_stripes && !s; k++)
+    {
+      float a = 0, b = 0, c = 0;
+      if (!(s = cfx_check (cudaEventElapsedTime (&a, pipe_event (cx, k, 0), pipe_event (cx, k, 1)), filter,
+                           "event timing")) &&
+          !(s = cfx_check (cudaEventElapsedTime (&b, pipe_event (cx, k, 2), pipe_event (cx, k, 3)), filter,
+                           "event timing")) &&
+          !(s = cfx_check (cudaEventElapsedTime (&c, pipe_event (cx, k, 3), pipe_event (cx, k, 4)), filter,
+                           "event timing")))
+        {
+          up_ms += a;
+          kernel_ms += b;
+          down_ms += c;
+        }
+    }
+  cudafx_report *report = o ? o->report : NULL;
+  if (report && !s)
+    {
+      report->kernel_ms += kernel_ms;
+      report->transfer_ms += up_ms + down_ms;
+    }
+  return s;
+}
+
 cudafx_status
 cfx_run_stripes (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, int halo,
                  cudafx_border border, size_t scratch_row_bytes, cfx_stripe_fn fn, void *ctx,
                  const cudafx_options *o)
 {
+  int pipelined = pipe_stripes (cx, src, halo, scratch_row_bytes, dst);
+  if (pipelined)
+    return run_pipelined (cx, filter, src, dst, halo, border, scratch_row_bytes, pipelined, fn, ctx, o);
   size_t budget, need;
   int rows = stripe_rows (cx, src, halo, scratch_row_bytes, &budget, &need);
   if (!rows)

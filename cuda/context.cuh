@@ -1,22 +1,27 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* The CUDA backend's context: one object per process that owns what every
- * filter's launcher shares.
- * - the device, chosen once: CUDAFX_DEVICE=N, else the first device that
- *   can run kernels (compute mode not prohibited); its multiprocessor count
- *   and shared-memory opt-in limit;
+/* The CUDA backend's context: one object per device, holding what every
+ * filter's launcher shares on it. A call picks its device through
+ * options.device (0: the default one), so several threads can each drive
+ * their own device at once, as the CLI's batch workers do.
+ * - the device's properties, probed once for all devices: CUDAFX_DEVICE=N
+ *   names the default, else the first device that can run kernels (compute
+ *   mode not prohibited); multiprocessor count and shared-memory opt-in limit;
  * - two non-blocking streams (the call's work, and work beside it such as
- *   quantize's seeding) and the events that time them; nothing runs on the
- *   legacy default stream, which would synchronise with both;
+ *   quantize's seeding or the stripe runner's uploads) and the events that
+ *   time and order them; nothing runs on the legacy default stream, which
+ *   would synchronise with both;
  * - grow-only device buffers kept across calls (dialog previews call the
  *   engine many times) and a device-memory budget (CUDAFX_CUDA_MEM_LIMIT caps
  *   it so tests can force striping);
  * - pinned host staging buffers, grow-only, mapped into the device's
  *   address space;
  * - the kernels' shared-memory attributes already set;
- * - the process-wide lock: one call uses the device at a time.
+ * - the device's lock: one call uses a device at a time.
  * Also here: CUDA errors into engine statuses, fault injection for the
  * fallback tests (CUDAFX_CUDA_FAIL), and the stripe runner that feeds
- * kernels rows with halos, so an image larger than device memory works. */
+ * kernels rows with halos, so an image larger than device memory works, and
+ * overlaps the copies of one stripe with the kernel of another when the
+ * image fits. */
 #ifndef CUDAFX_CONTEXT_CUH
 #define CUDAFX_CONTEXT_CUH
 
@@ -32,14 +37,18 @@ enum cfx_slot { CFX_SLOT_SRC, CFX_SLOT_DST, CFX_SLOT_SCRATCH, CFX_SLOT_AUX, CFX_
  * the host watches (quantize's dither progress), the others for images. */
 enum cfx_staging_slot { CFX_STAGING_UP, CFX_STAGING_DOWN, CFX_STAGING_COUNTERS, CFX_N_STAGING };
 
-constexpr int CFX_EVENTS = 8;
+/* Stripes of the pipelined runner at most; each has five events (its
+ * upload's start and end, its kernel's start and end, its download's end),
+ * after the CFX_BASE_EVENTS that cfx_apply and the filters use. */
+constexpr int CFX_PIPE_STRIPES = 16;
+constexpr int CFX_BASE_EVENTS = 8;
+constexpr int CFX_EVENTS = CFX_BASE_EVENTS + 5 * CFX_PIPE_STRIPES;
 constexpr int CFX_SHARED_ATTRIBUTES = 64; /* kernels whose shared-memory limit is remembered */
 
 struct cfx_context
 {
   std::mutex   lock;
-  /* the device, probed once (without the lock: hosts ask while a call runs) */
-  std::once_flag probed;
+  /* the device, probed once for all (without the lock: hosts ask while a call runs) */
   bool         usable;
   int          device;
   char         name[128], why[256];
@@ -68,9 +77,10 @@ struct cfx_call
   cfx_context                 *cx = nullptr;
 };
 
-/* Takes the lock and makes the context ready on its device (streams,
- * events). Every other function below wants a context so held. */
-cudafx_status cfx_begin (cfx_call &call, const char *filter);
+/* Takes the lock of the context of o's device (o->device; o NULL: the
+ * default) and makes it ready on the calling thread (device current,
+ * streams, events). Every other function below wants a context so held. */
+cudafx_status cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o);
 
 /* Turns a CUDA error into CUDAFX_ERR_CUDA with "filter: what: reason". */
 cudafx_status cfx_check (cudaError_t err, const char *filter, const char *what);
@@ -116,10 +126,16 @@ struct cfx_stripe
 
 typedef cudafx_status (*cfx_stripe_fn) (void *ctx, const cfx_stripe *s);
 
-/* Runs fn over the image in stripes sized to the device-memory budget,
- * copying each stripe (with halo rows made up by `border`) to the device and
- * its result back (dst NULL: nothing comes back, fn only reads). Kernel and
- * transfer times go to o's report; progress after each stripe. */
+/* Runs fn over the image in stripes, copying each stripe (with halo rows
+ * made up by `border`) to the device and its result back (dst NULL: nothing
+ * comes back, fn only reads). When the whole image fits the device-memory
+ * budget, the stripes are pipelined through pinned staging buffers: a
+ * stripe's upload, the previous stripe's kernel and download, and the host's
+ * copies between pageable and pinned memory all overlap (CUDAFX_CUDA_STRIPES
+ * forces their number, for tests). Otherwise stripes sized to the budget run
+ * one after the other. fn sees the same rows either way and runs on
+ * s->stream, stripes in order. Kernel and transfer times go to o's report;
+ * progress after each stripe. */
 cudafx_status cfx_run_stripes (cfx_context *cx, const char *filter, const cudafx_image *src,
                                cudafx_image *dst, int halo, cudafx_border border, size_t scratch_row_bytes,
                                cfx_stripe_fn fn, void *ctx, const cudafx_options *o);

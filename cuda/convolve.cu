@@ -996,7 +996,7 @@ cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst, const convolve
                       const cudafx_options *o)
 {
   cfx_call call;
-  cudafx_status s = cfx_begin (call, "convolve");
+  cudafx_status s = cfx_begin (call, "convolve", o);
   if (s)
     return s;
   stripe_args a = { { plan, plan->border, call.cx }, src->has_alpha != 0, {} };

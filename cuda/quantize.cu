@@ -1315,7 +1315,7 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   q->loaded = -1;
   *out = q;
 
-  cudafx_status s = cfx_begin (q->call, FILTER);
+  cudafx_status s = cfx_begin (q->call, FILTER, o);
   if (s)
     return fail_cuda (q, s);
   q->cx = q->call.cx;

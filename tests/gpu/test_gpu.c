@@ -6,6 +6,7 @@
 #include "../unit/harness.h"
 
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,16 +66,19 @@ static const struct { const char *name; run_fn run; double tolerance; } gpu_filt
   { "quantize", run_quantize, 0 },
 };
 
-/* Runs every GPU filter on a random image with `backend`, and checks the
- * status, the backend reported and (on success) equality with the CPU. */
+/* Runs every GPU filter on a random image of `type` with `backend` on
+ * options.device `device`, and checks the status, the backend reported and
+ * (on success) equality with the CPU. */
 static void
-compare_with_cpu (cudafx_backend backend, cudafx_status expect, cudafx_backend expect_used,
-                  const char *fallback_part)
+compare_on (cudafx_type type, int device, cudafx_backend backend, cudafx_status expect, cudafx_backend expect_used,
+            const char *fallback_part)
 {
   harness_rng rng = { 7 };
-  cudafx_image src = harness_image_new (301, 203, 3, 0, CUDAFX_U8, 5);
-  cudafx_image ref = harness_image_new (301, 203, 3, 0, CUDAFX_U8, 5);
-  cudafx_image out = harness_image_new (301, 203, 3, 0, CUDAFX_U8, 5);
+  const char *type_name = type == CUDAFX_F32 ? "f32" : "u8", *stripes = getenv ("CUDAFX_CUDA_STRIPES");
+  const int pad = type == CUDAFX_F32 ? 8 : 5; /* row padding, a whole number of elements */
+  cudafx_image src = harness_image_new (301, 203, 3, 0, type, pad);
+  cudafx_image ref = harness_image_new (301, 203, 3, 0, type, pad);
+  cudafx_image out = harness_image_new (301, 203, 3, 0, type, pad);
   harness_image_random (&src, &rng);
   for (size_t i = 0; i < sizeof gpu_filters / sizeof gpu_filters[0]; i++)
     {
@@ -85,24 +89,37 @@ compare_with_cpu (cudafx_backend backend, cudafx_status expect, cudafx_backend e
       cudafx_options o = harness_cpu_options ();
       o.backend = backend;
       o.report = &report;
+      o.device = device;
       harness_image_poison (&out);
       cudafx_status s = gpu_filters[i].run (&src, &out, &o);
-      CHECK (s == expect, "%s: status %d, expected %d (%s)", gpu_filters[i].name, s, expect,
-             cudafx_error_message ());
+      CHECK (s == expect, "%s %s device %d: status %d, expected %d (%s)", gpu_filters[i].name, type_name,
+             device, s, expect, cudafx_error_message ());
       if (s != CUDAFX_OK)
         continue;
-      CHECK (report.backend_used == expect_used, "%s: backend used %d", gpu_filters[i].name,
+      CHECK (report.backend_used == expect_used, "%s %s: backend used %d", gpu_filters[i].name, type_name,
              report.backend_used);
-      CHECK (strstr (report.fallback, fallback_part) != NULL, "%s: fallback '%s' lacks '%s'",
-             gpu_filters[i].name, report.fallback, fallback_part);
-      /* A CPU fallback must equal the CPU exactly; the GPU within tolerance. */
-      double tolerance = report.backend_used == CUDAFX_BACKEND_CPU ? 0 : gpu_filters[i].tolerance;
-      CHECK (harness_max_diff (&ref, &out) <= tolerance, "%s: differs from the CPU by %g",
-             gpu_filters[i].name, harness_max_diff (&ref, &out));
+      CHECK (strstr (report.fallback, fallback_part) != NULL, "%s %s: fallback '%s' lacks '%s'",
+             gpu_filters[i].name, type_name, report.fallback, fallback_part);
+      /* A CPU fallback must equal the CPU exactly; the GPU within tolerance,
+       * on the harness's 0..255 scale: f32 within 1e-5 of a 0..1 value, and
+       * nl-means within 1 of 255 (DESIGN.md, Determinism). */
+      double tolerance = report.backend_used == CUDAFX_BACKEND_CPU ? 0
+                         : type == CUDAFX_F32 ? (gpu_filters[i].tolerance ? 1.0 : 1e-5 * 255)
+                                              : gpu_filters[i].tolerance;
+      double diff = harness_max_diff (&ref, &out);
+      CHECK (diff <= tolerance, "%s %s device %d, %s stripes: differs from the CPU by %g", gpu_filters[i].name,
+             type_name, device, stripes ? stripes : "default", diff);
     }
   harness_image_free (&src);
   harness_image_free (&ref);
   harness_image_free (&out);
+}
+
+static void
+compare_with_cpu (cudafx_backend backend, cudafx_status expect, cudafx_backend expect_used,
+                  const char *fallback_part)
+{
+  compare_on (CUDAFX_U8, 0, backend, expect, expect_used, fallback_part);
 }
 
 TEST (gpu_device_is_used)
@@ -120,6 +137,129 @@ TEST (gpu_stripes_under_memory_cap)
   compare_with_cpu (CUDAFX_BACKEND_AUTO, CUDAFX_OK, CUDAFX_BACKEND_CPU, "out of memory");
   compare_with_cpu (CUDAFX_BACKEND_CUDA, CUDAFX_ERR_CUDA, CUDAFX_BACKEND_CUDA, "");
   unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+}
+
+TEST (gpu_pipelined_stripes_match_the_cpu)
+{
+  /* The image fits, so its stripes overlap copies and kernels; one stripe,
+   * two, and more than the halos of the largest filters span. */
+  const char *stripes[] = { "1", "2", "7", "16" };
+  for (int i = 0; i < 4; i++)
+    {
+      setenv ("CUDAFX_CUDA_STRIPES", stripes[i], 1);
+      compare_on (CUDAFX_U8, 0, CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+      compare_on (CUDAFX_F32, 0, CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+    }
+  unsetenv ("CUDAFX_CUDA_STRIPES");
+}
+
+TEST (gpu_pipelined_stripe_fault)
+{
+  /* A stripe in the middle fails: auto falls back, cuda fails cleanly. */
+  harness_rng rng = { 3 };
+  cudafx_image src = harness_image_new (301, 203, 3, 0, CUDAFX_U8, 5);
+  cudafx_image out = harness_image_new (301, 203, 3, 0, CUDAFX_U8, 5);
+  harness_image_random (&src, &rng);
+  setenv ("CUDAFX_CUDA_STRIPES", "16", 1);
+  setenv ("CUDAFX_CUDA_FAIL", "stripe3", 1);
+  for (int i = 0; i < 3; i++) /* the filters that run in stripes: median, convolve, nl-means */
+    {
+      cudafx_report report;
+      memset (&report, 0, sizeof report);
+      cudafx_options o = harness_cpu_options ();
+      o.backend = CUDAFX_BACKEND_AUTO;
+      o.report = &report;
+      CHECK (gpu_filters[i].run (&src, &out, &o) == CUDAFX_OK && report.backend_used == CUDAFX_BACKEND_CPU &&
+               strstr (report.fallback, "injected"),
+             "%s: auto with a failing stripe: backend %d, fallback '%s'", gpu_filters[i].name, report.backend_used,
+             report.fallback);
+      o.backend = CUDAFX_BACKEND_CUDA;
+      CHECK (gpu_filters[i].run (&src, &out, &o) == CUDAFX_ERR_CUDA, "%s: cuda with a failing stripe did not fail",
+             gpu_filters[i].name);
+    }
+  unsetenv ("CUDAFX_CUDA_FAIL");
+  unsetenv ("CUDAFX_CUDA_STRIPES");
+  harness_image_free (&src);
+  harness_image_free (&out);
+}
+
+TEST (gpu_every_device_and_a_missing_one)
+{
+  int n = cudafx_cuda_devices ();
+  CHECK (n >= 1, "%d CUDA devices", n);
+  for (int d = 1; d <= n; d++)
+    compare_on (CUDAFX_U8, d, CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+  compare_on (CUDAFX_U8, n + 1, CUDAFX_BACKEND_AUTO, CUDAFX_OK, CUDAFX_BACKEND_CPU, "not among");
+  compare_on (CUDAFX_U8, n + 1, CUDAFX_BACKEND_CUDA, CUDAFX_ERR_NO_DEVICE, CUDAFX_BACKEND_CUDA, "");
+}
+
+/* Three threads at once, thread t on device t % devices + 1 (all on one
+ * device where there is one), as the CLI's workers run. */
+typedef struct {
+  const cudafx_image *src;
+  cudafx_image        out[2];
+  int                 device;
+  cudafx_status       status[2];
+  cudafx_report       report[2];
+} worker_job;
+
+static void *
+worker_run (void *arg)
+{
+  worker_job *w = arg;
+  for (int round = 0; round < 4; round++)
+    for (int i = 0; i < 2; i++)
+      {
+        cudafx_options o = harness_cpu_options ();
+        o.backend = CUDAFX_BACKEND_CUDA;
+        o.device = w->device;
+        o.report = &w->report[i];
+        w->status[i] = gpu_filters[i].run (w->src, &w->out[i], &o); /* median, convolve */
+      }
+  return NULL;
+}
+
+TEST (gpu_threads_on_devices_match_the_cpu)
+{
+  enum { THREADS = 3 };
+  harness_rng rng = { 11 };
+  int n = cudafx_cuda_devices ();
+  cudafx_image src = harness_image_new (640, 480, 4, 1, CUDAFX_U8, 0);
+  cudafx_image ref[2];
+  harness_image_random (&src, &rng);
+  worker_job jobs[THREADS];
+  pthread_t threads[THREADS];
+  for (int i = 0; i < 2; i++)
+    {
+      cudafx_options cpu = harness_cpu_options ();
+      ref[i] = harness_image_new (640, 480, 4, 1, CUDAFX_U8, 0);
+      CHECK (gpu_filters[i].run (&src, &ref[i], &cpu) == CUDAFX_OK, "%s on CPU failed", gpu_filters[i].name);
+    }
+  for (int t = 0; t < THREADS; t++)
+    {
+      memset (&jobs[t], 0, sizeof jobs[t]);
+      jobs[t].src = &src;
+      jobs[t].device = n > 0 ? t % n + 1 : 0;
+      for (int i = 0; i < 2; i++)
+        jobs[t].out[i] = harness_image_new (640, 480, 4, 1, CUDAFX_U8, 0);
+      CHECK (pthread_create (&threads[t], NULL, worker_run, &jobs[t]) == 0, "thread %d", t);
+    }
+  for (int t = 0; t < THREADS; t++)
+    {
+      pthread_join (threads[t], NULL);
+      for (int i = 0; i < 2; i++)
+        {
+          CHECK (jobs[t].status[i] == CUDAFX_OK && jobs[t].report[i].backend_used == CUDAFX_BACKEND_CUDA,
+                 "thread %d %s: status %d backend %d", t, gpu_filters[i].name, jobs[t].status[i],
+                 jobs[t].report[i].backend_used);
+          CHECK (harness_max_diff (&ref[i], &jobs[t].out[i]) == 0, "thread %d (device %d) %s differs from the CPU",
+                 t, jobs[t].device, gpu_filters[i].name);
+          harness_image_free (&jobs[t].out[i]);
+        }
+    }
+  for (int i = 0; i < 2; i++)
+    harness_image_free (&ref[i]);
+  harness_image_free (&src);
 }
 
 TEST (gpu_faults_fall_back_to_cpu)

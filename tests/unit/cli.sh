@@ -288,6 +288,23 @@ expect 2 "--output-dir needs a directory" median --output-dir= "$rgb"
 run_ok "batch of one" convolve --preset blur-3x3 --output-dir "$tmp/batch" "$rgb" &&
   image_is "$tmp/batch/chelsea.png" "451 300 8 3" "batch of one"
 
+# Three engine workers share a batch (on the CPU here, on one device with
+# CUDAFX_BACKEND=cuda): every file is filtered once, into what one worker
+# writes. Six files, so each worker gets some.
+mkdir -p "$tmp/w3" "$tmp/w1" "$tmp/win"
+for i in 1 2 3 4 5 6; do cp "$rgb" "$tmp/win/rgb$i.png"; cp "$grey" "$tmp/win/grey$i.png"; done
+"$cli" nl-means --json --workers 3 --output-dir "$tmp/w3" "$tmp"/win/*.png >"$tmp/w3.json" 2>"$tmp/stderr" &&
+  "$cli" nl-means --workers 1 --output-dir "$tmp/w1" "$tmp"/win/*.png 2>>"$tmp/stderr" && ok ||
+  bad "--workers 3 / 1 failed: $(cat "$tmp/stderr")"
+[ "$(wc -l <"$tmp/w3.json")" -eq 12 ] && [ "$(grep -c '"error"' "$tmp/w3.json")" -eq 0 ] && ok ||
+  bad "--workers 3: $(wc -l <"$tmp/w3.json") JSON lines for 12 files"
+[ "$(cut -d, -f1 "$tmp/w3.json" | sort -u | wc -l)" -eq 12 ] && ok || bad "--workers 3 filtered a file twice"
+for f in "$tmp"/win/*.png; do
+  name=$(basename "$f")
+  cmp -s "$tmp/w3/$name" "$tmp/w1/$name" || { bad "--workers 3 wrote $name unlike one worker"; break; }
+done && ok
+expect 2 "--workers 65 is out of range 0..64" median --workers 65 --output-dir "$tmp/batch" "$rgb"
+
 # On a terminal, a progress line with the count (script(1) gives a terminal);
 # without one, a batch that succeeds prints nothing.
 if command -v script >/dev/null; then

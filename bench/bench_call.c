@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/* The CUDA backend's whole call (pageable host image in, host image out)
+ * against the copy it cannot avoid: a bare host->device->host round trip of
+ * the same bytes from pinned memory, in the same run (issue 18's target:
+ * u8 <= 1.2x, f32 <= 1.5x). 12 MP RGB (4000x3000), u8 and f32, median r1
+ * and two area filters; median wall times of --runs calls after a warm-up,
+ * with the report's kernel and transfer times.
+ *   build-gpu/bench-call [--runs N] [--device K]   (K counted from 1 as options.device)
+ * A benchmark, never a test: nothing is asserted. */
+#include "../core/cudafx.h"
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { W = 4000, H = 3000, C = 3, MAX_RUNS = 101 };
+
+static double
+now_ms (void)
+{
+  struct timespec t;
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int
+by_value (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+static double
+median_of (double *v, int n)
+{
+  qsort (v, (size_t) n, sizeof *v, by_value);
+  return v[n / 2];
+}
+
+/* Median ms of a pinned host->device->host round trip of `bytes`. */
+static double
+bare_round_trip (size_t bytes, int device, int runs)
+{
+  void *h = NULL, *d = NULL;
+  double t[MAX_RUNS];
+  if (cudaSetDevice (device) != cudaSuccess || cudaMallocHost (&h, bytes) != cudaSuccess ||
+      cudaMalloc (&d, bytes) != cudaSuccess)
+    {
+      fprintf (stderr, "bench-call: CUDA allocation failed\n");
+      exit (1);
+    }
+  memset (h, 1, bytes);
+  for (int i = 0; i <= runs; i++)
+    {
+      double start = now_ms ();
+      cudaMemcpy (d, h, bytes, cudaMemcpyHostToDevice);
+      cudaMemcpy (h, d, bytes, cudaMemcpyDeviceToHost);
+      t[i ? i - 1 : 0] = now_ms () - start; /* run 0 warms up */
+    }
+  cudaFree (d);
+  cudaFreeHost (h);
+  return median_of (t, runs);
+}
+
+/* The filters timed: median of a radius, or a Gaussian of a sigma. */
+static const struct
+{
+  const char *name;
+  int         median;
+  double      size;
+} filters[] = {
+  { "median r1", 1, 1 }, { "median r5", 1, 5 }, { "convolve gaussian s2", 0, 2 },
+};
+
+static cudafx_status
+run_filter (int f, const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
+{
+  if (filters[f].median)
+    {
+      cudafx_median_params p;
+      cudafx_median_params_init (&p);
+      p.radius = (int) filters[f].size;
+      return cudafx_median (src, dst, &p, o);
+    }
+  cudafx_convolve_params p;
+  cudafx_convolve_params_init (&p);
+  p.preset = CUDAFX_PRESET_GAUSSIAN;
+  p.sigma = filters[f].size;
+  return cudafx_convolve (src, dst, &p, o);
+}
+
+int
+main (int argc, char **argv)
+{
+  int runs = 15, device = 1;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (!strcmp (argv[i], "--runs"))
+      runs = atoi (argv[i + 1]);
+    else if (!strcmp (argv[i], "--device"))
+      device = atoi (argv[i + 1]);
+  runs = runs < 1 ? 1 : runs > MAX_RUNS - 1 ? MAX_RUNS - 1 : runs;
+
+  char name[128], why[256];
+  cudafx_backend_describe (name, sizeof name);
+  printf ("whole call vs bare pinned round trip, %dx%d RGB, %s (device %d), median of %d runs\n", W, H, name,
+          device, runs);
+  printf ("%-22s %-4s %9s %9s %9s %9s %7s\n", "filter", "type", "bare ms", "call ms", "kernel", "copies",
+          "ratio");
+  for (int type = CUDAFX_U8; type <= CUDAFX_F32; type++)
+    {
+      size_t px = cudafx_type_size ((cudafx_type) type) * C;
+      unsigned char *a = malloc ((size_t) W * H * px), *b = malloc ((size_t) W * H * px);
+      if (!a || !b)
+        return 1;
+      cudafx_image src = { a, W, H, C, 0, (cudafx_type) type, W * px }, dst = src;
+      dst.data = b;
+      /* a smooth gradient with texture, like a photo's range of values */
+      for (size_t i = 0; i < (size_t) W * H * C; i++)
+        if (type == CUDAFX_U8)
+          a[i] = (unsigned char) ((i / C % W) * 255 / W + (i * 2654435761u >> 28));
+        else
+          ((float *) a)[i] = (float) ((i / C % W) / (double) W + (double) (i * 2654435761u >> 28) / 255);
+      double bare = bare_round_trip ((size_t) W * H * px, device - 1, runs);
+      for (int f = 0; f < (int) (sizeof filters / sizeof filters[0]); f++)
+        {
+          double t[MAX_RUNS];
+          cudafx_report report;
+          cudafx_options o;
+          cudafx_options_init (&o);
+          o.backend = CUDAFX_BACKEND_CUDA;
+          o.device = device;
+          o.report = &report;
+          for (int i = 0; i <= runs; i++)
+            {
+              double start = now_ms ();
+              cudafx_status s = run_filter (f, &src, &dst, &o);
+              t[i ? i - 1 : 0] = now_ms () - start;
+              if (s != CUDAFX_OK)
+                {
+                  snprintf (why, sizeof why, "%s", cudafx_error_message ());
+                  fprintf (stderr, "bench-call: %s failed: %s\n", filters[f].name, why);
+                  return 1;
+                }
+            }
+          double call = median_of (t, runs);
+          printf ("%-22s %-4s %9.2f %9.2f %9.2f %9.2f %7.2f\n", filters[f].name, type == CUDAFX_U8 ? "u8" : "f32",
+                  bare, call, report.kernel_ms, report.transfer_ms, call / bare);
+        }
+      free (a);
+      free (b);
+    }
+  return 0;
+}
