@@ -156,59 +156,65 @@ median_select_kernel (cfx_stripe s, int r, int circle, int rank)
     }
 }
 
-/* u8, any radius: one thread per (column, channel, segment of rows). */
-__global__ void
+/* u8, any radius: one thread per (column, channel, segment of rows), its
+ * histogram in shared memory. Counts are bytes while a window holds at most
+ * 255 keys (radius 7), else 16-bit (201^2 < 65536): small counts, more
+ * warps resident. Thread t's counts lie in bank t (bins K = 4 / sizeof
+ * (CountT) a word, words interleaved by thread), so a warp's updates never
+ * conflict. The answer m is tracked as in Huang's paper, with lt, the
+ * number of window keys below m: each row step moves m by the few bins the
+ * rank moved, so no search from the bottom, and each key costs one count
+ * read and one write. */
+template <typename CountT>
+__global__ void __launch_bounds__ (HIST_THREADS)
 median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
 {
-  /* 16-bit counts (a window holds at most 201^2 < 65536 keys): half the
-   * shared memory, twice the warps resident. */
+  constexpr int K = 4 / sizeof (CountT);
   extern __shared__ int shared[];
-  int *half = shared;                                          /* [2r+1]: column half-heights */
-  unsigned short *fine = (unsigned short *) (shared + 2 * r + 1); /* [256][HIST_THREADS] */
-  unsigned short *coarse = fine + 256 * HIST_THREADS;          /* [16][HIST_THREADS] */
-  int t = threadIdx.x;
+  int *half = shared;                                   /* [2r+1]: column half-heights */
+  unsigned *words = (unsigned *) (shared + 2 * r + 1);  /* [256 / K][HIST_THREADS] words of K counts */
+  const int t = threadIdx.x;
   for (int i = t; i < 2 * r + 1; i += HIST_THREADS)
     half[i] = d_half[i];
-  for (int i = t; i < 272 * HIST_THREADS; i += HIST_THREADS)
-    fine[i] = 0;
+  for (int i = t; i < 256 / K * HIST_THREADS; i += HIST_THREADS)
+    words[i] = 0;
   __syncthreads ();
 
-  int x = blockIdx.x * HIST_THREADS + t;
-  int c = blockIdx.z;
-  int y0 = blockIdx.y * HIST_SEGMENT;
+  const int x = blockIdx.x * HIST_THREADS + t, c = blockIdx.z, y0 = blockIdx.y * HIST_SEGMENT;
   if (x >= s.width || y0 >= s.rows)
     return;
-  int y1 = min (y0 + HIST_SEGMENT, s.rows);
-
-  auto add = [&] (int yy, int xx, int delta) {
-    unsigned v = load<unsigned char> (s.d_src, s.src_pitch, yy, xx, s.channels, c);
-    fine[v * HIST_THREADS + t] += delta;
-    coarse[(v >> 4) * HIST_THREADS + t] += delta;
-  };
+  const int y1 = min (y0 + HIST_SEGMENT, s.rows);
+  CountT *own = (CountT *) (words + t);
+  auto bin = [&] (unsigned v) -> CountT & { return own[(v / K) * HIST_THREADS * K + v % K]; };
   /* Window of output row y: input rows y + halo - half .. y + halo + half. */
   for (int dx = -r; dx <= r; dx++)
     {
-      int xx = min (max (x + dx, 0), s.width - 1), h = half[dx + r];
+      const int xx = min (max (x + dx, 0), s.width - 1), h = half[dx + r];
       for (int dy = -h; dy <= h; dy++)
-        add (y0 + s.halo + dy, xx, 1);
+        bin (load<unsigned char> (s.d_src, s.src_pitch, y0 + s.halo + dy, xx, s.channels, c))++;
     }
+  int m = 0, lt = 0; /* lt: window keys < m */
   for (int y = y0;; y++)
     {
-      unsigned acc = 0;
-      int b = 0;
-      while (acc + coarse[b * HIST_THREADS + t] <= (unsigned) rank)
-        acc += coarse[b++ * HIST_THREADS + t];
-      int v = b * 16;
-      while (acc + fine[v * HIST_THREADS + t] <= (unsigned) rank)
-        acc += fine[v++ * HIST_THREADS + t];
-      s.d_dst[(size_t) y * s.dst_pitch + (size_t) x * s.channels + c] = (unsigned char) v;
+      while (lt > rank)
+        lt -= bin (--m);
+      for (int n = bin (m); lt + n <= rank; n = bin (++m))
+        lt += n;
+      s.d_dst[(size_t) y * s.dst_pitch + (size_t) x * s.channels + c] = (unsigned char) m;
       if (y + 1 >= y1)
         break;
       for (int dx = -r; dx <= r; dx++)
         {
-          int xx = min (max (x + dx, 0), s.width - 1), h = half[dx + r];
-          add (y + s.halo - h, xx, -1);
-          add (y + s.halo + h + 1, xx, 1);
+          const int xx = min (max (x + dx, 0), s.width - 1), h = half[dx + r];
+          const unsigned out = load<unsigned char> (s.d_src, s.src_pitch, y + s.halo - h, xx, s.channels, c);
+          const unsigned in = load<unsigned char> (s.d_src, s.src_pitch, y + s.halo + h + 1, xx, s.channels, c);
+          lt += ((int) in < m) - ((int) out < m);
+          if (in != out) /* distinct bins: both counts read before either is written */
+            {
+              const CountT n_out = bin (out), n_in = bin (in);
+              bin (out) = n_out - 1;
+              bin (in) = n_in + 1;
+            }
         }
     }
 }
@@ -604,13 +610,16 @@ median_stripe (void *ctx, const cfx_stripe *s)
   if (m->p->radius <= MAX_REGISTER_RADIUS)
     return launch_select<unsigned char> (m, s);
   int r = m->p->radius;
-  size_t shared_bytes = (2 * r + 1) * sizeof (int) + 272 * HIST_THREADS * sizeof (unsigned short);
-  cudafx_status st = cfx_allow_shared (m->cx, (const void *) median_histogram_kernel, shared_bytes, "median");
-  if (st)
-    return st;
   dim3 grid ((s->width + HIST_THREADS - 1) / HIST_THREADS, (s->rows + HIST_SEGMENT - 1) / HIST_SEGMENT,
              s->channels);
-  median_histogram_kernel<<<grid, HIST_THREADS, shared_bytes, s->stream>>> (*s, r, m->rank, m->d_half);
+  /* byte counts while the window holds at most 255 keys */
+  const bool bytes = (2 * r + 1) * (2 * r + 1) <= 255;
+  auto kernel = bytes ? median_histogram_kernel<unsigned char> : median_histogram_kernel<unsigned short>;
+  size_t shared_bytes = (2 * r + 1) * sizeof (int) + 256 * HIST_THREADS * (bytes ? 1 : 2);
+  cudafx_status st = cfx_allow_shared (m->cx, (const void *) kernel, shared_bytes, "median");
+  if (st)
+    return st;
+  kernel<<<grid, HIST_THREADS, shared_bytes, s->stream>>> (*s, r, m->rank, m->d_half);
   return cfx_check_launch ("median", "median_histogram_kernel");
 }
 
