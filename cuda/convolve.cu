@@ -23,13 +23,17 @@
  * as instruction operands) and 15x15 (a tile row's taps unrolled), and for
  * any size.
  *
- * u8 3x3 and 5x5 without alpha take a leaner build of the same scheme
- * (convolve_small_kernel): only the taps as parameters, a tile aligned to
- * whole groups (one float4 store a plane per group, every load of a
- * thread's share issued before any conversion), the channels summed one
- * after the other in a loop that is not unrolled (unrolled, the straight
- * code outgrows the instruction cache and stalls on instruction fetch) and
- * the bytes packed into words before they are stored.
+ * 3x3 and 5x5 without alpha (u8, and f32 kernels without zero taps) take a
+ * leaner build of the same scheme (convolve_small_kernel): only the taps as
+ * parameters, a tile aligned to whole groups (one float4 store a plane per
+ * group, a batch of a thread's loads issued before any conversion), the
+ * channels summed one after the other in a loop that is not unrolled
+ * (unrolled, the straight code outgrows the instruction cache and stalls on
+ * instruction fetch), and each thread's results kept in registers across
+ * that loop so that rows leave as whole words: written channel by channel,
+ * f32 rows touch eight times the memory sectors they fill. Their sums are
+ * bound by instruction issue: a multiply and an add a tap, which the CPU's
+ * rounding forbids fusing.
  *
  * Separable u8 without alpha with non-negative taps (plan->fixed16: the
  * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
@@ -513,10 +517,16 @@ template <int CH> struct small_group<float, CH>
  * for memory about once: u8 groups are CH registers, f32 ones 4 * CH. */
 template <typename T> constexpr int small_batch = sizeof (T) == 1 ? 5 : 2;
 
-/* Blocks of the small kernels an SM holds (their launch bound): 3 fit a
- * H100's shared memory, and without the bound ptxas spills; f32 keeps its
- * 4 x 4 x CH results in registers, so 2. */
+/* Blocks of the small kernels an SM holds (their launch bound, for blocks
+ * of 8 warps): 3 fit a H100's shared memory, and without the bound ptxas
+ * spills; f32 keeps its 4 x 4 x CH results in registers, so 2. */
 template <typename T> constexpr int small_blocks = sizeof (T) == 1 ? 3 : 2;
+
+/* Warps a small kernel's block: u8 sums are bound by issue, and 8 warps
+ * share the tile's halo rows; f32 blocks wait on memory at their barrier,
+ * and as many warps resident in blocks of 2 keep more of them computing
+ * while others load, at the cost of loading the halo rows more often. */
+template <typename T> constexpr int small_warps = sizeof (T) == 1 ? MAX_WARPS : 2;
 
 /* Fills the small kernels' tile: th rows of G groups of four pixels from
  * group m0 of the stripe's input row by on, CH planes of floats (plane
@@ -975,7 +985,12 @@ launch_small (cfx_context *cx, const convolve_plan &pl, cudafx_border border, co
   a.offset = pl.offset;
   const size_t row_bytes = sizeof (float) * CH * SMALL_TW;
   size_t shared;
-  const int warps = warps_that_fit (cx, row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
+  int warps = warps_that_fit (cx, row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
+  if (warps > small_warps<T>)
+    {
+      warps = small_warps<T>;
+      shared = row_bytes * (N - 1) + warps * row_bytes * DIRECT_R;
+    }
   cudafx_status st = allow_shared (cx, convolve_small_kernel<T, CH, N>, shared);
   if (st)
     return st;
