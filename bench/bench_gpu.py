@@ -89,7 +89,7 @@ def cv2_kmeans_ms(pix, k, iterations):
     return (time.perf_counter() - t) * 1e3
 
 
-def npp_times(img):
+def npp_times(img, median_max):
     """Runs build/bench_npp (if built) on the image; {workload: ms}."""
     exe = os.path.join(ROOT, "build", "bench_npp")
     if not os.path.exists(exe):
@@ -98,7 +98,7 @@ def npp_times(img):
         f.write(b"%d %d\n" % img.shape[:2])
         f.write(img.tobytes())
         f.flush()
-        out = subprocess.run([exe, f.name], capture_output=True, text=True).stdout
+        out = subprocess.run([exe, f.name, str(median_max)], capture_output=True, text=True).stdout
     times = {}
     for line in out.splitlines():
         parts = line.split()
@@ -113,6 +113,8 @@ def main():
     ap.add_argument("--skip-opencv", action="store_true", help="skip the slow OpenCV peers (nl-means, kmeans)")
     ap.add_argument("--only", default="median,convolve,nlmeans,quantize",
                     help="comma-separated filters to measure (default: all four)")
+    ap.add_argument("--npp-median-max", type=int, default=31,
+                    help="largest median window NPP is timed on (its 31x31 takes about a minute)")
     args = ap.parse_args()
     runs = args.runs
     only = set(args.only.split(","))
@@ -126,7 +128,7 @@ def main():
     eng = pycudafx.Engine()
     d_img = cp.asarray(img)
     rng = np.random.default_rng(1)
-    npp = npp_times(img) if only & {"median", "convolve"} else {}  # NPP peers exist for those only
+    npp = npp_times(img, args.npp_median_max) if only & {"median", "convolve"} else {}  # NPP peers exist for those only
     rows = []  # (workload, cudafx kernel ms, whole ms, [(peer, ms)])
 
     def add(name, call, peers):

@@ -3,12 +3,15 @@
  * Gaussian on the same 12-megapixel RGB u8 image the cudafx GPU benchmark
  * uses (device-resident, CUDA events, median of runs). Reads the raw image
  * from the file given (H W then H*W*3 bytes, as bench/bench_gpu.py writes it)
- * and prints one "npp WORKLOAD MS" line per workload. Not part of cudafx. */
+ * and prints one "npp WORKLOAD MS" line per workload; a second argument caps
+ * the median windows measured (NPP's 31x31 takes about a minute). Not part
+ * of cudafx. */
 #include <cuda_runtime.h>
 #include <npp.h>
 
 #include <algorithm>
 #include <stdio.h>
+#include <stdlib.h>
 #include <vector>
 
 #define CHECK_CUDA(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
@@ -43,11 +46,12 @@ time_ms (F f)
 int
 main (int argc, char **argv)
 {
-  if (argc != 2)
+  if (argc != 2 && argc != 3)
     {
-      fprintf (stderr, "usage: bench_npp RAWFILE\n");
+      fprintf (stderr, "usage: bench_npp RAWFILE [LARGEST-MEDIAN-WINDOW]\n");
       return 2;
     }
+  const int median_max = argc == 3 ? atoi (argv[2]) : 31;
   FILE *f = fopen (argv[1], "rb");
   int h, w;
   if (!f || fscanf (f, "%d %d\n", &h, &w) != 2)
@@ -96,7 +100,7 @@ main (int argc, char **argv)
       cudaFree (d_buf);
       CHECK_CUDA (cudaMalloc (&d_buf, buf_size));
       /* NPP's median cannot take windows this large from a 15-pixel margin. */
-      if (k / 2 > margin)
+      if (k / 2 > margin || k > median_max)
         continue;
       NppStatus st = NPP_SUCCESS;
       float ms = time_ms ([&] {

@@ -23,13 +23,17 @@
  * as instruction operands) and 15x15 (a tile row's taps unrolled), and for
  * any size.
  *
- * u8 3x3 and 5x5 without alpha take a leaner build of the same scheme
- * (convolve_small_kernel): only the taps as parameters, a tile aligned to
- * whole groups (one float4 store a plane per group, every load of a
- * thread's share issued before any conversion), the channels summed one
- * after the other in a loop that is not unrolled (unrolled, the straight
- * code outgrows the instruction cache and stalls on instruction fetch) and
- * the bytes packed into words before they are stored.
+ * 3x3 and 5x5 without alpha (u8, and f32 kernels without zero taps) take a
+ * leaner build of the same scheme (convolve_small_kernel): only the taps as
+ * parameters, a tile aligned to whole groups (one float4 store a plane per
+ * group, a batch of a thread's loads issued before any conversion), the
+ * channels summed one after the other in a loop that is not unrolled
+ * (unrolled, the straight code outgrows the instruction cache and stalls on
+ * instruction fetch), and each thread's results kept in registers across
+ * that loop so that rows leave as whole words: written channel by channel,
+ * f32 rows touch eight times the memory sectors they fill. Their sums are
+ * bound by instruction issue: a multiply and an add a tap, which the CPU's
+ * rounding forbids fusing.
  *
  * Separable u8 without alpha with non-negative taps (plan->fixed16: the
  * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
@@ -401,7 +405,6 @@ constexpr int SMALL_LEFT = 4; /* tile columns left of the block's first output: 
 /* Tile columns of the small kernels: the block's outputs plus a group on
  * each side (radius <= 2). */
 constexpr int SMALL_TW = WARP * DIRECT_P + 2 * SMALL_LEFT;
-constexpr int SMALL_BATCH = 5; /* groups a thread loads before converting any */
 
 /* Word q of a row's 4 * CH bytes (element e = p * CH + c) from pixel
  * words that hold channel c in byte CH - 1 - c: with CH >= 2 the four
@@ -432,36 +435,125 @@ u8_bits (float v)
   return __float_as_uint (__fadd_rd (v + 0.5f, 0x1p23f));
 }
 
+/* The small kernels' u8 outputs: pixel[k][p] holds output (x0 + p, y0 + k)
+ * with channel 0 in its highest used byte; rows leave as packed words. */
+template <int CH>
+__device__ __forceinline__ void
+store_small_u8 (const cfx_stripe &s, int x0, int y0, const unsigned (&pixel)[DIRECT_R][DIRECT_P])
+{
+  unsigned packed[DIRECT_R][CH]; /* row k's 4 * CH bytes as CH words */
+#pragma unroll
+  for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+    for (int q = 0; q < CH; q++)
+      packed[k][q] = row_word<CH> (pixel[k], q);
+#pragma unroll
+  for (int k = 0; k < DIRECT_R; k++)
+    {
+      if (y0 + k >= s.rows)
+        break;
+      unsigned char *out = s.d_dst + (size_t) (y0 + k) * s.dst_pitch + (size_t) x0 * CH;
+      if (x0 + DIRECT_P <= s.width) /* x0 * CH bytes: a multiple of 4 */
+        {
+          if (CH == 2)
+            *(uint2 *) out = make_uint2 (packed[k][0], packed[k][CH > 1 ? 1 : 0]);
+          else if (CH == 4)
+            *(uint4 *) out = make_uint4 (packed[k][0], packed[k][CH > 1 ? 1 : 0], packed[k][CH > 2 ? 2 : 0],
+                                         packed[k][CH > 3 ? 3 : 0]);
+          else
+#pragma unroll
+            for (int q = 0; q < CH; q++)
+              ((unsigned *) out)[q] = packed[k][q];
+        }
+      else
+#pragma unroll
+        for (int e = 0; e < DIRECT_P * CH; e++)
+          if (x0 + e / CH < s.width)
+            out[e] = (unsigned char) (packed[k][e / 4] >> 8 * (e % 4));
+    }
+}
+
+/* A group of four pixels as the small kernels load it: u8, CH words of
+ * four bytes; f32, CH float4s. */
+template <typename T, int CH> struct small_group;
+template <int CH> struct small_group<unsigned char, CH>
+{
+  unsigned w[CH];
+  __device__ __forceinline__ void load (const unsigned char *row, int m)
+  {
+#pragma unroll
+    for (int q = 0; q < CH; q++)
+      w[q] = __ldg ((const unsigned *) row + (size_t) m * CH + q);
+  }
+  __device__ __forceinline__ void clear ()
+  {
+#pragma unroll
+    for (int q = 0; q < CH; q++)
+      w[q] = 0;
+  }
+  __device__ __forceinline__ void set (int e, const unsigned char *p) { w[e / 4] |= (unsigned) __ldg (p) << 8 * (e % 4); }
+  __device__ __forceinline__ float get (int e) const { return byte_float (w[e / 4], e % 4); }
+};
+template <int CH> struct small_group<float, CH>
+{
+  float4 f[CH];
+  __device__ __forceinline__ void load (const unsigned char *row, int m)
+  {
+#pragma unroll
+    for (int q = 0; q < CH; q++)
+      f[q] = __ldg ((const float4 *) row + (size_t) m * CH + q);
+  }
+  __device__ __forceinline__ void clear ()
+  {
+#pragma unroll
+    for (int q = 0; q < CH; q++)
+      f[q] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  __device__ __forceinline__ void set (int e, const unsigned char *p) { (&f[0].x)[e] = __ldg ((const float *) p); }
+  __device__ __forceinline__ float get (int e) const { return (&f[0].x)[e]; }
+};
+
+/* Groups a thread loads before converting any, so that the block waits
+ * for memory about once: u8 groups are CH registers, f32 ones 4 * CH. */
+template <typename T> constexpr int small_batch = sizeof (T) == 1 ? 5 : 2;
+
+/* Blocks of the small kernels an SM holds (their launch bound, for blocks
+ * of 8 warps): 3 fit a H100's shared memory, and without the bound ptxas
+ * spills; f32 keeps its 4 x 4 x CH results in registers, so 2. */
+template <typename T> constexpr int small_blocks = sizeof (T) == 1 ? 3 : 2;
+
+/* Warps a small kernel's block: u8 sums are bound by issue, and 8 warps
+ * share the tile's halo rows; f32 blocks wait on memory at their barrier,
+ * and as many warps resident in blocks of 2 keep more of them computing
+ * while others load, at the cost of loading the halo rows more often. */
+template <typename T> constexpr int small_warps = sizeof (T) == 1 ? MAX_WARPS : 2;
+
 /* Fills the small kernels' tile: th rows of G groups of four pixels from
  * group m0 of the stripe's input row by on, CH planes of floats (plane
- * floats apart). A thread loads SMALL_BATCH groups before converting any,
- * so the block waits for memory about once. INTERIOR: every group lies
- * inside the rows (no border map). */
-template <int CH, int G, bool INTERIOR>
+ * floats apart). A thread loads a batch of groups before converting any.
+ * INTERIOR: every group lies inside the rows (no border map). */
+template <typename T, int CH, int G, bool INTERIOR>
 __device__ __forceinline__ void
 fill_small_tile (const cfx_stripe &s, int m0, int by, int th, cudafx_border border, float4 *tile4, int plane)
 {
+  constexpr int BATCH = small_batch<T>;
   const int last_row = s.rows + 2 * s.halo - 1; /* rows past the stripe feed no stored output */
   const int threads = blockDim.x * blockDim.y, units = th * G;
-  for (int u0 = threadIdx.y * WARP + threadIdx.x; u0 < units; u0 += SMALL_BATCH * threads)
+  for (int u0 = threadIdx.y * WARP + threadIdx.x; u0 < units; u0 += BATCH * threads)
     {
-      unsigned words[SMALL_BATCH][CH];
+      small_group<T, CH> g[BATCH];
 #pragma unroll
-      for (int b = 0; b < SMALL_BATCH; b++)
+      for (int b = 0; b < BATCH; b++)
         {
           const int u = u0 + b * threads, m = m0 + u % G;
           if (u >= units)
             break;
           const unsigned char *row = s.d_src + (size_t) min (by + u / G, last_row) * s.src_pitch;
           if (INTERIOR || (m >= 0 && 4 * m + 4 <= s.width))
-#pragma unroll
-            for (int q = 0; q < CH; q++)
-              words[b][q] = __ldg ((const unsigned *) row + (size_t) m * CH + q);
+            g[b].load (row, m);
           else
             {
-#pragma unroll
-              for (int q = 0; q < CH; q++)
-                words[b][q] = 0;
+              g[b].clear ();
 #pragma unroll
               for (int k = 0; k < 4; k++)
                 {
@@ -469,46 +561,74 @@ fill_small_tile (const cfx_stripe &s, int m0, int by, int th, cudafx_border bord
                   if (sx >= 0)
 #pragma unroll
                     for (int c = 0; c < CH; c++)
-                      words[b][(k * CH + c) / 4] |= (unsigned) __ldg (row + (size_t) sx * CH + c)
-                                                    << 8 * ((k * CH + c) % 4);
+                      g[b].set (k * CH + c, row + ((size_t) sx * CH + c) * sizeof (T));
                 }
             }
         }
 #pragma unroll
-      for (int b = 0; b < SMALL_BATCH; b++)
+      for (int b = 0; b < BATCH; b++)
         {
           const int u = u0 + b * threads;
           if (u >= units)
             break;
-          float v[4 * CH];
-#pragma unroll
-          for (int e = 0; e < 4 * CH; e++)
-            v[e] = byte_float (words[b][e / 4], e % 4);
 #pragma unroll
           for (int c = 0; c < CH; c++)
             tile4[(c * plane + (u / G) * SMALL_TW) / 4 + u % G]
-              = make_float4 (v[c], v[CH + c], v[2 * CH + c], v[3 * CH + c]);
+              = make_float4 (g[b].get (c), g[b].get (CH + c), g[b].get (2 * CH + c), g[b].get (3 * CH + c));
         }
     }
 }
 
-/* Direct u8 sums of 3x3 and 5x5 kernels without alpha. Like
- * convolve_direct_kernel each thread computes DIRECT_P x DIRECT_R outputs,
- * taps in row-major order for every output, but a channel's loops are
- * unrolled (the taps are instruction operands), the channels are summed one
- * after the other in a loop that is not unrolled (16 accumulators live, not
- * 16 * CH; one copy of the code) and the results leave as packed words. The
- * tile starts a whole group left of the block (tile column tc is pixel
- * bx - SMALL_LEFT + tc), so each group of four pixels is stored as one
- * float4 a plane (fill_small_tile). Each output's sum starts with its first
- * product rather than 0.0f + product, and the offset is added only when it
- * is nonzero: the same values up to the sign of a zero, which no u8 result
- * shows. */
-template <int CH, int N>
-__global__ void __launch_bounds__ (WARP * MAX_WARPS, 3) /* 3 blocks fit a H100's shared memory; without it ptxas spills */
+/* The small kernels' f32 outputs: out[k] holds row k's 4 * CH floats,
+ * pixel by pixel; whole rows leave as CH float4s a thread, so a warp
+ * writes contiguous bytes (channel by channel, every store would touch
+ * eight times the sectors). */
+template <int CH>
+__device__ __forceinline__ void
+store_small_f32 (const cfx_stripe &s, int x0, int y0, const float (&out)[DIRECT_R][DIRECT_P * CH])
+{
+#pragma unroll
+  for (int k = 0; k < DIRECT_R; k++)
+    {
+      if (y0 + k >= s.rows)
+        break;
+      float *row = (float *) (s.d_dst + (size_t) (y0 + k) * s.dst_pitch) + (size_t) x0 * CH;
+      if (x0 + DIRECT_P <= s.width) /* x0 * CH floats: 16-byte aligned */
+#pragma unroll
+        for (int q = 0; q < CH; q++)
+          ((float4 *) row)[q] = make_float4 (out[k][4 * q], out[k][4 * q + 1], out[k][4 * q + 2], out[k][4 * q + 3]);
+      else
+#pragma unroll
+        for (int e = 0; e < DIRECT_P * CH; e++)
+          if (x0 + e / CH < s.width)
+            row[e] = out[k][e];
+    }
+}
+
+/* Direct sums of 3x3 and 5x5 kernels without alpha (u8, and f32 without
+ * zero taps). Like convolve_direct_kernel each thread computes DIRECT_P x
+ * DIRECT_R outputs, taps in row-major order for every output, but a
+ * channel's loops are unrolled (the taps are instruction operands) and the
+ * channels are summed one after the other in a loop that is not unrolled:
+ * 16 accumulators live, not 16 * CH, and one copy of the code, which then
+ * fits the instruction cache. The sums are bound by instruction issue (a
+ * multiply and an add a tap, never fused), so little else is spent per
+ * output. The tile starts a whole group left of the block (tile column tc
+ * is pixel bx - SMALL_LEFT + tc), so each group of four pixels is stored as
+ * one float4 a plane. Results collect in registers across the channel loop
+ * (u8: shifted into a word a pixel; f32: shifted along CH registers a
+ * pixel) and leave as whole words.
+ *
+ * Each output's sum starts with its first product rather than 0.0f +
+ * product: the same values up to the sign of a zero. u8 adds the offset
+ * only when it is nonzero (no u8 result shows the sign of a zero); f32 adds
+ * it always, which also gives zeros the CPU's sign. */
+template <typename T, int CH, int N>
+__global__ void __launch_bounds__ (WARP * MAX_WARPS, small_blocks<T>)
 convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
 {
   constexpr int r = N / 2, G = SMALL_TW / 4;
+  constexpr bool U8 = sizeof (T) == 1;
   static_assert (r <= SMALL_LEFT && SMALL_LEFT - r + DIRECT_P + N - 1 <= 12, "three groups per window");
   extern __shared__ float4 tile4[];
   float *tile = (float *) tile4; /* [CH][th][SMALL_TW] */
@@ -516,16 +636,17 @@ convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
   const int bx = blockIdx.x * WARP * DIRECT_P, by = blockIdx.y * blockDim.y * DIRECT_R;
   /* blocks whose groups all lie inside the rows take the path without border tests */
   if (bx >= SMALL_LEFT && bx + SMALL_TW - SMALL_LEFT <= s.width)
-    fill_small_tile<CH, G, true> (s, bx / 4 - SMALL_LEFT / 4, by, th, border, tile4, plane);
+    fill_small_tile<T, CH, G, true> (s, bx / 4 - SMALL_LEFT / 4, by, th, border, tile4, plane);
   else
-    fill_small_tile<CH, G, false> (s, bx / 4 - SMALL_LEFT / 4, by, th, border, tile4, plane);
+    fill_small_tile<T, CH, G, false> (s, bx / 4 - SMALL_LEFT / 4, by, th, border, tile4, plane);
   __syncthreads ();
   const int x0 = bx + threadIdx.x * DIRECT_P, y0 = by + threadIdx.y * DIRECT_R;
   if (x0 >= s.width || y0 >= s.rows)
     return;
-  /* each output pixel's bytes, channel 0 in the highest used byte: the
-   * channel loop, not unrolled, shifts every result in */
+  /* u8: each output pixel's bytes, channel 0 in the highest used byte */
   unsigned pixel[DIRECT_R][DIRECT_P] = {};
+  /* f32: row k's floats, pixel by pixel, channel 0 first */
+  float out[DIRECT_R][DIRECT_P * CH];
 #pragma unroll 1
   for (int c = 0; c < CH; c++)
     {
@@ -558,48 +679,36 @@ convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
                   }
             }
         }
-      if (a.offset != 0.0f) /* sum + 0.0f is sum, up to the sign of a zero */
+      if constexpr (U8)
+        {
+          if (a.offset != 0.0f) /* sum + 0.0f is sum, up to the sign of a zero */
+#pragma unroll
+            for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+              for (int p = 0; p < DIRECT_P; p++)
+                acc[k][p] = acc[k][p] + a.offset;
+#pragma unroll
+          for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+            for (int p = 0; p < DIRECT_P; p++)
+              pixel[k][p] = __byte_perm (pixel[k][p], u8_bits (acc[k][p]), 0x2104); /* << 8, new byte in */
+        }
+      else /* after the last channel, out[k][p * CH + c] holds channel c */
 #pragma unroll
         for (int k = 0; k < DIRECT_R; k++)
 #pragma unroll
           for (int p = 0; p < DIRECT_P; p++)
-            acc[k][p] = acc[k][p] + a.offset;
+            {
 #pragma unroll
-      for (int k = 0; k < DIRECT_R; k++)
-#pragma unroll
-        for (int p = 0; p < DIRECT_P; p++)
-          pixel[k][p] = __byte_perm (pixel[k][p], u8_bits (acc[k][p]), 0x2104); /* << 8, new byte in */
+              for (int e = 0; e + 1 < CH; e++)
+                out[k][p * CH + e] = out[k][p * CH + e + 1];
+              out[k][p * CH + CH - 1] = acc[k][p] + a.offset;
+            }
     }
-  unsigned packed[DIRECT_R][CH]; /* row k's 4 * CH bytes as CH words */
-#pragma unroll
-  for (int k = 0; k < DIRECT_R; k++)
-#pragma unroll
-    for (int q = 0; q < CH; q++)
-      packed[k][q] = row_word<CH> (pixel[k], q);
-#pragma unroll
-  for (int k = 0; k < DIRECT_R; k++)
-    {
-      if (y0 + k >= s.rows)
-        break;
-      unsigned char *out = s.d_dst + (size_t) (y0 + k) * s.dst_pitch + (size_t) x0 * CH;
-      if (x0 + DIRECT_P <= s.width) /* x0 * CH bytes: a multiple of 4 */
-        {
-          if (CH == 2)
-            *(uint2 *) out = make_uint2 (packed[k][0], packed[k][CH > 1 ? 1 : 0]);
-          else if (CH == 4)
-            *(uint4 *) out = make_uint4 (packed[k][0], packed[k][CH > 1 ? 1 : 0], packed[k][CH > 2 ? 2 : 0],
-                                         packed[k][CH > 3 ? 3 : 0]);
-          else
-#pragma unroll
-            for (int q = 0; q < CH; q++)
-              ((unsigned *) out)[q] = packed[k][q];
-        }
-      else
-#pragma unroll
-        for (int e = 0; e < DIRECT_P * CH; e++)
-          if (x0 + e / CH < s.width)
-            out[e] = (unsigned char) (packed[k][e / 4] >> 8 * (e % 4));
-    }
+  if (U8)
+    store_small_u8<CH> (s, x0, y0, pixel);
+  else
+    store_small_f32<CH> (s, x0, y0, out);
 }
 
 /* Horizontal pass over every input row of the stripe: CH sums (plus the
@@ -865,7 +974,8 @@ launch_fixed (cfx_context *cx, const fixed_args &f, cudafx_border border, const 
   return cfx_check_launch ("convolve", "convolve_columns_fixed_kernel");
 }
 
-template <int CH, int N>
+
+template <typename T, int CH, int N>
 cudafx_status
 launch_small (cfx_context *cx, const convolve_plan &pl, cudafx_border border, const cfx_stripe *s)
 {
@@ -875,12 +985,17 @@ launch_small (cfx_context *cx, const convolve_plan &pl, cudafx_border border, co
   a.offset = pl.offset;
   const size_t row_bytes = sizeof (float) * CH * SMALL_TW;
   size_t shared;
-  const int warps = warps_that_fit (cx, row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
-  cudafx_status st = allow_shared (cx, convolve_small_kernel<CH, N>, shared);
+  int warps = warps_that_fit (cx, row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
+  if (warps > small_warps<T>)
+    {
+      warps = small_warps<T>;
+      shared = row_bytes * (N - 1) + warps * row_bytes * DIRECT_R;
+    }
+  cudafx_status st = allow_shared (cx, convolve_small_kernel<T, CH, N>, shared);
   if (st)
     return st;
   dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P), (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
-  convolve_small_kernel<CH, N><<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
+  convolve_small_kernel<T, CH, N><<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
   return cfx_check_launch ("convolve", "convolve_small_kernel");
 }
 
@@ -896,9 +1011,13 @@ cudafx_status
 launch (const convolve_ctx *cx, const cfx_stripe *s)
 {
   const convolve_plan &pl = *cx->plan;
-  if (sizeof (T) == 1 && !ALPHA && !pl.separable && (pl.size == 3 || pl.size == 5))
-    return pl.size == 3 ? launch_small<CH, 3> (cx->cx, pl, cx->border, s)
-                        : launch_small<CH, 5> (cx->cx, pl, cx->border, s);
+  bool zero_tap = false; /* f32 sums must skip zero taps: only the generic direct kernel tests them */
+  for (int i = 0; !pl.separable && i < pl.size * pl.size; i++)
+    zero_tap |= pl.taps[i] == 0.0f || pl.abs_taps[i] == 0.0f;
+  const bool skip_zero = sizeof (T) == sizeof (float) && zero_tap;
+  if (!ALPHA && !pl.separable && !skip_zero && (pl.size == 3 || pl.size == 5))
+    return pl.size == 3 ? launch_small<T, CH, 3> (cx->cx, pl, cx->border, s)
+                        : launch_small<T, CH, 5> (cx->cx, pl, cx->border, s);
   if (!pl.separable)
     {
       const size_t row_bytes = sizeof (float) * CH * tile_width (DIRECT_P, pl.size);
@@ -907,10 +1026,7 @@ launch (const convolve_ctx *cx, const cfx_stripe *s)
       /* Built for the presets' sizes and the 15x15 of issue #4's targets;
        * f32 kernels with zero taps, which must be skipped, take the generic
        * one, which tests every tap. */
-      bool zero_tap = false;
-      for (int i = 0; i < pl.size * pl.size; i++)
-        zero_tap |= pl.taps[i] == 0.0f || pl.abs_taps[i] == 0.0f;
-      auto kernel = sizeof (T) == sizeof (float) && zero_tap ? convolve_direct_kernel<T, CH, ALPHA, 0>
+      auto kernel = skip_zero ? convolve_direct_kernel<T, CH, ALPHA, 0>
                   : pl.size == 3 ? convolve_direct_kernel<T, CH, ALPHA, 3>
                   : pl.size == 5 ? convolve_direct_kernel<T, CH, ALPHA, 5>
                   : pl.size == 15 ? convolve_direct_kernel<T, CH, ALPHA, 15>

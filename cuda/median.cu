@@ -24,8 +24,11 @@
  *   sorted own row; everything pruned backwards to the ranks needed. Lanes
  *   hold 0x6400 + byte, which also reads as the half float 1024 + byte, so
  *   the even outputs' network runs as 16-bit integer min/max and the odd
- *   outputs' as half-float min/max (sm_80 on), two instruction kinds the
- *   scheduler can overlap.
+ *   outputs' as half-float min/max (sm_80 on). On sm_90 both kinds run in
+ *   the ALU pipe, which bounds the networks with issue slots to spare, so
+ *   from 5x5 on the odd outputs' full comparators are half-float
+ *   arithmetic instead (min = a - relu (a - b), max = b + relu (a - b),
+ *   exact on these integers): the FMA pipe takes that share.
  * - median_packed_kernel (u8, square, radius <= 2, the other ranks): four
  *   bytes per 32-bit word through a full sorting network with SIMD byte
  *   min/max, then the rank-k word is picked.
@@ -35,10 +38,14 @@
  *   mapped to order-preserving uint32 keys). Small radii keep the window in
  *   registers (template R); other radii read it from the read-only cache.
  * - median_histogram_kernel (u8, larger radii): Huang's sliding histogram
- *   (Huang, Yang, Tang 1979) down a column, one 256-bin histogram of 16-bit
- *   counts per thread in shared memory with 16 coarse bins to find the rank
- *   quickly; per output it costs O(r) updates, not O(r^2). Circles slide per
- *   column with each column's own half-height.
+ *   (Huang, Yang, Tang 1979) down a column, one 256-bin histogram per
+ *   thread in shared memory, and the answer tracked as in Huang's paper: it
+ *   moves a few bins a row, so there is no search from the bottom; per
+ *   output it costs O(r) updates, not O(r^2). Counts are bytes up to 15x15
+ *   (16-bit beyond), so twice the warps fit an SM, and each thread's counts
+ *   lie in its own bank. Circles slide per column with each column's own
+ *   half-height. Bound by latency: the histograms' shared memory allows 24
+ *   warps an SM, which keep about two thirds of the issue slots busy.
  * Borders clamp: the stripe runner makes up rows, kernels clamp columns.
  * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md. */
 #include "context.cuh"
@@ -156,59 +163,65 @@ median_select_kernel (cfx_stripe s, int r, int circle, int rank)
     }
 }
 
-/* u8, any radius: one thread per (column, channel, segment of rows). */
-__global__ void
+/* u8, any radius: one thread per (column, channel, segment of rows), its
+ * histogram in shared memory. Counts are bytes while a window holds at most
+ * 255 keys (radius 7), else 16-bit (201^2 < 65536): small counts, more
+ * warps resident. Thread t's counts lie in bank t (bins K = 4 / sizeof
+ * (CountT) a word, words interleaved by thread), so a warp's updates never
+ * conflict. The answer m is tracked as in Huang's paper, with lt, the
+ * number of window keys below m: each row step moves m by the few bins the
+ * rank moved, so no search from the bottom, and each key costs one count
+ * read and one write. */
+template <typename CountT>
+__global__ void __launch_bounds__ (HIST_THREADS)
 median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
 {
-  /* 16-bit counts (a window holds at most 201^2 < 65536 keys): half the
-   * shared memory, twice the warps resident. */
+  constexpr int K = 4 / sizeof (CountT);
   extern __shared__ int shared[];
-  int *half = shared;                                          /* [2r+1]: column half-heights */
-  unsigned short *fine = (unsigned short *) (shared + 2 * r + 1); /* [256][HIST_THREADS] */
-  unsigned short *coarse = fine + 256 * HIST_THREADS;          /* [16][HIST_THREADS] */
-  int t = threadIdx.x;
+  int *half = shared;                                   /* [2r+1]: column half-heights */
+  unsigned *words = (unsigned *) (shared + 2 * r + 1);  /* [256 / K][HIST_THREADS] words of K counts */
+  const int t = threadIdx.x;
   for (int i = t; i < 2 * r + 1; i += HIST_THREADS)
     half[i] = d_half[i];
-  for (int i = t; i < 272 * HIST_THREADS; i += HIST_THREADS)
-    fine[i] = 0;
+  for (int i = t; i < 256 / K * HIST_THREADS; i += HIST_THREADS)
+    words[i] = 0;
   __syncthreads ();
 
-  int x = blockIdx.x * HIST_THREADS + t;
-  int c = blockIdx.z;
-  int y0 = blockIdx.y * HIST_SEGMENT;
+  const int x = blockIdx.x * HIST_THREADS + t, c = blockIdx.z, y0 = blockIdx.y * HIST_SEGMENT;
   if (x >= s.width || y0 >= s.rows)
     return;
-  int y1 = min (y0 + HIST_SEGMENT, s.rows);
-
-  auto add = [&] (int yy, int xx, int delta) {
-    unsigned v = load<unsigned char> (s.d_src, s.src_pitch, yy, xx, s.channels, c);
-    fine[v * HIST_THREADS + t] += delta;
-    coarse[(v >> 4) * HIST_THREADS + t] += delta;
-  };
+  const int y1 = min (y0 + HIST_SEGMENT, s.rows);
+  CountT *own = (CountT *) (words + t);
+  auto bin = [&] (unsigned v) -> CountT & { return own[(v / K) * HIST_THREADS * K + v % K]; };
   /* Window of output row y: input rows y + halo - half .. y + halo + half. */
   for (int dx = -r; dx <= r; dx++)
     {
-      int xx = min (max (x + dx, 0), s.width - 1), h = half[dx + r];
+      const int xx = min (max (x + dx, 0), s.width - 1), h = half[dx + r];
       for (int dy = -h; dy <= h; dy++)
-        add (y0 + s.halo + dy, xx, 1);
+        bin (load<unsigned char> (s.d_src, s.src_pitch, y0 + s.halo + dy, xx, s.channels, c))++;
     }
+  int m = 0, lt = 0; /* lt: window keys < m */
   for (int y = y0;; y++)
     {
-      unsigned acc = 0;
-      int b = 0;
-      while (acc + coarse[b * HIST_THREADS + t] <= (unsigned) rank)
-        acc += coarse[b++ * HIST_THREADS + t];
-      int v = b * 16;
-      while (acc + fine[v * HIST_THREADS + t] <= (unsigned) rank)
-        acc += fine[v++ * HIST_THREADS + t];
-      s.d_dst[(size_t) y * s.dst_pitch + (size_t) x * s.channels + c] = (unsigned char) v;
+      while (lt > rank)
+        lt -= bin (--m);
+      for (int n = bin (m); lt + n <= rank; n = bin (++m))
+        lt += n;
+      s.d_dst[(size_t) y * s.dst_pitch + (size_t) x * s.channels + c] = (unsigned char) m;
       if (y + 1 >= y1)
         break;
       for (int dx = -r; dx <= r; dx++)
         {
-          int xx = min (max (x + dx, 0), s.width - 1), h = half[dx + r];
-          add (y + s.halo - h, xx, -1);
-          add (y + s.halo + h + 1, xx, 1);
+          const int xx = min (max (x + dx, 0), s.width - 1), h = half[dx + r];
+          const unsigned out = load<unsigned char> (s.d_src, s.src_pitch, y + s.halo - h, xx, s.channels, c);
+          const unsigned in = load<unsigned char> (s.d_src, s.src_pitch, y + s.halo + h + 1, xx, s.channels, c);
+          lt += ((int) in < m) - ((int) out < m);
+          if (in != out) /* distinct bins: both counts read before either is written */
+            {
+              const CountT n_out = bin (out), n_in = bin (in);
+              bin (out) = n_out - 1;
+              bin (in) = n_in + 1;
+            }
         }
     }
 }
@@ -278,18 +291,46 @@ lane_max (unsigned a, unsigned b)
   return __vmaxu2 (a, b);
 }
 
-template <int L, int RANK, int STEP, bool HALF, int... I>
+/* Both halves of a comparator on half-float lanes, without min/max: with
+ * d = relu (a - b), min = a - d and max = b + d. Keys 1024 + byte are
+ * integers below 2048, so every step is exact in half precision. On sm_90
+ * integer and half min/max share the ALU pipe, which bounds the selection
+ * networks with issue slots to spare; these three run in the FMA pipe. */
+__device__ __forceinline__ void
+fma_compare (unsigned a, unsigned b, unsigned &lo, unsigned &hi)
+{
+#if __CUDA_ARCH__ >= 900
+  unsigned d;
+  asm ("fma.rn.relu.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(b), "r"(0xbc00bc00u), "r"(a)); /* -1.0 a lane */
+  asm ("sub.rn.f16x2 %0, %1, %2;" : "=r"(lo) : "r"(a), "r"(d));
+  asm ("add.rn.f16x2 %0, %1, %2;" : "=r"(hi) : "r"(b), "r"(d));
+#else
+  lo = lane_min<true> (a, b);
+  hi = lane_max<true> (a, b);
+#endif
+}
+
+/* The pruned selection network on one stream of lanes. SPLIT (half-float
+ * lanes only): comparators that keep both halves take fma_compare, the
+ * others one min or max, so the work splits between two pipes. */
+template <int L, int RANK, int STEP, bool HALF, bool SPLIT, int... I>
 __device__ __forceinline__ void
 select_lanes (unsigned *v, std::integer_sequence<int, I...>)
 {
+  static_assert (HALF || !SPLIT, "fma_compare needs half-float lanes");
   ((void) ([&] {
      constexpr int a = selector<L, RANK, STEP>.a[I], b = selector<L, RANK, STEP>.b[I];
      constexpr bool to_a = selector<L, RANK, STEP>.min_to_a[I], to_b = selector<L, RANK, STEP>.max_to_b[I];
-     unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
-     if (to_a)
-       v[a] = lo;
-     if (to_b)
-       v[b] = hi;
+     if constexpr (SPLIT && to_a && to_b)
+       fma_compare (v[a], v[b], v[a], v[b]);
+     else
+       {
+         unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
+         if (to_a)
+           v[a] = lo;
+         if (to_b)
+           v[b] = hi;
+       }
    } ()), ...);
 }
 
@@ -392,6 +433,11 @@ column_key (const uint2 *words)
  * own rows' sorting costs more than it saves. */
 template <int R> constexpr int rows_per_step = R >= 2 ? 2 : 1;
 
+/* Whether the odd outputs' full comparators move to the FMA pipe
+ * (fma_compare): from 5x5 on, where the networks bound the kernel; at 3x3
+ * they are a small part of its work. */
+template <int R> constexpr bool split_pipes = R >= 2;
+
 /* Blocks an SM must hold (0: no bound). 5 caps 7x7 at 96 registers (112
  * unbounded), which is faster; more blocks spill. 3x3 is left alone. */
 template <int R> constexpr int columns_min_blocks = R >= 2 ? 5 : 0;
@@ -425,8 +471,8 @@ select_from_tile (const uint2 *tile, int tile_width, int base, uint2 *out, std::
     }
   constexpr int ops = selector<L, RANK, STEP>.count;
   constexpr int upper = selector<L, RANK, STEP>.answer[0], lower = selector<L, RANK, STEP>.answer[STEP - 1];
-  select_lanes<L, RANK, STEP, false> (even, std::make_integer_sequence<int, ops> ());
-  select_lanes<L, RANK, STEP, true> (odd, std::make_integer_sequence<int, ops> ());
+  select_lanes<L, RANK, STEP, false, false> (even, std::make_integer_sequence<int, ops> ());
+  select_lanes<L, RANK, STEP, true, split_pipes<R>> (odd, std::make_integer_sequence<int, ops> ());
   out[0] = make_uint2 (even[upper], odd[upper]);
   out[STEP - 1] = make_uint2 (even[lower], odd[lower]);
 }
@@ -604,13 +650,16 @@ median_stripe (void *ctx, const cfx_stripe *s)
   if (m->p->radius <= MAX_REGISTER_RADIUS)
     return launch_select<unsigned char> (m, s);
   int r = m->p->radius;
-  size_t shared_bytes = (2 * r + 1) * sizeof (int) + 272 * HIST_THREADS * sizeof (unsigned short);
-  cudafx_status st = cfx_allow_shared (m->cx, (const void *) median_histogram_kernel, shared_bytes, "median");
-  if (st)
-    return st;
   dim3 grid ((s->width + HIST_THREADS - 1) / HIST_THREADS, (s->rows + HIST_SEGMENT - 1) / HIST_SEGMENT,
              s->channels);
-  median_histogram_kernel<<<grid, HIST_THREADS, shared_bytes, s->stream>>> (*s, r, m->rank, m->d_half);
+  /* byte counts while the window holds at most 255 keys */
+  const bool bytes = (2 * r + 1) * (2 * r + 1) <= 255;
+  auto kernel = bytes ? median_histogram_kernel<unsigned char> : median_histogram_kernel<unsigned short>;
+  size_t shared_bytes = (2 * r + 1) * sizeof (int) + 256 * HIST_THREADS * (bytes ? 1 : 2);
+  cudafx_status st = cfx_allow_shared (m->cx, (const void *) kernel, shared_bytes, "median");
+  if (st)
+    return st;
+  kernel<<<grid, HIST_THREADS, shared_bytes, s->stream>>> (*s, r, m->rank, m->d_half);
   return cfx_check_launch ("median", "median_histogram_kernel");
 }
 
