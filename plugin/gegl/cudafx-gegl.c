@@ -26,8 +26,9 @@
  * scaled by 2^-L (see at_level_args). The pixels then equal a whole-image
  * run on the input scaled to that level with those settings.
  *
- * The engine starts CUDA on the first filter call, never when GEGL loads the
- * module, and falls back to the CPU when CUDA fails. A filter that cannot run
+ * The engine starts CUDA when an operation is first prepared (on a thread of
+ * its own, while GEGL reads the input), never when GEGL loads the module, and
+ * falls back to the CPU when CUDA fails. A filter that cannot run
  * (a bad kernel, a forced backend that is missing) warns and passes its input
  * through rather than failing the host's render. */
 #define _GNU_SOURCE /* dladdr */
@@ -380,6 +381,31 @@ whole_output (CudafxOp *self, int filter)
                   == CUDAFX_BORDER_WRAP);
 }
 
+static gpointer
+warm_up (gpointer data)
+{
+  cudafx_backend_warm_up ();
+  return NULL;
+}
+
+/* The engine's start-up (for CUDA a few hundred milliseconds) on a thread
+ * of its own, once per process, so that it overlaps what GEGL does before
+ * the first region reaches the engine; that call waits for it to finish. */
+static void
+start_engine (void)
+{
+  static gsize started = 0;
+
+  if (g_once_init_enter (&started))
+    {
+      GThread *thread = g_thread_try_new ("cudafx-warm-up", warm_up, NULL, NULL);
+
+      if (thread)
+        g_thread_unref (thread);
+      g_once_init_leave (&started, 1);
+    }
+}
+
 static void
 prepare (GeglOperation *operation)
 {
@@ -389,6 +415,7 @@ prepare (GeglOperation *operation)
   GError                  *error = NULL;
   int                      halo = 0;
 
+  start_engine ();
   g_clear_pointer (&self->invalid, g_free);
   self->format = cudafx_region_format_of (source ? source : babl_format ("R'G'B'A float"),
                                           &error);
