@@ -8,7 +8,9 @@
 # GIMP's own gegl:median-blur and gegl:gaussian-blur merged the same way;
 # and gegl:invert-gamma, a point operation that costs next to nothing, for
 # what any merge of a 12 MP layer costs in GIMP (reading, converting,
-# writing, the undo copy). Then the engine's own time for the same jobs (the
+# writing, the undo copy); and the median on a 64×64 image, procedure and
+# direct merge, for what a call costs whatever the image (the difference:
+# the plug-in process). Then the engine's own time for the same jobs (the
 # CLI's --json "ms", CUDAFX_BACKEND=cpu). Prints each call's times and, last,
 # their medians.
 #   bench/gimp3-cpu.sh [BUILD] [REPEATS]
@@ -23,22 +25,29 @@ mkdir -p "$work/profile/plug-ins/cudafx" "$work/data/gegl-0.4/plug-ins"
 cp "$build/gimp3/cudafx-gegl.so" "$work/data/gegl-0.4/plug-ins/"
 tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
 /usr/bin/python3 -c "import cv2, numpy as np, sys; a = cv2.imread(sys.argv[1]);
-cv2.imwrite(sys.argv[2], np.tile(a, (6, 8, 1))[:3000, :4000])" tests/data/astronaut.png "$work/12mp.png"
+cv2.imwrite(sys.argv[2], np.tile(a, (6, 8, 1))[:3000, :4000]); cv2.imwrite(sys.argv[3], a[:64, :64])" \
+  tests/data/astronaut.png "$work/12mp.png" "$work/64px.png"
 
-time_call() { # LABEL SCHEME-CALL: repeated, each on a fresh copy of the layer's pixels
+time_call() { # LABEL SCHEME-CALL [FILE]: repeated, each on a fresh copy of FILE (12mp.png)
+  local file=$inside/${3:-12mp.png}
   echo "(define (run-$1) $2)
+        (gimp-image-delete img)
+        (set! img (car (gimp-file-load RUN-NONINTERACTIVE \"$file\")))
+        (set! layer (vector-ref (car (gimp-image-get-layers img)) 0))
         (let loop ((i 0)) (if (< i $repeats) (begin
           (gimp-image-undo-disable img)
           (let* ((t0 (gettimeofday)) (r (run-$1)) (t1 (gettimeofday)))
             (display (string-append \"\nTIME $1 \" (number->string
-              (+ (* 1000 (- (car t1) (car t0))) (/ (- (cadr t1) (cadr t0)) 1000.0))))))
+              (+ (* 1000 (- (car t1) (car t0))) (/ (- (cadr t1) (cadr t0)) 1000.0))) \"\n\")))
           (gimp-image-delete img)
-          (set! img (car (gimp-file-load RUN-NONINTERACTIVE \"$inside/12mp.png\")))
+          (set! img (car (gimp-file-load RUN-NONINTERACTIVE \"$file\")))
           (set! layer (vector-ref (car (gimp-image-get-layers img)) 0))
           (loop (+ i 1)))))"
 }
 script="(define img (car (gimp-file-load RUN-NONINTERACTIVE \"$inside/12mp.png\")))
   (define layer (vector-ref (car (gimp-image-get-layers img)) 0))
+  $(time_call proc-cudafx-median-r1-64px "(plug-in-cudafx-median #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer) #:radius 1)" 64px.png)
+  $(time_call merge-cudafx-median-r1-64px "(gimp-drawable-merge-new-filter layer \"cudafx:median\" 0 LAYER-MODE-REPLACE 1.0 \"radius\" 1)" 64px.png)
   $(time_call merge-gegl-invert-gamma "(gimp-drawable-merge-new-filter layer \"gegl:invert-gamma\" 0 LAYER-MODE-REPLACE 1.0)")
   $(time_call proc-cudafx-median-r1 "(plug-in-cudafx-median #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer) #:radius 1)")
   $(time_call merge-cudafx-median-r1 "(gimp-drawable-merge-new-filter layer \"cudafx:median\" 0 LAYER-MODE-REPLACE 1.0 \"radius\" 1)")
@@ -60,5 +69,7 @@ for job in "median --radius 1" "convolve --preset gaussian --sigma 5" "nl-means"
   done
 done
 echo "medians of $repeats, ms:"
-awk '{ t[$2] = t[$2] " " $3 } END { for (k in t) { n = split(t[k], v, " "); asort(v);
-       printf "  %-40s %9.1f   (%s )\n", k, v[int((n + 1) / 2)], t[k] } }' "$work/times" | sort
+# Sorted by call, then time: the middle of each call's list is its median.
+sort -k2,2 -k3,3n "$work/times" | awk '{ t[$2] = t[$2] " " $3; n[$2]++ }
+  END { for (k in t) { split(t[k], v, " ");
+        printf "  %-40s %9.1f   (%s )\n", k, v[int((n[k] + 1) / 2)], t[k] } }' | sort
