@@ -21,9 +21,7 @@ root=$(tests/gimp/chroot.sh ensure)
 work=$(mktemp -d "$root/tmp/cudafx-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 inside=${work#"$root"}
-mkdir -p "$work/profile/plug-ins/cudafx" "$work/data/gegl-0.4/plug-ins"
-cp "$build/gimp3/cudafx-gegl.so" "$work/data/gegl-0.4/plug-ins/"
-tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
+tests/gimp/chroot.sh profile "$work" "$build"
 /usr/bin/python3 -c "import cv2, numpy as np, sys; a = cv2.imread(sys.argv[1]);
 cv2.imwrite(sys.argv[2], np.tile(a, (6, 8, 1))[:3000, :4000]); cv2.imwrite(sys.argv[3], a[:64, :64])" \
   tests/data/astronaut.png "$work/12mp.png" "$work/64px.png"

@@ -30,9 +30,8 @@ root=$("$chroot_sh" ensure xvfb xauth x11-utils xdotool imagemagick) \
 work=$(mktemp -d "$root/tmp/cudafx-live-gui.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 inside=${work#"$root"}
-mkdir -p "$work/profile/plug-ins/cudafx" "$work/data/gegl-0.4/plug-ins" "$work/shots"
-cp "$build/gimp3/cudafx-gegl.so" "$work/data/gegl-0.4/plug-ins/"
-tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
+mkdir -p "$work/shots"
+"$chroot_sh" profile "$work" "$build"
 cp tests/data/astronaut.png "$work/"
 
 cat > "$work/drive.sh" <<'EOF'
