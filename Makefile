@@ -410,21 +410,26 @@ install: all
 
 # The dialogs for the README, under Xvfb: GIMP 3's four from the chroot
 # (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish
-# (gimp3-nl-means-es.png), then GIMP 2.10's when its script exists
+# (gimp3-nl-means-es.png), a live filter's dialog with its split preview and
+# the layer's effects after it (gimp3-live-split.png, gimp3-live-effects.png),
+# then GIMP 2.10's when its script exists
 # (tests/gimp210/screenshots.sh BUILD OUTDIR, same naming with gimp210-).
 .PHONY: screenshots check-dialogs
 screenshots: plugin
 	tests/gimp/screenshots.sh $(BUILD) docs/screenshots
 	tests/gimp/screenshots.sh --lang es_ES $(BUILD) docs/screenshots
+	tests/gimp/live-gui.sh $(BUILD) docs/screenshots
 	if [ -x tests/gimp210/screenshots.sh ]; then tests/gimp210/screenshots.sh $(BUILD) docs/screenshots; fi
 
 # The GIMP 3 dialogs opened under Xvfb with nobody at the keyboard: each
-# preview must show the CLI's result for the dialog's settings (about 2-3
-# minutes here; not in CI). Ends with "N passed, N failed".
+# preview must show the CLI's result for the dialog's settings; then undo
+# after a merged live filter, typed as a user does (tests/gimp/live-gui.sh).
+# About 5 minutes here; not in CI. Each ends with "N passed, N failed".
 check-dialogs: plugin all
 	rm -rf $(BUILD)/dialog-shots
 	tests/gimp/screenshots.sh --both $(BUILD) $(BUILD)/dialog-shots
 	$(PYTHON3) tests/gimp/check-dialogs.py $(BUILD)/dialog-shots $(BUILD)/cudafx
+	tests/gimp/live-gui.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-gpu build-fuzz

@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# On the GPU machine (no GEGL there): builds the engine with CUDA for the
-# device's architecture, links the GEGL module against the GEGL that
-# gegl-bundle brought (headers in BUNDLE/include), installs it among the
-# bundle's operations and runs bench/gegl_bench (built and bundled here:
-#   make build/gegl_bench && ../shared/tools/gegl-bundle .bundle/gegl build/gegl_bench
-#   and the headers copied to .bundle/gegl/include, see docs/BENCHMARKS.md).
-#   bench/gegl-device.sh [BUNDLE]      (default .bundle/gegl)
+# The GEGL benchmark (bench/gegl_bench.c) on the GPU machine, which has no
+# GEGL. Everything is built here, so the device's time goes to the
+# benchmark alone:
+#   bench/gegl-device.sh bundle [BUNDLE]   here: the engine with CUDA for sm_90
+#       (the H100), the GEGL module against this machine's GEGL, gegl_bench,
+#       and GEGL's libraries and operations bundled with them
+#       (/work/shared/tools/gegl-bundle) into BUNDLE (default .bundle/gegl),
+#       the module among the bundle's operations
+#   bench/gegl-device.sh run [BUNDLE]      there: the benchmark on
+#       tests/data/astronaut.png (GEGL_THREADS from the environment)
 set -euo pipefail
-bundle=${1:-.bundle/gegl}
-make --no-print-directory CUDA=1 BUILD=build-gpu -j"$(nproc)" \
-  CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" build-gpu/libcudafx.a >/dev/null
-cudart=$(find /usr/local/cuda/ -name libcudart_static.a | head -n 1)
-inc=$bundle/include lib=$bundle/lib
-gcc -O3 -march=native -std=gnu11 -fopenmp -fPIC -shared -fvisibility=hidden -Wl,--exclude-libs,ALL \
-  -Icore -Iplugin/common -I"$inc/gegl-0.4" -I"$inc/glib-2.0" -I"$inc" -I"$inc/babl-0.1" \
-  -I"$inc/json-glib-1.0" plugin/gegl/cudafx-gegl.c plugin/common/procedures.c plugin/common/region.c \
-  build-gpu/libcudafx.a "$lib/libgegl-0.4.so.0" "$lib/libgobject-2.0.so.0" "$lib/libglib-2.0.so.0" \
-  "$lib/libbabl-0.1.so.0" "$cudart" -ldl -lrt -lpthread -lstdc++ -lm -o "$bundle/gegl-0.4/cudafx-gegl.so"
-# shellcheck disable=SC2046 # the bundle's variables, word by word
-env $(cat "$bundle/env") "$bundle/bin/gegl_bench" tests/data/astronaut.png
+step=${1:?usage: bench/gegl-device.sh bundle|run [BUNDLE]}
+bundle=${2:-.bundle/gegl}
+cd "$(dirname "$0")/.."
+case $step in
+  bundle)
+    make --no-print-directory CUDA=1 BUILD=build-gpu -j2 \
+      CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" build-gpu/gegl/cudafx-gegl.so build-gpu/gegl_bench
+    "${GEGL_BUNDLE:-/work/shared/tools/gegl-bundle}" "$bundle" build-gpu/gegl_bench
+    cp build-gpu/gegl/cudafx-gegl.so "$bundle/gegl-0.4/"
+    ;;
+  run)
+    # shellcheck disable=SC2046 # the bundle's variables, word by word
+    env $(cat "$bundle/env") "$bundle/bin/gegl_bench" tests/data/astronaut.png
+    ;;
+  *)
+    echo "bench/gegl-device.sh: '$step' is neither bundle nor run" >&2
+    exit 2
+    ;;
+esac

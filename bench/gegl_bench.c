@@ -5,8 +5,9 @@
  *   gegl_bench [IMAGE [WIDTHxHEIGHT]]   (default tests/data/astronaut.png tiled to 4000x3000)
  *
  * On a 12 MP "R'G'B' u8" buffer: the first call in the process (CUDA start
- * included); each cudafx operation warm (buffer-source → op → write-buffer,
- * the op's property set again before each run so that no cache answers);
+ * included) and the same in a second graph; each cudafx operation warm
+ * (buffer-source → op → write-buffer, the op's property set again before
+ * each run so that no cache answers);
  * GEGL's built-ins in the same graph (GEGL_THREADS from the environment);
  * the data movement: reading the region out of GEGL in the operation's
  * format, writing it back, and a pinned host↔device round trip of it
@@ -260,6 +261,10 @@ main (int argc, char **argv)
   first_ms = run_graph (input, &(job) { "median r1", "cudafx:median", "radius=1" }, &first_op);
   printf ("first call, cudafx:median radius 1 (CUDA start included): %.1f ms\n", first_ms);
   g_clear_object (&first_op);
+  /* The same in a new graph with CUDA started: what a first call costs
+   * beyond the engine's start-up (a new node's memory, GEGL's output). */
+  printf ("second graph, cudafx:median radius 1 (new node, CUDA started): %.1f ms\n",
+          run_graph (input, &(job) { "median r1", "cudafx:median", "radius=1" }, NULL));
 
   /* The data movement an operation cannot avoid. */
   pixels = g_malloc (bytes);

@@ -105,6 +105,14 @@ void cudafx_backend_describe (char *buf, size_t size);
  * call starts the CUDA driver. */
 int cudafx_cuda_devices (void);
 
+/* Does the backends' one-time set-up now (for CUDA: the driver, the device's
+ * context, its streams), so that the first filter call does not wait for it;
+ * a host calls it on a thread of its own when a filter is about to be used.
+ * Safe to call from any thread, any number of times; does nothing when the
+ * CPU is asked for (CUDAFX_BACKEND=cpu) or no device is usable, and reports
+ * nothing: the filter calls report as usual. */
+void cudafx_backend_warm_up (void);
+
 /* ---- argument table ---------------------------------------------------------
  * One description of every procedure's arguments, read by the GIMP 3 and 2.10
  * hosts (procedure arguments), the dialogs (widgets), the CLI (options, --help)

@@ -246,6 +246,29 @@ cudafx_cuda_devices (void)
   return cuda ? cuda->device_count () : 0;
 }
 
+void
+cudafx_backend_warm_up (void)
+{
+  char name[128], why[256];
+  uint8_t pixel = 0, filtered;
+  cudafx_image src = { &pixel, 1, 1, 1, 0, CUDAFX_U8, 1 }, dst = src;
+  cudafx_median_params p;
+  cudafx_options o;
+
+  if (requested_backend (NULL) == CUDAFX_BACKEND_CPU
+      || !cuda_usable (cuda_backend (), 0, name, sizeof name, why, sizeof why))
+    return;
+  /* The probe started the driver; the backend makes the device's context,
+   * streams and events on its first call, which a one-pixel median is. */
+  dst.data = &filtered;
+  cudafx_median_params_init (&p);
+  p.radius = 1;
+  cudafx_options_init (&o);
+  o.backend = CUDAFX_BACKEND_CUDA;
+  cudafx_median (&src, &dst, &p, &o);
+  cudafx_clear_error ();
+}
+
 static void
 report_cpu (const cudafx_options *o, const char *fallback)
 {

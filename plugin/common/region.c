@@ -57,12 +57,12 @@ cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image 
 {
   const Babl *format = cudafx_region_format (source, error);
 
-  return format && cudafx_region_read_as (source, rect, format, image, error);
+  return format && cudafx_region_read_as (source, rect, 0, format, image, error);
 }
 
 gboolean
-cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, const Babl *format,
-                       cudafx_image *image, GError **error)
+cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, int level,
+                       const Babl *format, cudafx_image *image, GError **error)
 {
   gsize   stride, bytes;
   guint8 *pixels;
@@ -76,7 +76,7 @@ cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, const Babl
                    _("not enough memory for a %d×%d region"), rect->width, rect->height);
       return FALSE;
     }
-  gegl_buffer_get (source, rect, 1.0, format, pixels, stride, GEGL_ABYSS_NONE);
+  gegl_buffer_get (source, rect, 1.0 / (1 << level), format, pixels, stride, GEGL_ABYSS_NONE);
   memset (image, 0, sizeof *image);
   image->data = pixels;
   image->width = rect->width;

@@ -28,9 +28,10 @@ const Babl *cudafx_region_u8_format (GeglBuffer *source, GError **error);
  * pixels the caller frees with g_free (image->data). */
 gboolean cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cudafx_image *image,
                              GError **error);
-/* The same in format, one of cudafx_region_format_of's. */
-gboolean cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, const Babl *format,
-                                cudafx_image *image, GError **error);
+/* The same in format, one of cudafx_region_format_of's, at a level of
+ * detail (0: every pixel; L: 1/2^L scale, rect in that level's coordinates). */
+gboolean cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, int level,
+                                const Babl *format, cudafx_image *image, GError **error);
 
 /* The rectangle a run of args on area reads: area and the filter's halo, cut
  * to the buffer (what automatic nl-means estimates its noise on). */

@@ -19,8 +19,16 @@
  * GEGL caches; automatic nl-means estimates the noise σ once on the whole
  * input, cached until that buffer changes, and filters each region with it.
  *
- * The engine starts CUDA on the first filter call, never when GEGL loads the
- * module, and falls back to the CPU when CUDA fails. A filter that cannot run
+ * A zoomed-out view is rendered at a level of detail L > 0 (1/2^L scale):
+ * the operation then reads the input and writes the output at that level,
+ * as GEGL's level-aware filters do (an operation before it may have computed
+ * only that level), and filters the level's pixels with its spatial settings
+ * scaled by 2^-L (see at_level_args). The pixels then equal a whole-image
+ * run on the input scaled to that level with those settings.
+ *
+ * The engine starts CUDA when an operation is first prepared (on a thread of
+ * its own, while GEGL reads the input), never when GEGL loads the module, and
+ * falls back to the CPU when CUDA fails. A filter that cannot run
  * (a bad kernel, a forced backend that is missing) warns and passes its input
  * through rather than failing the host's render. */
 #define _GNU_SOURCE /* dladdr */
@@ -49,7 +57,8 @@ typedef struct
    * node by the time a main-loop notify would run (it crashed so). */
   GMutex           lock;
   GeglBuffer      *noise_source;
-  GeglRectangle    noise_extent;
+  GeglRectangle    noise_extent; /* at noise_level */
+  int              noise_level;
   double           noise_sigma;
   gulong           noise_changed;
   double           sigma_shown;
@@ -303,16 +312,18 @@ noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *s
   g_mutex_unlock (&self->lock);
 }
 
-/* The noise σ of the whole input (what a whole-image run estimates), from
- * the cache when input and its extent are those it was found on. */
+/* The noise σ of the whole input at level (what a whole-image run on that
+ * level's pixels estimates; extent is in its coordinates), from the cache
+ * when input, level and extent are those it was found on. */
 static gboolean
-noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, double *sigma,
-             GError **error)
+noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int level,
+             double *sigma, GError **error)
 {
   gboolean ok = TRUE;
 
   g_mutex_lock (&self->lock);
-  if (self->noise_source != input || !gegl_rectangle_equal (&self->noise_extent, extent))
+  if (self->noise_source != input || self->noise_level != level
+      || !gegl_rectangle_equal (&self->noise_extent, extent))
     {
       cudafx_image        image;
       cudafx_options      options;
@@ -320,7 +331,7 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, dou
       cudafx_status       status;
 
       forget_noise (self);
-      ok = cudafx_region_read_as (input, extent, self->format, &image, error);
+      ok = cudafx_region_read_as (input, extent, level, self->format, &image, error);
       if (ok)
         {
           cudafx_options_init (&options);
@@ -336,6 +347,7 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, dou
         {
           self->noise_source = input;
           self->noise_extent = *extent;
+          self->noise_level = level;
           self->noise_sigma = info.sigma;
           g_object_weak_ref (G_OBJECT (input), noise_source_gone, self);
           self->noise_changed = gegl_buffer_signal_connect (input, "changed",
@@ -369,6 +381,31 @@ whole_output (CudafxOp *self, int filter)
                   == CUDAFX_BORDER_WRAP);
 }
 
+static gpointer
+warm_up (gpointer data)
+{
+  cudafx_backend_warm_up ();
+  return NULL;
+}
+
+/* The engine's start-up (for CUDA a few hundred milliseconds) on a thread
+ * of its own, once per process, so that it overlaps what GEGL does before
+ * the first region reaches the engine; that call waits for it to finish. */
+static void
+start_engine (void)
+{
+  static gsize started = 0;
+
+  if (g_once_init_enter (&started))
+    {
+      GThread *thread = g_thread_try_new ("cudafx-warm-up", warm_up, NULL, NULL);
+
+      if (thread)
+        g_thread_unref (thread);
+      g_once_init_leave (&started, 1);
+    }
+}
+
 static void
 prepare (GeglOperation *operation)
 {
@@ -378,6 +415,7 @@ prepare (GeglOperation *operation)
   GError                  *error = NULL;
   int                      halo = 0;
 
+  start_engine ();
   g_clear_pointer (&self->invalid, g_free);
   self->format = cudafx_region_format_of (source ? source : babl_format ("R'G'B'A float"),
                                           &error);
@@ -441,14 +479,108 @@ get_cached_region (GeglOperation *operation, const GeglRectangle *roi)
   return *roi;
 }
 
-static void
-pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi)
+/* ---- levels of detail ------------------------------------------------------ */
+
+/* r (level-0 coordinates) at level: both ends rounded down, as GEGL's own
+ * level-aware filters (gblur-1d) do, so that the chunks of a region tile
+ * that level's rectangle. */
+static GeglRectangle
+at_level (const GeglRectangle *r, int level)
 {
-  gegl_buffer_copy (input, roi, GEGL_ABYSS_NONE, output, roi);
+  int x0 = r->x >> level, y0 = r->y >> level;
+
+  return (GeglRectangle) { x0, y0, ((r->x + r->width) >> level) - x0,
+                           ((r->y + r->height) >> level) - y0 };
 }
 
-/* Filters area of the input (all of it for whole outputs) with its halo of
- * real neighbours, cut only at the input's edge, and writes roi. */
+/* The settings of args for the pixels of level L: window radii scaled by
+ * 2^-L and rounded down, which keeps each window inside what GEGL prepared
+ * for the level-0 halo (a rectangle grown by h at level 0 covers the level
+ * rectangle grown by h >> L): an operation before this one may have
+ * computed only that much. FALSE when nothing is left of the window at
+ * that scale: the level's input is then its output. Automatic nl-means
+ * picks its radii from the noise it finds at the level (the whole input is
+ * read, so any radius fits); quantize has no window. A convolution's
+ * Gaussian preset scales σ (reduced, if need be, until its kernel fits);
+ * other kernels are per pixel whatever the scale and keep their taps, so
+ * they read their own radius at the level (exact on a layer, whose pixels
+ * GEGL gives at every level). */
+static gboolean
+at_level_args (cudafx_proc_args *args, int level, int halo)
+{
+  int          f = args->filter;
+  double      *v = args->values;
+  const double scale = 1.0 / (1 << level);
+  const int    budget = halo >> level;
+
+  if (level == 0)
+    return TRUE;
+  switch (f)
+    {
+    case CUDAFX_FILTER_MEDIAN:
+      {
+        int r = cudafx_proc_arg_index (f, "radius");
+
+        v[r] = (int) v[r] >> level;
+        return v[r] >= 1;
+      }
+    case CUDAFX_FILTER_NLMEANS:
+      {
+        int p = cudafx_proc_arg_index (f, "patch-radius");
+        int s = cudafx_proc_arg_index (f, "search-radius");
+
+        if (v[cudafx_proc_arg_index (f, "auto")] != 0)
+          return TRUE;
+        v[p] = MAX (1, (int) v[p] >> level);
+        v[s] = MIN ((int) v[s] >> level, budget - (int) v[p]);
+        return v[s] >= 1;
+      }
+    case CUDAFX_FILTER_CONVOLVE:
+      {
+        int    g = cudafx_proc_arg_index (f, "sigma");
+        double sigma;
+
+        if (v[cudafx_proc_arg_index (f, "preset")] != CUDAFX_PRESET_GAUSSIAN)
+          return TRUE;
+        if (budget < 1)
+          return FALSE;
+        /* The engine's Gaussian reaches ceil (3σ) pixels. */
+        sigma = MAX (v[g] * scale, cudafx_proc_arg (f, g)->min);
+        if (ceil (3 * sigma) > budget)
+          sigma = budget / 3.0;
+        while (ceil (3 * sigma) > budget)
+          sigma = nextafter (sigma, 0);
+        v[g] = sigma;
+        return TRUE;
+      }
+    }
+  return TRUE;
+}
+
+/* Copies roi (level-0 coordinates) of input to output at level. */
+static void
+pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi, int level)
+{
+  GeglRectangle r = at_level (roi, level);
+  const Babl   *format = gegl_buffer_get_format (input);
+  guint8       *pixels;
+
+  if (level == 0)
+    {
+      gegl_buffer_copy (input, roi, GEGL_ABYSS_NONE, output, roi);
+      return;
+    }
+  if (gegl_rectangle_is_empty (&r))
+    return;
+  pixels = g_try_malloc ((gsize) r.width * r.height * babl_format_get_bytes_per_pixel (format));
+  if (!pixels)
+    return;
+  gegl_buffer_get (input, &r, 1.0 / (1 << level), format, pixels, GEGL_AUTO_ROWSTRIDE,
+                   GEGL_ABYSS_NONE);
+  gegl_buffer_set (output, &r, level, format, pixels, GEGL_AUTO_ROWSTRIDE);
+  g_free (pixels);
+}
+
 /* bytes of scratch i when the caller holds scratch_lock, else fresh memory
  * (*fresh set); NULL if there is not enough memory. */
 static guint8 *
@@ -466,9 +598,13 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fr
   return self->scratch[i];
 }
 
+/* Filters area of the input (all of it for whole outputs) with its halo of
+ * real neighbours, cut only at the input's edge, and writes roi; all of it
+ * at level (rectangles in that level's coordinates). *identity: the
+ * settings leave nothing to do at that level (nothing written). */
 static gboolean
 filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi,
-               const GeglRectangle *in_box, GError **error)
+               const GeglRectangle *in_box, int level, gboolean *identity, GError **error)
 {
   int              filter = FILTER_OF (self);
   cudafx_proc_args args = self->args;
@@ -480,10 +616,16 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE;
   gsize            stride, bytes;
 
+  *identity = !at_level_args (&args, level, halo);
+  if (*identity)
+    return TRUE;
+  if (level > 0 && !cudafx_proc_halo (&args, &halo, error))
+    return FALSE;
   area = whole_output (self, filter) ? *in_box : *roi;
   if (!gegl_rectangle_intersect (&area, &area, in_box) || !gegl_rectangle_intersect (&out, roi, &area))
     return TRUE;
-  if (automatic_nlmeans (self, filter) && !noise_sigma (self, input, in_box, &args.nlmeans_sigma, error))
+  if (automatic_nlmeans (self, filter)
+      && !noise_sigma (self, input, in_box, level, &args.nlmeans_sigma, error))
     return FALSE;
   grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
                             area.height + 2 * halo };
@@ -498,7 +640,8 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
                    _("not enough memory for a %d×%d region"), read.width, read.height);
       goto out;
     }
-  gegl_buffer_get (input, &read, 1.0, self->format, src.data, stride, GEGL_ABYSS_NONE);
+  gegl_buffer_get (input, &read, 1.0 / (1 << level), self->format, src.data, stride,
+                   GEGL_ABYSS_NONE);
   src.width = read.width;
   src.height = read.height;
   src.channels = babl_format_get_n_components (self->format);
@@ -513,7 +656,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   cudafx_options_init (&options);
   if (!cudafx_proc_run (&args, &src, &dst, &options, NULL, error))
     goto out;
-  gegl_buffer_set (output, &out, 0, self->format,
+  gegl_buffer_set (output, &out, level, self->format,
                    (guint8 *) dst.data + (gsize) (out.y - read.y) * dst.stride
                                        + (gsize) (out.x - read.x) * bpp,
                    dst.stride);
@@ -533,23 +676,31 @@ process (GeglOperation *operation, GeglBuffer *input, GeglBuffer *output,
          const GeglRectangle *roi, gint level)
 {
   CudafxOp      *self = CUDAFX_OP (operation);
-  GeglRectangle *in_box = gegl_operation_source_get_bounding_box (operation, "input");
+  GeglRectangle *source_box = gegl_operation_source_get_bounding_box (operation, "input");
+  GeglRectangle  in_box, at;
   GError        *error = NULL;
+  gboolean       identity = FALSE;
 
-  if (!in_box || gegl_rectangle_is_empty (in_box))
+  if (!source_box || gegl_rectangle_is_empty (source_box))
+    return TRUE;
+  in_box = at_level (source_box, level);
+  at = at_level (roi, level);
+  if (gegl_rectangle_is_empty (&in_box) || gegl_rectangle_is_empty (&at))
     return TRUE;
   if (self->invalid)
     {
       g_warning ("%s", self->invalid);
-      pass_through (input, output, roi);
+      pass_through (input, output, roi, level);
       return TRUE;
     }
-  if (!filter_region (self, input, output, roi, in_box, &error))
+  if (!filter_region (self, input, output, &at, &in_box, level, &identity, &error))
     {
       g_warning ("cudafx:%s: %s", cudafx_filters[FILTER_OF (self)].name, error->message);
       g_error_free (error);
-      pass_through (input, output, roi);
+      identity = TRUE;
     }
+  if (identity)
+    pass_through (input, output, roi, level);
   return TRUE;
 }
 

@@ -23,11 +23,18 @@ typedef struct { GimpPlugInClass parent_class; } CudafxPlugInClass;
 GType cudafx_plug_in_get_type (void);
 G_DEFINE_TYPE (CudafxPlugIn, cudafx_plug_in, GIMP_TYPE_PLUG_IN)
 
+/* Set while GIMP registers the plug-in (query_procedures, then
+ * create_procedure for each name): only the menus depend on whether GEGL has
+ * the module, and GIMP reads them only then. A run creates its procedure
+ * without starting GEGL, which loads every GEGL module (about a second here). */
+static gboolean registering;
+
 static GList *
 cudafx_query_procedures (GimpPlugIn *plug_in)
 {
   GList *names = NULL;
 
+  registering = TRUE;
   for (int f = CUDAFX_N_FILTERS - 1; f >= 0; f--)
     names = g_list_prepend (names, g_strdup (cudafx_filters[f].procedure));
   return names;
@@ -239,9 +246,8 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   GimpPalette     *palette = NULL;
   GimpValueArray  *values;
   GError          *error = NULL;
-  gboolean         ok, live = FALSE;
+  gboolean         ok, live = FALSE, available = FALSE;
 
-  gegl_init (NULL, NULL);
   if (!drawables || !drawables[0] || drawables[1])
     {
       g_set_error (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
@@ -250,9 +256,12 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
     }
 
   /* Interactive runs ask first; the config then holds the chosen values. */
-  if (run_mode == GIMP_RUN_INTERACTIVE &&
-      !cudafx_dialog_run (procedure, config, drawables[0], (int) (desc - cudafx_filters)))
-    return gimp_procedure_new_return_values (procedure, GIMP_PDB_CANCEL, NULL);
+  if (run_mode == GIMP_RUN_INTERACTIVE)
+    {
+      gegl_init (NULL, NULL); /* the dialog's preview reads the drawable */
+      if (!cudafx_dialog_run (procedure, config, drawables[0], (int) (desc - cudafx_filters)))
+        return gimp_procedure_new_return_values (procedure, GIMP_PDB_CANCEL, NULL);
+    }
 
   cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
   if (!cudafx_config_read_args (config, &args, &error))
@@ -265,25 +274,31 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
    * selection, where a GIMP filter sees only the selection's bounding box
    * while the procedure filters it with the real pixels around it, and for
    * a palette, which only the procedure can make. */
-  if (cudafx_live_available (args.filter) && !cudafx_proc_creates_palette (&args) &&
+  if (!cudafx_proc_creates_palette (&args) &&
       (live || run_mode == GIMP_RUN_INTERACTIVE || gimp_selection_is_empty (image)))
     {
       if (!cudafx_live_apply (drawables[0], &args, live || run_mode == GIMP_RUN_INTERACTIVE,
-                              &error))
+                              &available, &error))
         return failure (procedure, error);
-      if (run_mode != GIMP_RUN_NONINTERACTIVE)
-        gimp_displays_flush ();
-      return gimp_procedure_new_return_values (procedure, GIMP_PDB_SUCCESS, NULL);
+      if (available)
+        {
+          if (run_mode != GIMP_RUN_NONINTERACTIVE)
+            gimp_displays_flush ();
+          return gimp_procedure_new_return_values (procedure, GIMP_PDB_SUCCESS, NULL);
+        }
     }
   if (live)
     {
       g_set_error (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   cudafx_live_available (args.filter)
+                   cudafx_proc_creates_palette (&args)
                    ? _("%s: live cannot be combined with create-palette or convert-indexed")
                    : _("%s: live needs the cudafx GEGL module (install.sh installs it)"),
                    desc->procedure);
       return failure (procedure, error);
     }
+
+  /* The procedure reads and writes the pixels itself. */
+  gegl_init (NULL, NULL);
 
   if (cudafx_proc_converts_indexed (&args) && !can_convert_indexed (image, &error))
     return failure (procedure, error);
@@ -301,6 +316,17 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   if (desc - cudafx_filters == CUDAFX_FILTER_QUANTIZE)
     GIMP_VALUES_SET_PALETTE (values, 1, palette);
   return values;
+}
+
+/* Whether the filter's menu entry is its GEGL operation's (GEGL has the
+ * module) rather than the procedure's; quantize keeps its own. */
+static gboolean
+operation_has_menu (int filter)
+{
+  if (filter == CUDAFX_FILTER_QUANTIZE)
+    return FALSE;
+  gegl_init (NULL, NULL);
+  return cudafx_live_available (filter);
 }
 
 static GimpProcedure *
@@ -322,8 +348,7 @@ cudafx_create_procedure (GimpPlugIn *plug_in, const gchar *name)
    * dialog, and the procedure stays for scripts. Quantize keeps its entry
    * (its dialog can also make a palette), and its operation has none. GIMP
    * asks again when the plug-in changes (install.sh installs both). */
-  gegl_init (NULL, NULL);
-  if (desc - cudafx_filters == CUDAFX_FILTER_QUANTIZE || !cudafx_live_available (desc - cudafx_filters))
+  if (registering && !operation_has_menu ((int) (desc - cudafx_filters)))
     {
       gimp_procedure_set_menu_label (procedure, _(desc->menu_label));
       gimp_procedure_add_menu_path (procedure, desc->menu_path);

@@ -42,9 +42,11 @@ kernel_text (const cudafx_proc_args *args)
 
 gboolean
 cudafx_live_apply (GimpDrawable *drawable, const cudafx_proc_args *args, gboolean keep_live,
-                   GError **error)
+                   gboolean *available, GError **error)
 {
   const cudafx_filter_desc *desc = &cudafx_filters[args->filter];
+  GimpPlugIn               *plug_in = gimp_get_plug_in ();
+  GimpPDBErrorHandler       handler = gimp_plug_in_get_pdb_error_handler (plug_in);
   GimpDrawableFilter       *filter;
   GimpDrawableFilterConfig *config;
   gchar                    *name = operation_name (args->filter);
@@ -57,14 +59,16 @@ cudafx_live_apply (GimpDrawable *drawable, const cudafx_proc_args *args, gboolea
       g_free (name);
       return FALSE;
     }
+  /* Without the module GIMP refuses the operation's name: that answer is
+   * ours to handle (the procedure then filters by itself), not an error
+   * for GIMP to show. */
+  gimp_plug_in_set_pdb_error_handler (plug_in, GIMP_PDB_ERROR_HANDLER_PLUGIN);
   filter = gimp_drawable_filter_new (drawable, name, _(desc->blurb));
+  gimp_plug_in_set_pdb_error_handler (plug_in, handler);
   g_free (name);
+  *available = filter != NULL;
   if (!filter)
-    {
-      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP, _("%s: GIMP refused the filter: %s"),
-                   desc->name, gimp_pdb_get_last_error (gimp_get_pdb ()));
-      return FALSE;
-    }
+    return TRUE;
   config = gimp_drawable_filter_get_config (filter);
   for (int i = 0; i < desc->n_args; i++)
     {

@@ -14,8 +14,10 @@ gboolean cudafx_live_available (int filter);
 
 /* Adds the filter's operation with args to drawable as a live filter
  * (keep_live) or merges it (one undo step). The operation filters what GIMP
- * hands a filter: the selection's bounding box. */
+ * hands a filter: the selection's bounding box. GIMP itself is asked whether
+ * it has the operation (the plug-in does not start GEGL for it): *available
+ * FALSE, and nothing done, when it has not. */
 gboolean cudafx_live_apply (GimpDrawable *drawable, const cudafx_proc_args *args,
-                            gboolean keep_live, GError **error);
+                            gboolean keep_live, gboolean *available, GError **error);
 
 #endif /* CUDAFX_LIVE_H */

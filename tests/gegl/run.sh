@@ -4,8 +4,9 @@
 # on the host: each equals the CLI on the same input and settings (median,
 # convolution and quantize exactly, nl-means within ±1), and however GEGL
 # splits the work — small chunks, several threads, small tiles, a
-# sub-rectangle asked for through gegl:crop — the pixels equal the
-# whole-image run. About a minute here (each gegl start loads all of GEGL's
+# sub-rectangle asked for through gegl:crop, a zoomed-out level of detail —
+# the pixels equal the whole-image run (at a level, the run on that level's
+# pixels). About a minute here (each gegl start loads all of GEGL's
 # operations): `make check-gegl`, not part of `make check`. Ends with "N passed, N failed".
 #   tests/gegl/run.sh [BUILD]
 set -u
@@ -33,13 +34,16 @@ for op in median nl-means quantize convolve; do
   grep -qx "cudafx:$op" <<<"$ops" && pass "gegl lists cudafx:$op" || fail "list-$op" "gegl --list-all lacks cudafx:$op"
 done
 
-# gegl_run OUT IN [ENV=VALUE...] -- OP PROP=VALUE...: the gegl command, its messages in OUT.log.
+# gegl_run OUT IN [ENV=VALUE...] [-s SCALE] -- OP PROP=VALUE...: the gegl
+# command, its messages in OUT.log.
 gegl_run() {
   local out=$1 in=$2; shift 2
-  local envs=()
-  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  local envs=() opts=()
+  while [ "$1" != -- ]; do
+    if [ "$1" = -s ]; then opts+=(-s "$2"); shift 2; else envs+=("$1"); shift; fi
+  done
   shift
-  env "${envs[@]}" gegl "$in" -o "$out" -- "$@" >"$out.log" 2>&1 && [ -s "$out" ] \
+  env "${envs[@]}" gegl "${opts[@]}" "$in" -o "$out" ${1:+--} "$@" >"$out.log" 2>&1 && [ -s "$out" ] \
     || { echo "gegl failed: $(grep -v -e leaked -e cache_queue "$out.log" | head -n 3)"; return 1; }
   if grep -q "cudafx:" "$out.log"; then echo "the operation warned: $(grep -m1 cudafx: "$out.log")"; return 1; fi
 }
@@ -89,6 +93,73 @@ case_ quantize-fs astronaut.png 0 "quantize --colors 8 --seed 1 --max-iterations
 case_ nl-means-auto astronaut.png 1 "nl-means" cudafx:nl-means
 case_ nl-means-manual camera.png 1 "nl-means --h 12 --patch-radius 2 --search-radius 4" \
   cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4
+
+# Levels of detail: a zoomed-out view (gegl -s 1/2^L with mipmap rendering)
+# runs the operation at level L on the input scaled to that level, with its
+# window radii scaled by 2^-L and rounded down (a Gaussian's σ scaled, capped
+# so that its kernel fits the level-0 halo at that scale). Each case equals
+# the CLI with those settings on the scaled input that gegl gives with no
+# operation, whether the level's work comes in one piece or in chunks on
+# threads, and (INVERT) behind gegl:invert-gamma, which computes only that
+# level, so the operation must read the level and not the full-size pixels.
+#   lod_case NAME FILE LEVEL TOLERANCE "CLI OPTIONS AT THE LEVEL" OP PROP=VALUE...
+lod_case() {
+  local name=$1 file=tests/data/$2 level=$3 tol=$4 cli_opts=$5; shift 5
+  local scale=$(awk "BEGIN { print 1 / 2 ^ $level }") msg src pre=() out ref
+  for src in plain ${INVERT:+invert}; do
+    [ "$src" = invert ] && pre=(gegl:invert-gamma)
+    local small=$work/$name.$src.small.png
+    msg=$(gegl_run "$small" "$file" GEGL_MIPMAP_RENDERING=1 -s "$scale" -- "${pre[@]}") \
+      && msg=$(like "$file" "$small" 2>&1) || { fail "$name/lod" "$msg"; return; }
+    ref=$work/$name.$src.lod-ref.png out=$work/$name.$src.lod.png
+    # shellcheck disable=SC2086 # the options are words
+    msg=$(eval "\"$cli\" ${cli_opts} \"$small\" \"$ref\"" 2>&1) || { fail "$name/lod" "CLI failed: $msg"; return; }
+    msg=$(gegl_run "$out" "$file" GEGL_MIPMAP_RENDERING=1 GEGL_THREADS=1 -s "$scale" -- "${pre[@]}" "$@") \
+      && msg=$(like "$file" "$out" 2>&1) && msg=$("$py" "$compare" same "$ref" "$out" "$tol" 2>&1) \
+      && pass "$name${pre:+ behind ${pre[*]}}, level $level: equals \`cudafx $cli_opts\` on the input at that level (±$tol)" \
+      || { fail "$name/lod $src" "$msg"; continue; }
+    [ "$src" = plain ] || continue
+    msg=$(gegl_run "$work/$name.lod-split.png" "$file" GEGL_MIPMAP_RENDERING=1 GEGL_CHUNK_SIZE=1024 \
+            GEGL_THREADS=4 -s "$scale" -- "$@") \
+      && msg=$(like "$file" "$work/$name.lod-split.png" 2>&1) \
+      && msg=$("$py" "$compare" same "$out" "$work/$name.lod-split.png" 0 2>&1) \
+      && pass "$name, level $level in chunks of 1024 pixels on 4 threads: equals that level's whole run" \
+      || fail "$name/lod chunks" "$msg"
+  done
+}
+
+# gegl saves 16-bit RGBA; the CLI must read what the operation reads, the
+# input's channels and depth, and the results compare so: like ORIGINAL FILE
+# rewrites FILE with ORIGINAL's channels and depth.
+like() {
+  "$py" - "$@" <<'PY'
+import sys, cv2, numpy as np
+orig, path = cv2.imread(sys.argv[1], cv2.IMREAD_UNCHANGED), sys.argv[2]
+a = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+if orig.dtype == np.uint8 and a.dtype == np.uint16:
+    if (a % 257).any():
+        sys.exit(path + ": not 8-bit values")
+    a = (a // 257).astype(np.uint8)
+channels = 1 if orig.ndim == 2 else orig.shape[2]
+a = a[..., 0] if channels == 1 else a[..., :channels]
+cv2.imwrite(path, a)
+PY
+}
+
+INVERT=1 lod_case median-lod camera.png 1 0 "median --radius 1" cudafx:median radius=2
+lod_case median-lod2 astronaut.png 2 0 "median --radius 1 --shape circle" cudafx:median radius=5 shape=circle
+lod_case median-lod-none camera.png 1 0 "convolve --kernel 1" cudafx:median radius=1
+lod_case nl-means-auto-lod astronaut.png 1 1 "nl-means" cudafx:nl-means
+lod_case nl-means-manual-lod camera.png 1 1 "nl-means --h 12 --patch-radius 1 --search-radius 2" \
+  cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4
+lod_case quantize-lod astronaut.png 1 0 "quantize --colors 8 --seed 1 --max-iterations 10" \
+  cudafx:quantize colors=8 seed=1 max-iterations=10
+INVERT=1 lod_case convolve-gaussian-lod astronaut.png 1 0 "convolve --preset gaussian --sigma 1 --border mirror" \
+  cudafx:convolve preset=gaussian sigma=2 border=mirror
+lod_case convolve-gaussian-capped-lod camera.png 1 0 "convolve --preset gaussian --sigma 1.3333333333333333" \
+  cudafx:convolve preset=gaussian sigma=3
+lod_case convolve-custom-lod camera.png 1 0 "convolve --kernel '$sharpen' --divisor 1 --offset 10" \
+  cudafx:convolve preset=custom "kernel=$sharpen" divisor=1 offset=10
 
 # A kernel the engine rejects: the operation warns with the engine's message
 # and passes its input through, rather than failing the render.

@@ -9,6 +9,12 @@
 #                                        installed on top when missing, so callers
 #                                        with extra needs do not rebuild the chroot.
 #   tests/gimp/chroot.sh run CMD [ARG]   run CMD inside (clean environment, /proc mounted)
+#   tests/gimp/chroot.sh profile WORK BUILD
+#                                        a throw-away GIMP 3 profile in WORK (a folder
+#                                        under the chroot's /tmp): BUILD's plug-in in
+#                                        WORK/profile/plug-ins/cudafx, its GEGL module in
+#                                        WORK/data/gegl-0.4/plug-ins; GIMP then runs with
+#                                        GIMP3_DIRECTORY=WORK/profile XDG_DATA_HOME=WORK/data
 #
 # CUDAFX_GIMP3_CHROOT overrides the directory (default /var/cache/cudafx-gimp3-chroot).
 # Needs root (debootstrap, chroot, mount).
@@ -105,8 +111,17 @@ run() {
   in_chroot "$root" "$@"
 }
 
+profile() { # WORK BUILD
+  local work=$1 build=$2
+  mkdir -p "$work/profile/plug-ins/cudafx" "$work/data/gegl-0.4/plug-ins"
+  cp "$build/gimp3/cudafx-gegl.so" "$work/data/gegl-0.4/plug-ins/"
+  "$(dirname "$0")/../../tools/install-plugin.sh" "$build/gimp3/cudafx" "$build/locale" \
+    "$work/profile/plug-ins/cudafx"
+}
+
 case "${1:-}" in
   ensure) shift; ensure "$@"; echo "$root" ;;
   run) shift; run "$@" ;;
+  profile) shift; profile "$@" ;;
   *) echo "usage: $0 ensure [PACKAGE...] | run COMMAND [ARG...]" >&2; exit 2 ;;
 esac

@@ -26,9 +26,8 @@ root=$("$here/chroot.sh" ensure) || { echo "0 passed, 1 failed"; exit 1; }
 work=$(mktemp -d "$root/tmp/cudafx-live.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 inside=${work#"$root"}
-mkdir -p "$work/profile/plug-ins/cudafx" "$work/data/gegl-0.4/plug-ins" "$work/out"
-cp "$module" "$work/data/gegl-0.4/plug-ins/"
-tools/install-plugin.sh "$build/gimp3/cudafx" "$build/locale" "$work/profile/plug-ins/cudafx"
+mkdir -p "$work/out"
+"$here/chroot.sh" profile "$work" "$build"
 cp tests/data/camera.png tests/data/astronaut.png "$work/"
 
 # Each case: NAME FILE TOLERANCE "CLI OPTIONS" OP then the filter's

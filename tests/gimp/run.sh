@@ -267,6 +267,10 @@ RUN=run_py_case filter_test python-fu camera.png 0 median radius=2 percentile=25
 # that is not square (only the plug-in can tell).
 error_test range camera.png "out of range" median radius=101
 error_test kernel camera.png "kernel has 8 values" convolve preset=custom kernel=1,1,1,1,1,1,1,1
+# Asked to stay live where GEGL has no cudafx module (this profile has
+# none): the procedure asks GIMP for the operation, GIMP has none, and the
+# error says what is missing.
+error_test live-without-module camera.png "live needs the cudafx GEGL module" median radius=1 live=true
 # An indexed image: a clear error, the image unchanged.
 PRE="(gimp-image-convert-indexed img CONVERT-DITHER-NONE CONVERT-PALETTE-GENERATE 8 FALSE FALSE \"\")" \
   error_test indexed camera.png "indexed images are not supported" median radius=1

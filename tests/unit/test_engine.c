@@ -2,6 +2,7 @@
 /* Engine plumbing: image validation, the argument table, dispatch, progress. */
 #include "harness.h"
 
+#include <pthread.h>
 #include <string.h>
 
 TEST (engine_table_has_every_filter)
@@ -124,3 +125,48 @@ TEST (engine_cuda_not_built)
   harness_image_free (&dst);
 }
 #endif
+
+static void *
+warm_up_thread (void *unused)
+{
+  cudafx_backend_warm_up ();
+  return NULL;
+}
+
+/* A host starts the backend on a thread of its own while its first filter
+ * call may already run: both at once, the call's pixels are the CPU's, its
+ * status and message its own (the warm-up reports nothing), and a filter
+ * after a finished warm-up is as right. */
+TEST (engine_warm_up_beside_a_filter_call)
+{
+  harness_rng  rng = { 17 };
+  cudafx_image src = harness_image_new (97, 61, 3, 0, CUDAFX_U8, 5);
+  cudafx_image ref = harness_image_new (97, 61, 3, 0, CUDAFX_U8, 5);
+  cudafx_image dst = harness_image_new (97, 61, 3, 0, CUDAFX_U8, 5);
+  cudafx_median_params p;
+  cudafx_options o = harness_options (), cpu = harness_cpu_options ();
+  pthread_t thread;
+
+  harness_image_random (&src, &rng);
+  cudafx_median_params_init (&p);
+  p.radius = 2;
+  CHECK (cudafx_median (&src, &ref, &p, &cpu) == CUDAFX_OK, "cpu: %s", cudafx_error_message ());
+  for (int round = 0; round < 2; round++)
+    {
+      int started = pthread_create (&thread, NULL, warm_up_thread, NULL) == 0;
+      CHECK (started, "no thread");
+      harness_image_poison (&dst);
+      CHECK (cudafx_median (&src, &dst, &p, &o) == CUDAFX_OK && !*cudafx_error_message (),
+             "round %d: %s", round, cudafx_error_message ());
+      if (started)
+        pthread_join (thread, NULL);
+      CHECK (harness_same_pixels (&ref, &dst), "round %d: not the CPU's pixels", round);
+    }
+  cudafx_backend_warm_up ();
+  harness_image_poison (&dst);
+  CHECK (cudafx_median (&src, &dst, &p, &o) == CUDAFX_OK && harness_same_pixels (&ref, &dst),
+         "after the warm-up: %s", cudafx_error_message ());
+  harness_image_free (&src);
+  harness_image_free (&ref);
+  harness_image_free (&dst);
+}
