@@ -28,6 +28,7 @@
  * context's side stream while a one-stripe image goes up on its main one.
  *
  * Floyd–Steinberg: see the dither section below. */
+#include "../core/bluenoise.h"
 #include "context.cuh"
 
 #include <cub/block/block_reduce.cuh>
@@ -679,7 +680,8 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * sums, features, the nearest search, the entry's value, the shuffle to the
  * next lane) and a warp has no other warp to hide its latencies behind (one
  * warp a block, so that each has an SM and its load/store unit to itself):
- * hence the branch-free nearest search over many entries at once, and the
+ * hence a nearest search that visits few entries (pruned, for large
+ * palettes; the lanes' searches diverge, but each is short), and the
  * pixels loaded a step ahead and prefetched into L1.
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
@@ -696,10 +698,10 @@ constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row in
 constexpr int DITHER_PREFETCH_EVERY = 8; /* pixels between prefetches: at most 128 bytes, so every line */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
 constexpr int DITHER_REG_ENTRIES = 16; /* palettes up to this size: the centres in registers */
-constexpr int DITHER_GROUP = 8;     /* entries of a larger palette compared at once */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
 __constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
+__constant__ float4 c_sorted[CUDAFX_MAX_COLORS];      /* quantize_mapping.sorted */
 
 struct dither_args
 {
@@ -709,6 +711,7 @@ struct dither_args
   int     groups;         /* of DITHER_ROWS rows in the stripe */
   int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
   int     everyone_votes;
+  int     limit;          /* reduced bleeding: quantize_limit_error on the incoming error */
   volatile int *rows_done; /* in mapped host memory */
 };
 
@@ -720,13 +723,12 @@ dither_bound_rows (int rows)
 }
 
 /* The nearest search: one warp has no other work to hide latencies behind,
- * so the distances to many entries are computed at once, with no branch
- * per entry. Small palettes sit in registers; larger ones in shared memory
- * as float4 (one load an entry, the same address for every lane), in groups
- * of DITHER_GROUP padded at the end with entries at infinity, whose
- * distance is infinite and never wins. Exact: the same distances as
- * nearest_entry, and the same winner (the first of the nearest). */
-enum dither_search { SEARCH_REGISTERS, SEARCH_GROUPS };
+ * so small palettes are searched in registers with no branch per entry;
+ * larger ones (in shared memory, sorted by their first feature) with
+ * quantize.h's pruned search, which visits the few entries whose first
+ * feature is near the pixel's instead of all of them. Both exact: the same
+ * winner as nearest_entry (the first of the nearest). */
+enum dither_search { SEARCH_REGISTERS, SEARCH_SORTED };
 
 /* nearest_entry over centres held in registers (DITHER_REG_ENTRIES, padded):
  * the distances merged in a tree, a right-hand candidate (higher indices)
@@ -752,74 +754,6 @@ nearest_in_registers (const float (&centre)[DITHER_REG_ENTRIES][3], float fx, fl
           index[j] = index[j + step];
         }
   return index[0];
-}
-
-/* The distances to a group's entries, and their smallest (fminf returns
- * one of its arguments: exact). */
-__device__ __forceinline__ float
-group_distances (const float4 *centre, float fx, float fy, float fz, float (&d)[DITHER_GROUP])
-{
-#pragma unroll
-  for (int u = 0; u < DITHER_GROUP; u++)
-    {
-      float4 c = centre[u];
-      const float e[3] = { c.x, c.y, c.z };
-      d[u] = quantize_distance (fx, fy, fz, e);
-    }
-  float m[DITHER_GROUP];
-#pragma unroll
-  for (int u = 0; u < DITHER_GROUP; u++)
-    m[u] = d[u];
-#pragma unroll
-  for (int step = 1; step < DITHER_GROUP; step *= 2)
-#pragma unroll
-    for (int u = 0; u < DITHER_GROUP; u += 2 * step)
-      m[u] = fminf (m[u], m[u + step]);
-  return m[0];
-}
-
-/* The first u with d[u] == nearest. */
-__device__ __forceinline__ int
-first_at (const float (&d)[DITHER_GROUP], float nearest)
-{
-  int at = DITHER_GROUP - 1;
-#pragma unroll
-  for (int u = DITHER_GROUP - 2; u >= 0; u--)
-    if (d[u] == nearest)
-      at = u;
-  return at;
-}
-
-/* nearest_entry over `pairs` pairs of groups in shared memory, two groups
- * (2 * DITHER_GROUP distances) at a time. Scanning the entries in order, the
- * first nearest changes only to an entry strictly nearer than all before:
- * the nearest of the pair's first group when it is below best (its first
- * occurrence), else that of the second when it is below both. */
-__device__ __forceinline__ int
-nearest_in_groups (const float4 *centre, int pairs, float fx, float fy, float fz)
-{
-  float best = INFINITY;
-  int label = 0;
-  for (int g = 0; g < 2 * pairs; g += 2)
-    {
-      float d0[DITHER_GROUP], d1[DITHER_GROUP];
-      float m0 = group_distances (centre + g * DITHER_GROUP, fx, fy, fz, d0);
-      float m1 = group_distances (centre + (g + 1) * DITHER_GROUP, fx, fy, fz, d1);
-      if (m0 < best || m1 < best)
-        {
-          if (m0 <= m1)
-            {
-              best = m0;
-              label = g * DITHER_GROUP + first_at (d0, m0);
-            }
-          else
-            {
-              best = m1;
-              label = (g + 1) * DITHER_GROUP + first_at (d1, m1);
-            }
-        }
-    }
-  return label;
 }
 
 /* Pixel x of a source row: its colour channels on the 0..255 scale (u8
@@ -877,8 +811,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   __shared__ float4 s_value[CUDAFX_MAX_COLORS]; /* w unused: one load */
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
   __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
-  __shared__ float4 s_centre[SEARCH == SEARCH_GROUPS ? CUDAFX_MAX_COLORS : 1];
-  const int pairs = (k + 2 * DITHER_GROUP - 1) / (2 * DITHER_GROUP); /* of groups */
+  __shared__ float4 s_sorted[SEARCH == SEARCH_SORTED ? CUDAFX_MAX_COLORS : 1];
   for (int i = threadIdx.x; i < 256; i += blockDim.x)
     s_decode[i] = c_decode[i];
   for (int i = threadIdx.x; i < k; i += blockDim.x)
@@ -888,10 +821,9 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       s_f32[i / 3][i % 3] = c_pal_f32[i / 3][i % 3];
       s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
     }
-  if constexpr (SEARCH == SEARCH_GROUPS)
-    for (int i = threadIdx.x; i < pairs * 2 * DITHER_GROUP; i += blockDim.x)
-      s_centre[i] = i < k ? make_float4 (c_centre[i][0], c_centre[i][1], c_centre[i][2], 0.0f)
-                          : make_float4 (INFINITY, INFINITY, INFINITY, 0.0f);
+  if constexpr (SEARCH == SEARCH_SORTED)
+    for (int i = threadIdx.x; i < k; i += blockDim.x)
+      s_sorted[i] = c_sorted[i];
   float centre[SEARCH == SEARCH_REGISTERS ? DITHER_REG_ENTRIES : 1][3];
   if constexpr (SEARCH == SEARCH_REGISTERS)
 #pragma unroll
@@ -980,6 +912,8 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
                 e += channel (up_right, c) * (3.0f / 16.0f);
               if (left.w != 0.0f)
                 e += channel (left, c) * (7.0f / 16.0f);
+              if (a.limit)
+                e = quantize_limit_error (e);
               e = quantize_sanitize (value[c]) + e;
               value[c] = e < a.lo[c] ? a.lo[c] : e > a.hi[c] ? a.hi[c] : e;
             }
@@ -998,7 +932,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       if constexpr (SEARCH == SEARCH_REGISTERS)
         label = nearest_in_registers (centre, f[0], f[1], f[2]);
       else
-        label = nearest_in_groups (s_centre, pairs, f[0], f[1], f[2]);
+        label = quantize_nearest_sorted ((const float (*)[4]) s_sorted, k, f[0], f[1], f[2]);
       write_entry (v, DIMS, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
         {
@@ -1017,6 +951,44 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
             *a.rows_done = y + 1;
         }
     }
+}
+
+/* ---- positioned dithering ------------------------------------------------
+ * Per pixel, as core/quantize.c's position_rows: the threshold of the
+ * pixel's place (quantize.h) times the spread added to each colour channel,
+ * clamped to the palette's range, then the nearest entry. The blue-noise
+ * mask is read through the read-only cache (lanes read different cells). */
+
+__device__ const uint16_t g_blue_noise[QUANTIZE_BLUE_SIZE * QUANTIZE_BLUE_SIZE] = { QUANTIZE_BLUE_NOISE_RANKS };
+
+struct position_args
+{
+  float lo[3], hi[3];
+  float spread;
+  int   dither;
+  int   y0;      /* the stripe's first row in the image: the pattern is the image's */
+};
+
+template <int DIMS>
+__global__ void
+position_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, position_args a)
+{
+  size_t p = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= v.n)
+    return;
+  int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
+  float4 px = load_pixel<DIMS> (v, v.src + (size_t) y * v.src_pitch, x);
+  float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
+  float t = a.spread * quantize_threshold (a.dither, g_blue_noise, x, a.y0 + y);
+#pragma unroll
+  for (int c = 0; c < DIMS; c++)
+    {
+      float e = quantize_sanitize (value[c]) + t;
+      value[c] = e < a.lo[c] ? a.lo[c] : e > a.hi[c] ? a.hi[c] : e;
+    }
+  quantize_features (DIMS, v.oklab, c_decode, value, NULL, f);
+  int label = nearest_entry (f[0], f[1], f[2], k);
+  write_entry (v, DIMS, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
 }
 
 size_t
@@ -1051,7 +1023,7 @@ struct quantize_session
   unsigned char        *d_seed;        /* the seeding's workspace, NULL: the host seeds */
   float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
   int                  *d_progress;    /* and its counters */
-  float                 dither_lo[3], dither_hi[3];
+  const quantize_mapping *map;         /* the dithers' mapping: range, spread, method */
   volatile int         *h_rows_done, *d_rows_done; /* dither_args.rows_done: host, device address */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
 };
@@ -1144,7 +1116,18 @@ preload (quantize_session *q)
   return cfx_check (cudaEventRecord (q->cx->ev[2], q->cx->stream), FILTER, "event");
 }
 
-enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER };
+enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER, PASS_POSITION };
+
+/* The palette's range per channel, which dithered values are clamped to. */
+void
+copy_range (const quantize_mapping *m, float *lo, float *hi)
+{
+  for (int c = 0; c < 3; c++)
+    {
+      lo[c] = m->lo[c];
+      hi[c] = m->hi[c];
+    }
+}
 
 /* Floyd–Steinberg over stripe i (rows y0 ..): its first group continues
  * from the last row of stripe i - 1, whose errors the boundary rows still
@@ -1154,16 +1137,13 @@ cudafx_status
 launch_dither (quantize_session *q, const stripe_view &v, int i, int y0, int k)
 {
   dither_args a;
-  for (int c = 0; c < 3; c++)
-    {
-      a.lo[c] = q->dither_lo[c];
-      a.hi[c] = q->dither_hi[c];
-    }
+  copy_range (q->map, a.lo, a.hi);
   a.bound = q->d_bound;
   a.progress = q->d_progress;
   a.groups = (v.rows + DITHER_ROWS - 1) / DITHER_ROWS;
   a.above_in = i > 0;
   a.everyone_votes = q->everyone_votes;
+  a.limit = q->map->dither == CUDAFX_DITHER_FS_LOW_BLEED;
   a.rows_done = q->d_rows_done;
   *q->h_rows_done = 0;
   size_t row = (size_t) v.width * sizeof (float4);
@@ -1185,9 +1165,9 @@ launch_dither (quantize_session *q, const stripe_view &v, int i, int y0, int k)
         dither_kernel<1, SEARCH_REGISTERS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
     }
   else if (v.dims == 3)
-    dither_kernel<3, SEARCH_GROUPS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
+    dither_kernel<3, SEARCH_SORTED><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
   else
-    dither_kernel<1, SEARCH_GROUPS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
+    dither_kernel<1, SEARCH_SORTED><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
   if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
     return s; /* no callback: run_pass waits for the kernel */
   int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */
@@ -1228,7 +1208,7 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
       if ((s = cfx_check (cudaEventRecord (q->cx->ev[0], q->cx->stream), FILTER, "event")) ||
           (fresh && (s = upload_stripe (q, v, y0))) ||
           (s = cfx_check (cudaEventRecord (q->cx->ev[1], q->cx->stream), FILTER, "event")) ||
-          (fresh && kind != PASS_DITHER && (s = compute_features (q, v, i))))
+          (fresh && (kind == PASS_ASSIGN || kind == PASS_MAP) && (s = compute_features (q, v, i))))
         break;
       if (kind == PASS_ASSIGN)
         {
@@ -1247,6 +1227,21 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
         {
           map_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch);
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
+            break;
+        }
+      else if (kind == PASS_POSITION)
+        {
+          position_args a;
+          copy_range (q->map, a.lo, a.hi);
+          a.spread = q->map->spread;
+          a.dither = q->map->dither;
+          a.y0 = y0;
+          unsigned blocks = grid_for (v.n, THREADS);
+          if (v.dims == 3)
+            position_kernel<3><<<blocks, THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch, a);
+          else
+            position_kernel<1><<<blocks, THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch, a);
+          if ((s = cfx_check_launch (FILTER, "position_kernel")))
             break;
         }
       else if ((s = launch_dither (q, v, i, y0, k)))
@@ -1501,19 +1496,20 @@ cudafx_quantize_cuda_map (quantize_session *q, const quantize_mapping *m, cudafx
   cudafx_status s;
   if ((s = upload_palette (q->cx->stream, &m->pal)))
     return fail_cuda (q, s);
-  if (!m->dither)
+  q->map = m;
+  if (m->dither == CUDAFX_DITHER_NONE)
     return run_pass (q, PASS_MAP, m->pal.k, dst);
+  if (!quantize_is_diffusion (m->dither))
+    return run_pass (q, PASS_POSITION, m->pal.k, dst);
   if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, m->value, (size_t) m->pal.k * sizeof m->value[0], 0,
+                                               cudaMemcpyHostToDevice, q->cx->stream),
+                      FILTER, "copy to device")) ||
+      (s = cfx_check (cudaMemcpyToSymbolAsync (c_sorted, m->sorted, (size_t) m->pal.k * sizeof m->sorted[0], 0,
                                                cudaMemcpyHostToDevice, q->cx->stream),
                       FILTER, "copy to device")) ||
       (s = cfx_staging (q->cx, CFX_STAGING_COUNTERS, sizeof (int), (void **) &q->h_rows_done,
                         (void **) &q->d_rows_done, FILTER)))
     return fail_cuda (q, s);
-  for (int c = 0; c < 3; c++)
-    {
-      q->dither_lo[c] = m->lo[c];
-      q->dither_hi[c] = m->hi[c];
-    }
   return run_pass (q, PASS_DITHER, m->pal.k, dst);
 }
 

@@ -29,7 +29,7 @@
 
 /* Last values, saved per procedure with gimp_set_data. The version changes
  * whenever cudafx_proc_args changes its layout, so stale data is ignored. */
-#define LAST_VALUES_VERSION 1
+#define LAST_VALUES_VERSION 2
 
 typedef struct {
   guint32          version;
@@ -70,6 +70,9 @@ describe (const cudafx_arg *arg)
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
       break;
+    case CUDAFX_ARG_PALETTE:
+      g_string_append (text, " (the name of a GIMP palette, \"\" for none)");
+      break;
     }
   return g_string_free (text, FALSE);
 }
@@ -104,7 +107,8 @@ fill_params (int filter, GimpParamDef *params)
         }
       else
         params[n++] = (GimpParamDef) {
-          arg->type == CUDAFX_ARG_DOUBLE ? GIMP_PDB_FLOAT : GIMP_PDB_INT32,
+          arg->type == CUDAFX_ARG_DOUBLE ? GIMP_PDB_FLOAT
+          : arg->type == CUDAFX_ARG_PALETTE ? GIMP_PDB_STRING : GIMP_PDB_INT32,
           (gchar *) arg->name, describe (arg) };
     }
   return n;
@@ -192,6 +196,10 @@ read_params (const GimpParam *params, gint n_params, cudafx_proc_args *args, GEr
             return FALSE;
           break;
         }
+      case CUDAFX_ARG_PALETTE:
+        if (!cudafx_dialog210_load_palette (params[n++].data.d_string, args, error))
+          return FALSE;
+        break;
       default:
         args->values[i] = params[n++].data.d_int32;
         break;
@@ -285,12 +293,12 @@ can_convert_indexed (gint32 image, GError **error)
 /* The whole image to 8-bit indexed mode with the palette, without dithering;
  * indexed is 8-bit, so the precision goes first, as Image ▸ Mode ▸ Indexed does. */
 static gboolean
-convert_indexed (gint32 image, const gchar *palette, GError **error)
+convert_indexed (gint32 image, const gchar *palette, gboolean remove_unused, GError **error)
 {
   if ((gimp_image_get_precision (image) == GIMP_PRECISION_U8_GAMMA ||
        gimp_image_convert_precision (image, GIMP_PRECISION_U8_GAMMA)) &&
       gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
-                                  0, FALSE, FALSE, palette))
+                                  0, FALSE, remove_unused, palette))
     return TRUE;
   g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
                _("quantize: GIMP could not convert the image to indexed mode: %s"),
@@ -425,7 +433,8 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
       /* The filter and the conversion to indexed undo as one step. */
       gimp_image_undo_group_start (image);
       ok = filter_drawable (drawable, &args, &palette, &error) &&
-           (!cudafx_proc_converts_indexed (&args) || convert_indexed (image, palette, &error));
+           (!cudafx_proc_converts_indexed (&args) ||
+            convert_indexed (image, palette, cudafx_proc_removes_unused (&args), &error));
       gimp_image_undo_group_end (image);
       if (ok)
         {

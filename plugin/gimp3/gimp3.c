@@ -72,6 +72,11 @@ add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
       gimp_procedure_add_double_array_argument (procedure, arg->name, nick, blurb,
                                                 G_PARAM_READWRITE);
       break;
+    case CUDAFX_ARG_PALETTE:
+      /* none (the default): k-means computes the palette */
+      gimp_procedure_add_palette_argument (procedure, arg->name, nick, blurb, TRUE, NULL, FALSE,
+                                           G_PARAM_READWRITE);
+      break;
     }
 }
 
@@ -152,7 +157,7 @@ can_convert_indexed (GimpImage *image, GError **error)
 /* The whole image to 8-bit indexed mode with the palette, without dithering;
  * indexed is 8-bit, so the precision goes first, as Image ▸ Mode ▸ Indexed does. */
 static gboolean
-convert_indexed (GimpImage *image, GimpPalette *palette, GError **error)
+convert_indexed (GimpImage *image, GimpPalette *palette, gboolean remove_unused, GError **error)
 {
   gchar   *name = gimp_resource_get_name (GIMP_RESOURCE (palette));
   gboolean ok;
@@ -160,7 +165,7 @@ convert_indexed (GimpImage *image, GimpPalette *palette, GError **error)
   ok = (gimp_image_get_precision (image) == GIMP_PRECISION_U8_NON_LINEAR ||
         gimp_image_convert_precision (image, GIMP_PRECISION_U8_NON_LINEAR)) &&
        gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
-                                   0, FALSE, FALSE, name);
+                                   0, FALSE, remove_unused, name);
   g_free (name);
   if (!ok)
     g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
@@ -264,8 +269,8 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
    * a live filter; otherwise the operation is merged — except on a
    * selection, where a GIMP filter sees only the selection's bounding box
    * while the procedure filters it with the real pixels around it, and for
-   * a palette, which only the procedure can make. */
-  if (cudafx_live_available (args.filter) && !cudafx_proc_creates_palette (&args) &&
+   * a palette, which only the procedure can make or read. */
+  if (cudafx_live_available (args.filter) && !cudafx_proc_creates_palette (&args) && !args.has_palette &&
       (live || run_mode == GIMP_RUN_INTERACTIVE || gimp_selection_is_empty (image)))
     {
       if (!cudafx_live_apply (drawables[0], &args, live || run_mode == GIMP_RUN_INTERACTIVE,
@@ -279,7 +284,7 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
     {
       g_set_error (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
                    cudafx_live_available (args.filter)
-                   ? _("%s: live cannot be combined with create-palette or convert-indexed")
+                   ? _("%s: live cannot be combined with palette, create-palette or convert-indexed")
                    : _("%s: live needs the cudafx GEGL module (install.sh installs it)"),
                    desc->procedure);
       return failure (procedure, error);
@@ -290,7 +295,8 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   /* The filter and the conversion to indexed undo as one step. */
   gimp_image_undo_group_start (image);
   ok = filter_drawable (drawables[0], &args, &palette, &error) &&
-       (!cudafx_proc_converts_indexed (&args) || convert_indexed (image, palette, &error));
+       (!cudafx_proc_converts_indexed (&args) ||
+        convert_indexed (image, palette, cudafx_proc_removes_unused (&args), &error));
   gimp_image_undo_group_end (image);
   if (!ok)
     return failure (procedure, error);
