@@ -33,12 +33,13 @@ def main():
     ap.add_argument("--colors", default="256,16", help="comma-separated palette sizes")
     ap.add_argument("--spaces", default="rgb,oklab")
     ap.add_argument("--dithers", default=",".join(DITHERS))
+    ap.add_argument("--lib", help="the engine library (default build/libcudafx.so)")
     args = ap.parse_args()
 
     src = cv2.cvtColor(cv2.imread(os.path.join(ROOT, "tests", "data", "astronaut.png")), cv2.COLOR_BGR2RGB)
     img = np.ascontiguousarray(cv2.resize(src, (4000, 3000), interpolation=cv2.INTER_CUBIC))
     small = np.ascontiguousarray(cv2.resize(src, (1155, 866), interpolation=cv2.INTER_AREA))
-    eng = pycudafx.Engine()
+    eng = pycudafx.Engine(args.lib)
     print("%-44s %10s %10s" % ("workload (4000x3000 RGB u8, %s)" % args.backend, "kernel ms", "whole ms"))
     for k in (int(c) for c in args.colors.split(",")):
         pal = eng.quantize(small, colors=k, color_space="rgb", max_iterations=10, backend="cpu")[2]

@@ -680,9 +680,11 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * sums, features, the nearest search, the entry's value, the shuffle to the
  * next lane) and a warp has no other warp to hide its latencies behind (one
  * warp a block, so that each has an SM and its load/store unit to itself):
- * hence a nearest search that visits few entries (pruned, for large
- * palettes; the lanes' searches diverge, but each is short), and the
- * pixels loaded a step ahead and prefetched into L1.
+ * hence the branch-free nearest search over many entries at once (the
+ * CPU's search pruned by sorted first features, core/quantize.h, made the
+ * kernel 2-7 times slower here: the lanes' searches diverge and each step
+ * waits for the longest; docs/BENCHMARKS.md), and the pixels loaded a step
+ * ahead and prefetched into L1.
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
  * the rows done to mapped host memory; the host calls the progress callback
@@ -698,10 +700,10 @@ constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row in
 constexpr int DITHER_PREFETCH_EVERY = 8; /* pixels between prefetches: at most 128 bytes, so every line */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
 constexpr int DITHER_REG_ENTRIES = 16; /* palettes up to this size: the centres in registers */
+constexpr int DITHER_GROUP = 8;     /* entries of a larger palette compared at once */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
 __constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
-__constant__ float4 c_sorted[CUDAFX_MAX_COLORS];      /* quantize_mapping.sorted */
 
 struct dither_args
 {
@@ -723,12 +725,13 @@ dither_bound_rows (int rows)
 }
 
 /* The nearest search: one warp has no other work to hide latencies behind,
- * so small palettes are searched in registers with no branch per entry;
- * larger ones (in shared memory, sorted by their first feature) with
- * quantize.h's pruned search, which visits the few entries whose first
- * feature is near the pixel's instead of all of them. Both exact: the same
- * winner as nearest_entry (the first of the nearest). */
-enum dither_search { SEARCH_REGISTERS, SEARCH_SORTED };
+ * so the distances to many entries are computed at once, with no branch
+ * per entry. Small palettes sit in registers; larger ones in shared memory
+ * as float4 (one load an entry, the same address for every lane), in groups
+ * of DITHER_GROUP padded at the end with entries at infinity, whose
+ * distance is infinite and never wins. Exact: the same distances as
+ * nearest_entry, and the same winner (the first of the nearest). */
+enum dither_search { SEARCH_REGISTERS, SEARCH_GROUPS };
 
 /* nearest_entry over centres held in registers (DITHER_REG_ENTRIES, padded):
  * the distances merged in a tree, a right-hand candidate (higher indices)
@@ -754,6 +757,74 @@ nearest_in_registers (const float (&centre)[DITHER_REG_ENTRIES][3], float fx, fl
           index[j] = index[j + step];
         }
   return index[0];
+}
+
+/* The distances to a group's entries, and their smallest (fminf returns
+ * one of its arguments: exact). */
+__device__ __forceinline__ float
+group_distances (const float4 *centre, float fx, float fy, float fz, float (&d)[DITHER_GROUP])
+{
+#pragma unroll
+  for (int u = 0; u < DITHER_GROUP; u++)
+    {
+      float4 c = centre[u];
+      const float e[3] = { c.x, c.y, c.z };
+      d[u] = quantize_distance (fx, fy, fz, e);
+    }
+  float m[DITHER_GROUP];
+#pragma unroll
+  for (int u = 0; u < DITHER_GROUP; u++)
+    m[u] = d[u];
+#pragma unroll
+  for (int step = 1; step < DITHER_GROUP; step *= 2)
+#pragma unroll
+    for (int u = 0; u < DITHER_GROUP; u += 2 * step)
+      m[u] = fminf (m[u], m[u + step]);
+  return m[0];
+}
+
+/* The first u with d[u] == nearest. */
+__device__ __forceinline__ int
+first_at (const float (&d)[DITHER_GROUP], float nearest)
+{
+  int at = DITHER_GROUP - 1;
+#pragma unroll
+  for (int u = DITHER_GROUP - 2; u >= 0; u--)
+    if (d[u] == nearest)
+      at = u;
+  return at;
+}
+
+/* nearest_entry over `pairs` pairs of groups in shared memory, two groups
+ * (2 * DITHER_GROUP distances) at a time. Scanning the entries in order, the
+ * first nearest changes only to an entry strictly nearer than all before:
+ * the nearest of the pair's first group when it is below best (its first
+ * occurrence), else that of the second when it is below both. */
+__device__ __forceinline__ int
+nearest_in_groups (const float4 *centre, int pairs, float fx, float fy, float fz)
+{
+  float best = INFINITY;
+  int label = 0;
+  for (int g = 0; g < 2 * pairs; g += 2)
+    {
+      float d0[DITHER_GROUP], d1[DITHER_GROUP];
+      float m0 = group_distances (centre + g * DITHER_GROUP, fx, fy, fz, d0);
+      float m1 = group_distances (centre + (g + 1) * DITHER_GROUP, fx, fy, fz, d1);
+      if (m0 < best || m1 < best)
+        {
+          if (m0 <= m1)
+            {
+              best = m0;
+              label = g * DITHER_GROUP + first_at (d0, m0);
+            }
+          else
+            {
+              best = m1;
+              label = (g + 1) * DITHER_GROUP + first_at (d1, m1);
+            }
+        }
+    }
+  return label;
 }
 
 /* Pixel x of a source row: its colour channels on the 0..255 scale (u8
@@ -811,7 +882,8 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   __shared__ float4 s_value[CUDAFX_MAX_COLORS]; /* w unused: one load */
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
   __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
-  __shared__ float4 s_sorted[SEARCH == SEARCH_SORTED ? CUDAFX_MAX_COLORS : 1];
+  __shared__ float4 s_centre[SEARCH == SEARCH_GROUPS ? CUDAFX_MAX_COLORS : 1];
+  const int pairs = (k + 2 * DITHER_GROUP - 1) / (2 * DITHER_GROUP); /* of groups */
   for (int i = threadIdx.x; i < 256; i += blockDim.x)
     s_decode[i] = c_decode[i];
   for (int i = threadIdx.x; i < k; i += blockDim.x)
@@ -821,9 +893,10 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       s_f32[i / 3][i % 3] = c_pal_f32[i / 3][i % 3];
       s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
     }
-  if constexpr (SEARCH == SEARCH_SORTED)
-    for (int i = threadIdx.x; i < k; i += blockDim.x)
-      s_sorted[i] = c_sorted[i];
+  if constexpr (SEARCH == SEARCH_GROUPS)
+    for (int i = threadIdx.x; i < pairs * 2 * DITHER_GROUP; i += blockDim.x)
+      s_centre[i] = i < k ? make_float4 (c_centre[i][0], c_centre[i][1], c_centre[i][2], 0.0f)
+                          : make_float4 (INFINITY, INFINITY, INFINITY, 0.0f);
   float centre[SEARCH == SEARCH_REGISTERS ? DITHER_REG_ENTRIES : 1][3];
   if constexpr (SEARCH == SEARCH_REGISTERS)
 #pragma unroll
@@ -932,7 +1005,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       if constexpr (SEARCH == SEARCH_REGISTERS)
         label = nearest_in_registers (centre, f[0], f[1], f[2]);
       else
-        label = quantize_nearest_sorted ((const float (*)[4]) s_sorted, k, f[0], f[1], f[2]);
+        label = nearest_in_groups (s_centre, pairs, f[0], f[1], f[2]);
       write_entry (v, DIMS, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
         {
@@ -1165,9 +1238,9 @@ launch_dither (quantize_session *q, const stripe_view &v, int i, int y0, int k)
         dither_kernel<1, SEARCH_REGISTERS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
     }
   else if (v.dims == 3)
-    dither_kernel<3, SEARCH_SORTED><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
+    dither_kernel<3, SEARCH_GROUPS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
   else
-    dither_kernel<1, SEARCH_SORTED><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
+    dither_kernel<1, SEARCH_GROUPS><<<blocks, threads, 0, q->cx->stream>>> (v, k, d, q->pitch, a);
   if ((s = cfx_check_launch (FILTER, "dither_kernel")) || !q->o || !q->o->progress)
     return s; /* no callback: run_pass waits for the kernel */
   int mark = (a.groups + DITHER_MARKS - 1) / DITHER_MARKS * DITHER_ROWS; /* rows between calls */
@@ -1502,9 +1575,6 @@ cudafx_quantize_cuda_map (quantize_session *q, const quantize_mapping *m, cudafx
   if (!quantize_is_diffusion (m->dither))
     return run_pass (q, PASS_POSITION, m->pal.k, dst);
   if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, m->value, (size_t) m->pal.k * sizeof m->value[0], 0,
-                                               cudaMemcpyHostToDevice, q->cx->stream),
-                      FILTER, "copy to device")) ||
-      (s = cfx_check (cudaMemcpyToSymbolAsync (c_sorted, m->sorted, (size_t) m->pal.k * sizeof m->sorted[0], 0,
                                                cudaMemcpyHostToDevice, q->cx->stream),
                       FILTER, "copy to device")) ||
       (s = cfx_staging (q->cx, CFX_STAGING_COUNTERS, sizeof (int), (void **) &q->h_rows_done,
