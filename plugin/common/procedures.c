@@ -26,8 +26,8 @@ static const cudafx_arg quantize_host_args[] = {
        "becomes opaque or transparent"),
     CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
   { "remove-unused", N_("Remove _unused colors"),
-    N_("Leave out of the palette created, and of the indexed image's color map, the colors "
-       "no pixel takes"),
+    N_("Leave out of the palette created (and so of the indexed image's color map) the colors "
+       "no pixel of the filtered area takes"),
     CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
 };
 

@@ -293,12 +293,12 @@ can_convert_indexed (gint32 image, GError **error)
 /* The whole image to 8-bit indexed mode with the palette, without dithering;
  * indexed is 8-bit, so the precision goes first, as Image ▸ Mode ▸ Indexed does. */
 static gboolean
-convert_indexed (gint32 image, const gchar *palette, gboolean remove_unused, GError **error)
+convert_indexed (gint32 image, const gchar *palette, GError **error)
 {
   if ((gimp_image_get_precision (image) == GIMP_PRECISION_U8_GAMMA ||
        gimp_image_convert_precision (image, GIMP_PRECISION_U8_GAMMA)) &&
       gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
-                                  0, FALSE, remove_unused, palette))
+                                  0, FALSE, FALSE, palette))
     return TRUE;
   g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
                _("quantize: GIMP could not convert the image to indexed mode: %s"),
@@ -433,8 +433,7 @@ run (const gchar *name, gint n_params, const GimpParam *params, gint *n_return_v
       /* The filter and the conversion to indexed undo as one step. */
       gimp_image_undo_group_start (image);
       ok = filter_drawable (drawable, &args, &palette, &error) &&
-           (!cudafx_proc_converts_indexed (&args) ||
-            convert_indexed (image, palette, cudafx_proc_removes_unused (&args), &error));
+           (!cudafx_proc_converts_indexed (&args) || convert_indexed (image, palette, &error));
       gimp_image_undo_group_end (image);
       if (ok)
         {

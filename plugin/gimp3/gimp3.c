@@ -157,7 +157,7 @@ can_convert_indexed (GimpImage *image, GError **error)
 /* The whole image to 8-bit indexed mode with the palette, without dithering;
  * indexed is 8-bit, so the precision goes first, as Image ▸ Mode ▸ Indexed does. */
 static gboolean
-convert_indexed (GimpImage *image, GimpPalette *palette, gboolean remove_unused, GError **error)
+convert_indexed (GimpImage *image, GimpPalette *palette, GError **error)
 {
   gchar   *name = gimp_resource_get_name (GIMP_RESOURCE (palette));
   gboolean ok;
@@ -165,7 +165,7 @@ convert_indexed (GimpImage *image, GimpPalette *palette, gboolean remove_unused,
   ok = (gimp_image_get_precision (image) == GIMP_PRECISION_U8_NON_LINEAR ||
         gimp_image_convert_precision (image, GIMP_PRECISION_U8_NON_LINEAR)) &&
        gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
-                                   0, FALSE, remove_unused, name);
+                                   0, FALSE, FALSE, name);
   g_free (name);
   if (!ok)
     g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
@@ -295,8 +295,7 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   /* The filter and the conversion to indexed undo as one step. */
   gimp_image_undo_group_start (image);
   ok = filter_drawable (drawables[0], &args, &palette, &error) &&
-       (!cudafx_proc_converts_indexed (&args) ||
-        convert_indexed (image, palette, cudafx_proc_removes_unused (&args), &error));
+       (!cudafx_proc_converts_indexed (&args) || convert_indexed (image, palette, &error));
   gimp_image_undo_group_end (image);
   if (!ok)
     return failure (procedure, error);
