@@ -65,6 +65,7 @@ class FilterDesc(C.Structure):
 
 
 ARG_DOUBLE_ARRAY = 4
+ARG_PALETTE = 5
 N_FILTERS = 4
 
 
@@ -96,10 +97,11 @@ class Engine:
         return a, img
 
     def run(self, filter_name, src, backend="cpu", threads=0, has_alpha=False, kernel=None,
-            out=None, **args):
+            out=None, palette=None, **args):
         """Runs a filter by its CLI name with arguments named as in the table
         ("-" written "_"; choices by index or nick); the rest keep the
-        table's defaults. Returns (output array, RunResult)."""
+        table's defaults. palette: quantize's given palette, an Nx3 array
+        (0..255). Returns (output array, RunResult)."""
         index, desc = self.filters[filter_name]
         values = (C.c_double * desc.n_args)()
         names = {}
@@ -123,6 +125,16 @@ class Engine:
             taps = k.ctypes.data_as(C.POINTER(C.c_double))
         params = C.create_string_buffer(self.lib.cudafx_filter_params_size())
         self.lib.cudafx_filter_params_from_values(index, values, taps, n, params)
+        given = None
+        if palette is not None:
+            entries = np.asarray(palette, dtype=np.float64).reshape(-1, 3)
+            given = Palette()
+            given.colors, given.channels = len(entries), 3
+            for i, e in enumerate(entries):
+                given.entries[i][:] = list(e)
+            # the pointer goes where the table binds the palette argument
+            arg = next(desc.args[i] for i in range(desc.n_args) if desc.args[i].type == ARG_PALETTE)
+            C.c_void_p.from_buffer(params, arg.offset).value = C.addressof(given)
         src, s = self._image(src, has_alpha)
         dst = np.empty_like(src) if out is None else out
         _, d = self._image(dst, has_alpha)

@@ -61,6 +61,7 @@ typedef struct {
   int         given[CLI_MAX_ARGS];
   double      kernel[KERNEL_CAPACITY];
   int         kernel_size;          /* 0 unless --kernel was given */
+  cudafx_palette palette;           /* --palette FILE.gpl, when given */
   int         threads;
   int         workers;        /* 0: one per CUDA device the batch runs on */
   int         json;
@@ -205,6 +206,10 @@ print_arg_help (const cudafx_arg *a)
     case CUDAFX_ARG_DOUBLE_ARRAY:
       g_string_append (s, _("Rows are separated by ';', values by ','."));
       break;
+    case CUDAFX_ARG_PALETTE:
+      g_string_append (s, _("A GIMP palette file (.gpl); --colors, --max-iterations and --seed "
+                            "do not apply."));
+      break;
     }
   print_wrapped (6, s->str);
   g_string_free (s, TRUE);
@@ -232,6 +237,7 @@ print_filter_help (const cudafx_filter_desc *filter, int index)
         case CUDAFX_ARG_BOOLEAN:      printf ("  --%s, --no-%s\n", a->name, a->name); break;
         case CUDAFX_ARG_CHOICE:       printf ("  --%s NAME\n", a->name); break;
         case CUDAFX_ARG_DOUBLE_ARRAY: printf ("  --%s \"a,b,c;d,e,f;g,h,i\"\n", a->name); break;
+        case CUDAFX_ARG_PALETTE:      printf ("  --%s FILE.gpl\n", a->name); break;
         }
       print_arg_help (a);
     }
@@ -345,6 +351,11 @@ parse_arg_value (cli_command *c, const cudafx_arg *a, const char *text)
         v = c->kernel_size;
       }
       break;
+    case CUDAFX_ARG_PALETTE:
+      if (cudafx_gpl_load (text, &c->palette))
+        return usage_error (command, "--%s: %s", a->name, cudafx_error_message ());
+      v = 1;
+      break;
     case CUDAFX_ARG_BOOLEAN:
     default:
       abort (); /* flags take no value: handled by the caller */
@@ -401,6 +412,14 @@ check_combinations (cli_command *c)
                                 c->filter->args[preset].choices[(int) c->values[preset]].nick);
           c->values[preset] = CUDAFX_PRESET_CUSTOM;
         }
+    }
+  if (c->filter_index == CUDAFX_FILTER_QUANTIZE && arg_given (c, "palette"))
+    {
+      static const char *const computed[] = { "colors", "max-iterations", "seed" };
+      for (size_t i = 0; i < sizeof computed / sizeof computed[0]; i++)
+        if (arg_given (c, computed[i]))
+          return usage_error (command, "--%s cannot be combined with --palette (the palette is given, "
+                                       "not computed)", computed[i]);
     }
   return 0;
 }
@@ -871,6 +890,8 @@ run_filter (const cli_command *c)
 
   cudafx_filter_params_from_values (c->filter_index, c->values, c->kernel_size ? c->kernel : NULL,
                                     c->kernel_size, &b.params);
+  if (c->filter_index == CUDAFX_FILTER_QUANTIZE && arg_given (c, "palette"))
+    b.params.quantize.palette = &c->palette;
   const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
   b.codecs_only = codecs_only && strcmp (codecs_only, "0");
   /* CUDA starts now, while the first file decodes, if the job is worth it:

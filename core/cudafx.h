@@ -124,7 +124,8 @@ typedef enum {
   CUDAFX_ARG_DOUBLE,
   CUDAFX_ARG_BOOLEAN,
   CUDAFX_ARG_CHOICE,        /* value is the choice's index; nicks are stable ids */
-  CUDAFX_ARG_DOUBLE_ARRAY   /* convolution kernel: n*n values, n odd */
+  CUDAFX_ARG_DOUBLE_ARRAY,  /* convolution kernel: n*n values, n odd */
+  CUDAFX_ARG_PALETTE        /* quantize's given palette: a GIMP palette, a .gpl file on the CLI */
 } cudafx_arg_type;
 
 typedef struct {
@@ -140,7 +141,8 @@ typedef enum {
   CUDAFX_FIELD_INT,     /* int: int arguments, booleans (0/1) and choices (int-sized enums) */
   CUDAFX_FIELD_UINT32,  /* uint32_t */
   CUDAFX_FIELD_DOUBLE,  /* double */
-  CUDAFX_FIELD_KERNEL   /* the convolution kernel: pointer and size, set from the host's array */
+  CUDAFX_FIELD_KERNEL,  /* the convolution kernel: pointer and size, set from the host's array */
+  CUDAFX_FIELD_PALETTE  /* quantize's palette pointer, set by the host from what it loaded */
 } cudafx_field;
 
 typedef struct {
@@ -227,26 +229,44 @@ cudafx_status cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_opt
 /* ---- colour quantization -------------------------------------------------- */
 
 typedef enum { CUDAFX_SPACE_OKLAB = 0, CUDAFX_SPACE_RGB = 1 } cudafx_color_space;
-typedef enum { CUDAFX_DITHER_NONE = 0, CUDAFX_DITHER_FLOYD_STEINBERG = 1 } cudafx_dither;
+typedef enum {
+  CUDAFX_DITHER_NONE = 0,
+  CUDAFX_DITHER_FLOYD_STEINBERG = 1,
+  CUDAFX_DITHER_FS_LOW_BLEED = 2,  /* Floyd–Steinberg, the incoming error limited as GIMP's "reduced bleeding" */
+  CUDAFX_DITHER_ORDERED = 3,       /* positioned: a 16x16 Bayer matrix */
+  CUDAFX_DITHER_BLUE_NOISE = 4     /* positioned: a 64x64 void-and-cluster mask */
+} cudafx_dither;
 
 #define CUDAFX_MAX_COLORS 256
 
-typedef struct {
-  int                colors;          /* 2..256 */
-  cudafx_color_space color_space;
-  cudafx_dither      dither;
-  int                max_iterations;  /* 1..300 */
-  uint32_t           seed;            /* 0..2^31-1 */
-} cudafx_quantize_params;
-
 /* The palette a quantize run produced, in the image's colour channels
- * (alpha excluded) on the 0..255 scale, rounded to the element type. */
+ * (alpha excluded) on the 0..255 scale, rounded to the element type; also
+ * a palette given to a run (cudafx_quantize_params.palette, cudafx_gpl_parse). */
 typedef struct {
   int    colors;                        /* entries used (may be < requested if the image has fewer colours) */
   int    channels;                      /* 1 (grey) or 3 (RGB) */
   double entries[CUDAFX_MAX_COLORS][3];
-  int    iterations;                    /* k-means iterations run */
+  int    iterations;                    /* k-means iterations run (0 with a given palette) */
 } cudafx_palette;
+
+typedef struct {
+  int                   colors;          /* 2..256 */
+  cudafx_color_space    color_space;
+  cudafx_dither         dither;
+  int                   max_iterations;  /* 1..300 */
+  uint32_t              seed;            /* 0..2^31-1 */
+  const cudafx_palette *palette;         /* NULL: compute a palette (k-means); else map to this one
+                                            (1..256 entries; colors, max_iterations, seed unused) */
+} cudafx_quantize_params;
+
+/* A GIMP palette file (.gpl) as text: "GIMP Palette", optional "Name:" and
+ * "Columns:" lines, comments (#), then one "R G B [name]" line per entry
+ * (0..255). `source` names the text in messages ("brand.gpl"); an error's
+ * message names it and the line at fault. Entries go to out->entries with
+ * channels 3; out->colors is their count (1..256). */
+cudafx_status cudafx_gpl_parse (const char *text, size_t length, const char *source, cudafx_palette *out);
+/* The same from a file; the message also names a file that cannot be read. */
+cudafx_status cudafx_gpl_load (const char *path, cudafx_palette *out);
 
 void          cudafx_quantize_params_init (cudafx_quantize_params *p);
 /* palette may be NULL. */

@@ -74,6 +74,9 @@ static const cudafx_choice color_space_choices[] = {
 static const cudafx_choice dither_choices[] = {
   { "none",            N_("None") },
   { "floyd-steinberg", N_("Floyd–Steinberg") },
+  { "floyd-steinberg-reduced-bleeding", N_("Floyd–Steinberg (reduced color bleeding)") },
+  { "ordered", N_("Positioned (ordered Bayer matrix)") },
+  { "blue-noise", N_("Positioned (blue noise)") },
 };
 
 static const cudafx_arg quantize_args[] = {
@@ -84,8 +87,10 @@ static const cudafx_arg quantize_args[] = {
     N_("Space in which colors are clustered: Oklab follows perceived difference, RGB minimises RGB error"),
     CUDAFX_ARG_CHOICE, 0, 1, CUDAFX_SPACE_OKLAB, color_space_choices, 2,
     FIELD (quantize.color_space, INT) },
-  { "dither", N_("Di_thering"), N_("Diffuse the quantization error to neighbouring pixels"),
-    CUDAFX_ARG_CHOICE, 0, 1, CUDAFX_DITHER_NONE, dither_choices, 2,
+  { "dither", N_("Di_thering"),
+    N_("Diffuse the quantization error to neighbouring pixels, or offset each pixel by a fixed "
+       "threshold pattern (positioned)"),
+    CUDAFX_ARG_CHOICE, 0, 4, CUDAFX_DITHER_NONE, dither_choices, 5,
     FIELD (quantize.dither, INT) },
   { "max-iterations", N_("_Maximum iterations"), N_("Upper bound on k-means iterations"),
     CUDAFX_ARG_INT, 1, 300, 30, NULL, 0,
@@ -93,6 +98,10 @@ static const cudafx_arg quantize_args[] = {
   { "seed", N_("See_d"), N_("Random seed of the k-means++ initialisation: same seed, same palette"),
     CUDAFX_ARG_INT, 0, 2147483647.0, 0, NULL, 0,
     FIELD (quantize.seed, UINT32) },
+  { "palette", N_("Gi_ven palette"),
+    N_("Map to this palette instead of computing one (none: compute a k-means palette of the given number of colors)"),
+    CUDAFX_ARG_PALETTE, 0, 0, 0, NULL, 0,
+    FIELD (quantize.palette, PALETTE) },
   BACKEND_ARG,
 };
 
@@ -203,7 +212,8 @@ cudafx_choice_find (const cudafx_arg *arg, const char *nick)
 static void *
 own_field (const cudafx_filter_desc *f, const cudafx_arg *a, const void *params)
 {
-  if (a->field == CUDAFX_FIELD_NONE || a->field == CUDAFX_FIELD_KERNEL || a->offset < f->params_offset
+  if (a->field == CUDAFX_FIELD_NONE || a->field == CUDAFX_FIELD_KERNEL || a->field == CUDAFX_FIELD_PALETTE
+      || a->offset < f->params_offset
       || a->offset >= f->params_offset + f->params_size)
     return NULL;
   return (char *) params + (a->offset - f->params_offset);

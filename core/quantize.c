@@ -2,7 +2,11 @@
 /* Colour quantization by k-means (Lloyd 1982) with k-means++ seeding
  * (Arthur & Vassilvitskii 2007), in Oklab (Björn Ottosson 2020, "A perceptual
  * color space for image processing", from sRGB-encoded values) or in RGB,
- * with optional Floyd–Steinberg (1976) error diffusion.
+ * with optional Floyd–Steinberg (1976) error diffusion, or positioned
+ * dithering (Bayer 1973's ordered matrix, or a blue-noise mask made by
+ * Ulichney's void-and-cluster method, 1993: tools/gen_bluenoise.py). A given
+ * palette (a .gpl file, a GIMP palette) replaces k-means: the run is then the
+ * mapping alone.
  *
  * The exact scheme, so that the CUDA port reproduces the palette bit for bit:
  *
@@ -74,11 +78,30 @@
  * ones too) takes the nearest entry (ties to the lowest index) and its colour
  * channels become exactly that entry; alpha is copied.
  *
+ * Given palette: its entries, rounded to the element type as above but
+ * duplicates kept (an entry keeps its index; the first of equal entries is
+ * the one taken), are the palette; no votes count.
+ *
+ * Positioned dithering (ordered, blue-noise): per pixel, independent of the
+ * others. t = (rank + 1/2) / N - 1/2 is the pixel's threshold (quantize.h:
+ * the Bayer rank in a 16x16 matrix, or the blue-noise mask's in 64x64,
+ * both tiled from the image's origin); each colour channel becomes
+ * clamp (x + spread * t) to the palette's range, and the pixel takes the
+ * nearest entry of that. spread: the median over the entries of the
+ * distance to their nearest other entry over sqrt (dims) (0..255 scale,
+ * double, then float),
+ * so a ramp of evenly spaced greys dithers a flat grey to its mean (exactly
+ * in rgb; in oklab the boundary between two greys lies at their mean
+ * lightness, not their mean value).
+ *
  * Floyd–Steinberg: sequential, every row left to right. The value is the
  * pixel (0..255 scale, float) plus the diffused error, clamped per channel to
  * the palette's range; it takes the nearest entry in the chosen space, and
  * the error (value - entry, RGB, float) goes 7/16 right, 3/16 down-left,
- * 5/16 down, 1/16 down-right. Transparent pixels take their plain nearest
+ * 5/16 down, 1/16 down-right. With reduced bleeding (GIMP's
+ * FSLOWBLEED), each channel's incoming error, summed as above, first goes
+ * through quantize_limit_error (1:1 to 24 levels, 1:2 to 72, then 48).
+ * Transparent pixels take their plain nearest
  * entry and neither receive nor pass on error. Both backends run it as a
  * wavefront, each row two pixels behind the one above, which keeps every
  * float addition in the sequential order: the same output for any thread
@@ -96,6 +119,7 @@
  * and convergence test and the palette stay here for both, so the palette
  * is the CPU's. This file's CPU session is the reference backend.
  */
+#include "bluenoise.h"
 #include "cpu.h"
 
 #include <math.h>
@@ -413,6 +437,45 @@ map_rows (void *ctx_, int y0, int y1)
   for_blocks (ctx_, y0, y1, write_block);
 }
 
+static const uint16_t blue_noise[QUANTIZE_BLUE_SIZE * QUANTIZE_BLUE_SIZE] = { QUANTIZE_BLUE_NOISE_RANKS };
+
+/* Positioned dithering (see the header): each pixel offset by its threshold
+ * times the spread, clamped to the palette's range, to its nearest entry. */
+CUDAFX_CPU_CLONES static void
+position_rows (void *ctx_, int y0, int y1)
+{
+  quantize_ctx *q = ctx_;
+  const quantize_mapping *m = q->map;
+  float buf[3][BLOCK], best_d[BLOCK];
+  int32_t best_k[BLOCK];
+  int dims = q->fs.dims;
+  for (int y = y0; y < y1; y++)
+    {
+      const uint8_t *row = cudafx_row (q->src, y);
+      for (int x0 = 0; x0 < q->width; x0 += BLOCK)
+        {
+          int len = q->width - x0 < BLOCK ? q->width - x0 : BLOCK;
+          for (int i = 0; i < len; i++)
+            {
+              float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 };
+              uint8_t code[3];
+              read_pixel (q->src, row, x0 + i, dims, v, code);
+              float t = m->spread * quantize_threshold (m->dither, blue_noise, x0 + i, y);
+              for (int c = 0; c < dims; c++)
+                {
+                  float e = quantize_sanitize (v[c]) + t;
+                  v[c] = e < m->lo[c] ? m->lo[c] : e > m->hi[c] ? m->hi[c] : e;
+                }
+              features_of (&q->fs, v, NULL, f);
+              for (int c = 0; c < 3; c++)
+                buf[c][i] = f[c];
+            }
+          nearest_block (buf[0], buf[1], buf[2], len, q->centre, q->k, best_d, best_k);
+          write_block (q, y, x0, len, NULL, best_k);
+        }
+    }
+}
+
 /* ---- seeding ------------------------------------------------------------- */
 
 /* Greedy k-means++ on the sample, continuing the PRNG `state`: writes the
@@ -616,53 +679,91 @@ add_unsampled_colours (const quantize_ctx *q, int32_t (*centres)[3], int found, 
 
 /* ---- the run ------------------------------------------------------------- */
 
-/* Rounds the centres to palette entries of the element type, drops
- * duplicates, and makes the entries' features the centres of the mapping;
- * then the entries' range per channel. */
+/* Entry n of the mapping from a colour on the 0..255 scale, rounded to the
+ * element type (u8: clamp 0..255, round half up; f32: stored as float, not
+ * clamped); its features become a centre of the mapping. With `unique`, an
+ * entry equal to an earlier one after rounding is dropped: returns whether
+ * the entry was kept. */
 static int
-build_palette (const quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palette *palette,
-               quantize_mapping *m)
+set_entry (const quantize_ctx *q, const double *colour, int n, int unique, cudafx_palette *palette,
+           quantize_mapping *m)
 {
-  int dims = q->fs.dims, u8 = q->src->type == CUDAFX_U8, n = 0;
-  for (int j = 0; j < k; j++)
+  int dims = q->fs.dims, u8 = q->src->type == CUDAFX_U8;
+  float v[3], f[3], stored[3] = { 0, 0, 0 };
+  uint8_t code[3] = { 0, 0, 0 };
+  for (int c = 0; c < dims; c++)
     {
-      double colour[3];
-      float v[3], f[3], stored[3] = { 0, 0, 0 };
-      uint8_t code[3] = { 0, 0, 0 };
-      colour_of_centre (&q->fs, centres[j], colour);
-      for (int c = 0; c < dims; c++)
+      if (u8)
         {
-          if (u8)
-            {
-              double r = floor (colour[c] + 0.5);
-              code[c] = (uint8_t) (r < 0 ? 0 : r > 255 ? 255 : r);
-              v[c] = (float) code[c];
-            }
-          else
-            {
-              stored[c] = (float) (colour[c] / 255.0);
-              v[c] = stored[c] * 255.0f;
-            }
+          double r = floor (colour[c] + 0.5);
+          code[c] = (uint8_t) (r < 0 ? 0 : r > 255 ? 255 : r);
+          v[c] = (float) code[c];
         }
-      int duplicate = 0;
-      for (int e = 0; e < n && !duplicate; e++)
-        duplicate = u8 ? !memcmp (m->pal.u8[e], code, sizeof code)
-                       : !memcmp (m->pal.f32[e], stored, sizeof stored);
-      if (duplicate)
-        continue;
-      memcpy (m->pal.u8[n], code, sizeof code);
-      memcpy (m->pal.f32[n], stored, sizeof stored);
-      for (int c = 0; c < 3; c++)
-        m->value[n][c] = c < dims ? v[c] : 0.0f;
-      features_of (&q->fs, v, u8 ? code : NULL, f);
-      for (int c = 0; c < 3; c++)
-        m->pal.centre[n][c] = c < dims ? f[c] : 0.0f;
-      if (palette)
-        for (int c = 0; c < 3; c++)
-          palette->entries[n][c] = c >= dims ? 0.0 : u8 ? code[c] : (double) stored[c] * 255.0;
-      n++;
+      else
+        {
+          stored[c] = (float) (colour[c] / 255.0);
+          v[c] = stored[c] * 255.0f;
+        }
     }
+  for (int e = 0; e < n && unique; e++)
+    if (u8 ? !memcmp (m->pal.u8[e], code, sizeof code) : !memcmp (m->pal.f32[e], stored, sizeof stored))
+      return 0;
+  memcpy (m->pal.u8[n], code, sizeof code);
+  memcpy (m->pal.f32[n], stored, sizeof stored);
+  for (int c = 0; c < 3; c++)
+    m->value[n][c] = c < dims ? v[c] : 0.0f;
+  features_of (&q->fs, v, u8 ? code : NULL, f);
+  for (int c = 0; c < 3; c++)
+    m->pal.centre[n][c] = c < dims ? f[c] : 0.0f;
+  if (palette)
+    for (int c = 0; c < 3; c++)
+      palette->entries[n][c] = c >= dims ? 0.0 : u8 ? code[c] : (double) stored[c] * 255.0;
+  return 1;
+}
+
+/* The positioned dithers' amplitude: the median, over the entries, of the
+ * distance (0..255 scale, per channel: the Euclidean distance over
+ * sqrt (dims), since the threshold moves every channel at once) to the
+ * nearest other entry. A ramp of evenly spaced greys gets its step, so a
+ * flat grey between two levels is reproduced in proportion; a palette of
+ * clusters gets their spacing. */
+static float
+dither_spread (const quantize_mapping *m, int dims)
+{
+  int k = m->pal.k;
+  if (k < 2)
+    return 0.0f;
+  double nearest[CUDAFX_MAX_COLORS];
+  for (int i = 0; i < k; i++)
+    {
+      nearest[i] = INFINITY;
+      for (int j = 0; j < k; j++)
+        {
+          double d = 0;
+          for (int c = 0; c < dims; c++)
+            d += ((double) m->value[i][c] - m->value[j][c]) * ((double) m->value[i][c] - m->value[j][c]);
+          if (j != i && d > 0 && d < nearest[i])
+            nearest[i] = d;
+        }
+    }
+  /* insertion sort: at most 256 values, once a run */
+  for (int i = 1; i < k; i++)
+    for (int j = i; j > 0 && nearest[j] < nearest[j - 1]; j--)
+      {
+        double t = nearest[j];
+        nearest[j] = nearest[j - 1];
+        nearest[j - 1] = t;
+      }
+  double median = nearest[(k - 1) / 2];
+  return isfinite (median) ? (float) sqrt (median / dims) : 0.0f;
+}
+
+/* The mapping's entries' range per channel and the dither's amplitude. */
+static void
+finish_mapping (quantize_mapping *m, int n, int dims, cudafx_dither dither)
+{
   m->pal.k = n;
+  m->dither = dither;
   for (int c = 0; c < 3; c++)
     {
       m->lo[c] = m->hi[c] = m->value[0][c];
@@ -672,7 +773,70 @@ build_palette (const quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx
           m->hi[c] = fmaxf (m->hi[c], m->value[j][c]);
         }
     }
+  m->spread = dither_spread (m, dims);
+  /* the centres in order of their first feature, then of index (insertion
+   * sort: at most 256, once a run) */
+  for (int j = 0; j < n; j++)
+    {
+      float e[4] = { m->pal.centre[j][0], m->pal.centre[j][1], m->pal.centre[j][2], (float) j };
+      int at = j;
+      for (; at > 0 && m->sorted[at - 1][0] > e[0]; at--)
+        memcpy (m->sorted[at], m->sorted[at - 1], sizeof e);
+      memcpy (m->sorted[at], e, sizeof e);
+    }
+}
+
+/* Rounds the centres to palette entries of the element type and drops
+ * duplicates. */
+static int
+build_palette (const quantize_ctx *q, const int32_t (*centres)[3], int k, cudafx_palette *palette,
+               quantize_mapping *m)
+{
+  int n = 0;
+  for (int j = 0; j < k; j++)
+    {
+      double colour[3];
+      colour_of_centre (&q->fs, centres[j], colour);
+      n += set_entry (q, colour, n, 1, palette, m);
+    }
   return n;
+}
+
+/* A given palette, entry for entry (duplicates kept: the entries keep their
+ * indices, and the first of equal entries is the one ever taken). */
+static int
+given_palette (const quantize_ctx *q, const cudafx_palette *given, cudafx_palette *palette,
+               quantize_mapping *m)
+{
+  for (int j = 0; j < given->colors; j++)
+    set_entry (q, given->entries[j], j, 0, palette, m);
+  return given->colors;
+}
+
+/* A given palette the image can take: 1..256 finite entries, grey ones for
+ * a grey image. */
+static cudafx_status
+check_given (const cudafx_palette *given, int dims)
+{
+  if (given->colors < 1 || given->colors > CUDAFX_MAX_COLORS)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "quantize: palette has %d colors (1..%d expected)",
+                        given->colors, CUDAFX_MAX_COLORS);
+  if (given->channels != 1 && given->channels != 3)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "quantize: palette has %d channels (1 or 3 expected)",
+                        given->channels);
+  for (int j = 0; j < given->colors; j++)
+    for (int c = 0; c < given->channels; c++)
+      {
+        double v = given->entries[j][c];
+        if (!isfinite (v))
+          return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "quantize: palette entry %d is not a finite color", j);
+        if (dims == 1 && c > 0 && v != given->entries[j][0])
+          return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                              "quantize: palette entry %d (%g %g %g) is not grey: a grey image takes "
+                              "a palette of greys",
+                              j, given->entries[j][0], given->entries[j][1], given->entries[j][2]);
+      }
+  return CUDAFX_OK;
 }
 
 /* ---- Floyd–Steinberg as a wavefront ---------------------------------------
@@ -701,6 +865,7 @@ typedef struct {
 typedef struct {
   quantize_ctx    *q;
   float            lo[3], hi[3];  /* the palette's range per channel */
+  int              limit;         /* reduced bleeding: quantize_limit_error on the incoming error */
   float           *err;           /* `ring` rows of error, guard pixel at each end */
   size_t           row_len;       /* floats per error row */
   int              ring;
@@ -766,7 +931,7 @@ dither_row (dither_state *d, int y)
       long long need = above_start + (x + 3 < w ? x + 3 : w);
       if (seen < need && !dither_wait (d, above, need, &seen))
         return 0;
-      float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 }, dist;
+      float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 };
       float *fp[3] = { &f[0], &f[1], &f[2] };
       uint8_t code[3];
       int32_t j;
@@ -776,14 +941,15 @@ dither_row (dither_state *d, int y)
           read_pixel (src, row, x, dims, v, code);
           for (int c = 0; c < dims; c++)
             {
-              float e = quantize_sanitize (v[c]) + cur[3 * x + c];
+              float in = d->limit ? quantize_limit_error (cur[3 * x + c]) : cur[3 * x + c];
+              float e = quantize_sanitize (v[c]) + in;
               v[c] = e < d->lo[c] ? d->lo[c] : e > d->hi[c] ? d->hi[c] : e;
             }
           features_of (&q->fs, v, NULL, f);
         }
       else
         compute_features (q, y, x, 1, fp);
-      nearest_block (&f[0], &f[1], &f[2], 1, q->centre, q->k, &dist, &j);
+      j = quantize_nearest_sorted ((const float (*)[4]) q->map->sorted, q->k, f[0], f[1], f[2]);
       write_block (q, y, x, 1, (const float *const *) fp, &j);
       if (voting)
         for (int c = 0; c < dims; c++)
@@ -809,7 +975,8 @@ dither_image (quantize_ctx *q, const cudafx_options *o)
 {
   int h = q->src->height, threads = cudafx_thread_count (o);
   threads = threads < h ? threads : h;
-  dither_state d = { .q = q, .ring = threads + 1, .row_len = ((size_t) q->width + 2) * 3 };
+  dither_state d = { .q = q, .ring = threads + 1, .row_len = ((size_t) q->width + 2) * 3,
+                     .limit = q->map->dither == CUDAFX_DITHER_FS_LOW_BLEED };
   d.err = calloc ((size_t) d.ring * d.row_len, sizeof *d.err);
   d.done = aligned_alloc (_Alignof (dither_progress), (size_t) threads * sizeof *d.done);
   cudafx_status s = CUDAFX_OK;
@@ -1028,14 +1195,75 @@ cudafx_quantize_cpu_map (quantize_session *ses, const quantize_mapping *m, cudaf
   q->map = m;
   q->centre = (const float (*)[3]) m->pal.centre;
   q->k = m->pal.k;
-  return m->dither ? dither_image (q, ses->o) : cudafx_parallel_rows (q->src->height, map_rows, q, ses->o, 0.9, 1.0);
+  if (quantize_is_diffusion (m->dither))
+    return dither_image (q, ses->o);
+  return cudafx_parallel_rows (q->src->height, m->dither ? position_rows : map_rows, q, ses->o, 0.9, 1.0);
 }
 
 /* ---- the engine's side ----------------------------------------------------- */
 
-/* One run on backend b: the votes, the sample, the choice of the seeding
- * attempt, Lloyd's centre updates and the palette here; the passes over
- * every pixel and the seeding attempts by the backend. */
+/* K-means on backend b's session: the sample, the choice of the seeding
+ * attempt and Lloyd's centre updates here, the passes over every pixel and
+ * the seeding attempts by the backend. Writes the centres, their count and
+ * the iterations run. */
+static cudafx_status
+kmeans (const cudafx_backend_ops *b, quantize_session *ses, quantize_ctx *q, const cudafx_quantize_params *p,
+        uint64_t n_vote, const cudafx_options *o, int32_t (*centres)[3], int *iterations)
+{
+  int dims = q->fs.dims;
+  cudafx_status s = CUDAFX_OK;
+  int count = n_vote < QUANTIZE_SAMPLE_MAX ? (int) n_vote : QUANTIZE_SAMPLE_MAX;
+  float *sample_planes = calloc ((size_t) count * 3, sizeof *sample_planes);
+  int32_t (*attempt)[CUDAFX_MAX_COLORS][3] = malloc (QUANTIZE_ATTEMPTS * sizeof *attempt);
+  quantize_sums *sums = malloc (sizeof *sums);
+  if (!sample_planes || !attempt || !sums)
+    {
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
+      goto done;
+    }
+  sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count } };
+  if ((s = take_sample (q, n_vote, &smp, o)))
+    goto done;
+  quantize_seeding seeding = seeding_for (p->colors, p->seed);
+  int found[QUANTIZE_ATTEMPTS], seeded = 0;
+  int64_t error[QUANTIZE_ATTEMPTS];
+  if ((s = b->quantize_seed (ses, &smp, &seeding, attempt, found, error, &seeded)) ||
+      (!seeded && (s = seed_reference (&smp, &seeding, o, attempt, found, error))))
+    goto done;
+  int best = best_attempt (error, seeding.attempts);
+  memcpy (centres, attempt[best], sizeof attempt[best]);
+  q->k = found[best];
+  if (q->k < p->colors && n_vote > (uint64_t) count)
+    q->k = add_unsampled_colours (q, centres, q->k, p->colors);
+  for (int j = 0; j < q->k; j++)
+    for (int c = 0; c < 3; c++)
+      q->lloyd[j][c] = (float) centres[j][c];
+
+  /* Assignments stop changing exactly when an update leaves every centre
+   * where it was: the next assignment would repeat this one. */
+  int moved = 1;
+  *iterations = 0;
+  for (int it = 1; it <= p->max_iterations && moved; it++)
+    {
+      double from = 0.1 + 0.8 * (it - 1) / p->max_iterations;
+      double to = 0.1 + 0.8 * it / p->max_iterations;
+      if ((s = b->quantize_assign (ses, (const float (*)[3]) q->lloyd, q->k, sums, from, to)))
+        goto done;
+      *iterations = it;
+      moved = update_centres (sums, q->k, dims, centres);
+      for (int j = 0; j < q->k; j++)
+        for (int c = 0; c < dims; c++)
+          q->lloyd[j][c] = (float) centres[j][c];
+    }
+done:
+  free (sample_planes);
+  free (attempt);
+  free (sums);
+  return s;
+}
+
+/* One run on backend b: the votes, then k-means (or the given palette), the
+ * palette, and the mapping by the backend. */
 static cudafx_status
 quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
 {
@@ -1045,11 +1273,9 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
   int dims = src->channels - src->has_alpha, h = src->height;
   size_t n = (size_t) src->width * (size_t) h;
   cudafx_status s = CUDAFX_OK;
-  float *sample_planes = NULL;
-  int32_t (*attempt)[CUDAFX_MAX_COLORS][3] = NULL;
   quantize_session *ses = NULL;
-  quantize_sums *sums = NULL;
   quantize_mapping *map = NULL;
+  int32_t (*centres)[3] = NULL;
   quantize_ctx *q = calloc (1, sizeof *q);
   if (!q)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory");
@@ -1064,9 +1290,9 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
       goto done;
     }
   q->row_votes = malloc ((size_t) h * sizeof (int));
-  sums = malloc (sizeof *sums);
   map = calloc (1, sizeof *map);
-  if (!q->row_votes || !sums || !map)
+  centres = malloc (CUDAFX_MAX_COLORS * sizeof *centres);
+  if (!q->row_votes || !map || !centres)
     {
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
       goto done;
@@ -1088,53 +1314,14 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
   quantize_plan plan = { src, q->fs, q->everyone_votes };
   if ((s = b->quantize_open (&plan, o, &ses)))
     goto done;
-
-  int count = n_vote < QUANTIZE_SAMPLE_MAX ? (int) n_vote : QUANTIZE_SAMPLE_MAX;
-  sample_planes = calloc ((size_t) count * 3, sizeof *sample_planes);
-  attempt = malloc (QUANTIZE_ATTEMPTS * sizeof *attempt);
-  if (!sample_planes || !attempt)
-    {
-      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
-      goto done;
-    }
-  sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count } };
-  if ((s = take_sample (q, n_vote, &smp, o)))
+  int iterations = 0;
+  if (!p->palette && (s = kmeans (b, ses, q, p, n_vote, o, centres, &iterations)))
     goto done;
-  quantize_seeding seeding = seeding_for (p->colors, p->seed);
-  int found[QUANTIZE_ATTEMPTS], seeded = 0;
-  int64_t error[QUANTIZE_ATTEMPTS];
-  if ((s = b->quantize_seed (ses, &smp, &seeding, attempt, found, error, &seeded)) ||
-      (!seeded && (s = seed_reference (&smp, &seeding, o, attempt, found, error))))
-    goto done;
-  int best = best_attempt (error, seeding.attempts);
-  int32_t (*centres)[3] = attempt[best];
-  q->k = found[best];
-  if (q->k < p->colors && n_vote > (uint64_t) count)
-    q->k = add_unsampled_colours (q, centres, q->k, p->colors);
-  for (int j = 0; j < q->k; j++)
-    for (int c = 0; c < 3; c++)
-      q->lloyd[j][c] = (float) centres[j][c];
-
-  /* Assignments stop changing exactly when an update leaves every centre
-   * where it was: the next assignment would repeat this one. */
-  int iterations = 0, moved = 1;
-  for (int it = 1; it <= p->max_iterations && moved; it++)
-    {
-      double from = 0.1 + 0.8 * (it - 1) / p->max_iterations;
-      double to = 0.1 + 0.8 * it / p->max_iterations;
-      if ((s = b->quantize_assign (ses, (const float (*)[3]) q->lloyd, q->k, sums, from, to)))
-        goto done;
-      iterations = it;
-      moved = update_centres (sums, q->k, dims, centres);
-      for (int j = 0; j < q->k; j++)
-        for (int c = 0; c < dims; c++)
-          q->lloyd[j][c] = (float) centres[j][c];
-    }
-
   if (job->palette)
     memset (job->palette, 0, sizeof *job->palette);
-  q->k = build_palette (q, (const int32_t (*)[3]) centres, q->k, job->palette, map);
-  map->dither = p->dither == CUDAFX_DITHER_FLOYD_STEINBERG;
+  q->k = p->palette ? given_palette (q, p->palette, job->palette, map)
+                    : build_palette (q, (const int32_t (*)[3]) centres, q->k, job->palette, map);
+  finish_mapping (map, q->k, dims, p->dither);
   s = b->quantize_map (ses, map, job->dst);
   if (!s && job->palette)
     {
@@ -1146,9 +1333,7 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
 done:
   if (ses)
     b->quantize_close (ses);
-  free (sample_planes);
-  free (attempt);
-  free (sums);
+  free (centres);
   free (map);
   free (q->row_votes);
   free (q);
@@ -1174,7 +1359,7 @@ cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quanti
   if (dims != 1 && dims != 3)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
                         "quantize: source image has %d colour channels (1 grey or 3 RGB expected)", dims);
-  if ((s = cudafx_params_check (CUDAFX_FILTER_QUANTIZE, p)))
+  if ((s = cudafx_params_check (CUDAFX_FILTER_QUANTIZE, p)) || (p->palette && (s = check_given (p->palette, dims))))
     return s;
   quantize_job job = { src, dst, p, palette };
   return cudafx_dispatch (FILTER, quantize_run, &job, o);

@@ -50,15 +50,57 @@ typedef struct {
   int                 everyone_votes; /* no alpha, or every pixel transparent */
 } quantize_plan;
 
-/* What the mapping reads: the palette, and for Floyd–Steinberg its entries
- * on the 0..255 scale and their range per channel (dithered values are
- * clamped to it). */
+/* What the mapping reads: the palette, and for dithering its entries on
+ * the 0..255 scale and their range per channel (dithered values are clamped
+ * to it); for positioned dithering the amplitude of the threshold pattern. */
 typedef struct {
   quantize_palette pal;
-  int              dither;
+  cudafx_dither    dither;
   float            value[CUDAFX_MAX_COLORS][3];
   float            lo[3], hi[3];
+  float            spread;  /* 0..255 scale: the typical distance between neighbouring entries */
+  float            sorted[CUDAFX_MAX_COLORS][4]; /* the centres by their first feature, then index; [3]: the index */
 } quantize_mapping;
+
+/* ---- dithering (core/quantize.c's header) ------------------------------- */
+
+#define QUANTIZE_BAYER_BITS 4  /* the ordered matrix is 2^4 = 16 pixels square */
+#define QUANTIZE_BLUE_SIZE  64 /* the blue-noise mask (core/bluenoise.h) is 64 pixels square */
+
+static inline CUDAFX_HOST_DEVICE int
+quantize_is_diffusion (int dither)
+{
+  return dither == CUDAFX_DITHER_FLOYD_STEINBERG || dither == CUDAFX_DITHER_FS_LOW_BLEED;
+}
+
+/* Threshold of pixel (x, y) >= 0 in (-1/2, 1/2): (rank + 1/2) / N - 1/2 for
+ * the pixel's rank among the N cells of the pattern, exact in float. Bayer's
+ * rank: the bits of x ^ y and y interleaved, lowest coordinate bits first
+ * (Bayer 1973's recursive matrix); blue noise: the mask's rank. */
+static inline CUDAFX_HOST_DEVICE float
+quantize_threshold (int dither, const uint16_t *blue, int x, int y)
+{
+  if (dither == CUDAFX_DITHER_ORDERED)
+    {
+      int rank = 0;
+      for (int b = 0; b < QUANTIZE_BAYER_BITS; b++)
+        rank = (rank << 2) | ((((x >> b) ^ (y >> b)) & 1) << 1) | ((y >> b) & 1);
+      return ((float) rank + 0.5f) / (float) (1 << 2 * QUANTIZE_BAYER_BITS) - 0.5f;
+    }
+  int rank = blue[(y % QUANTIZE_BLUE_SIZE) * QUANTIZE_BLUE_SIZE + x % QUANTIZE_BLUE_SIZE];
+  return ((float) rank + 0.5f) / (float) (QUANTIZE_BLUE_SIZE * QUANTIZE_BLUE_SIZE) - 0.5f;
+}
+
+/* GIMP's "reduced colour bleeding" (app/core/gimpimage-convert-indexed.c,
+ * init_error_limit with error freedom): the error a pixel receives passes
+ * 1:1 up to 24 levels, 1:2 up to 72, and stops at 48. Exact in float. */
+static inline CUDAFX_HOST_DEVICE float
+quantize_limit_error (float e)
+{
+  float m = fabsf (e);
+  float r = m < 24.0f ? m : m < 72.0f ? 24.0f + (m - 24.0f) * 0.5f : 48.0f;
+  return e < 0.0f ? -r : r;
+}
 
 /* a^(1/n), a > 0: exponent-bits guess, then 3 Newton steps (0 otherwise). */
 static inline CUDAFX_HOST_DEVICE float
@@ -168,6 +210,62 @@ quantize_distance (float x, float y, float z, const float *centre)
 {
   float dx = x - centre[0], dy = y - centre[1], dz = z - centre[2];
   return dx * dx + dy * dy + dz * dz;
+}
+
+/* The first of the nearest of k centres sorted by their first feature
+ * (quantize_mapping.sorted), searched outward from the pixel's place in
+ * that order: a direction stops at the first centre whose first-feature
+ * term alone exceeds the best distance so far. Exact, the same answer as a
+ * scan of every centre in index order: the distance is a float sum of
+ * non-negative terms, so it is at least its first term (rounding is
+ * monotone), and the terms grow along each direction; a skipped centre is
+ * strictly farther than the best, so every centre that could tie is
+ * compared, and ties go to the lowest index. */
+static inline CUDAFX_HOST_DEVICE int
+quantize_nearest_sorted (const float (*sorted)[4], int k, float fx, float fy, float fz)
+{
+  int lo = 0, hi = k;
+  while (lo < hi)
+    {
+      int mid = (lo + hi) / 2;
+      if (sorted[mid][0] < fx)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  float best = INFINITY;
+  int label = k, up = lo, down = lo - 1;
+  while (up < k || down >= 0)
+    {
+      for (int side = 0; side < 2; side++)
+        {
+          int j = side ? down : up;
+          if (j < 0 || j >= k)
+            continue;
+          const float *c = sorted[j];
+          float dx = fx - c[0];
+          if (dx * dx > best)
+            {
+              if (side)
+                down = -1;
+              else
+                up = k;
+              continue;
+            }
+          float d = quantize_distance (fx, fy, fz, c);
+          int index = (int) c[3];
+          if (d < best || (d == best && index < label))
+            {
+              best = d;
+              label = index;
+            }
+          if (side)
+            down--;
+          else
+            up++;
+        }
+    }
+  return label;
 }
 
 /* ---- seeding (core/quantize.c's header; GPU version in cuda/quantize.cu) --- */

@@ -28,6 +28,7 @@
  * context's side stream while a one-stripe image goes up on its main one.
  *
  * Floyd–Steinberg: see the dither section below. */
+#include "../core/bluenoise.h"
 #include "context.cuh"
 
 #include <cub/block/block_reduce.cuh>
@@ -679,8 +680,11 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * sums, features, the nearest search, the entry's value, the shuffle to the
  * next lane) and a warp has no other warp to hide its latencies behind (one
  * warp a block, so that each has an SM and its load/store unit to itself):
- * hence the branch-free nearest search over many entries at once, and the
- * pixels loaded a step ahead and prefetched into L1.
+ * hence the branch-free nearest search over many entries at once (the
+ * CPU's search pruned by sorted first features, core/quantize.h, made the
+ * kernel 2-7 times slower here: the lanes' searches diverge and each step
+ * waits for the longest; docs/BENCHMARKS.md), and the pixels loaded a step
+ * ahead and prefetched into L1.
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
  * the rows done to mapped host memory; the host calls the progress callback
@@ -709,6 +713,7 @@ struct dither_args
   int     groups;         /* of DITHER_ROWS rows in the stripe */
   int     above_in;       /* boundary row 0 holds errors (not the first stripe) */
   int     everyone_votes;
+  int     limit;          /* reduced bleeding: quantize_limit_error on the incoming error */
   volatile int *rows_done; /* in mapped host memory */
 };
 
@@ -980,6 +985,8 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
                 e += channel (up_right, c) * (3.0f / 16.0f);
               if (left.w != 0.0f)
                 e += channel (left, c) * (7.0f / 16.0f);
+              if (a.limit)
+                e = quantize_limit_error (e);
               e = quantize_sanitize (value[c]) + e;
               value[c] = e < a.lo[c] ? a.lo[c] : e > a.hi[c] ? a.hi[c] : e;
             }
@@ -1019,6 +1026,44 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
     }
 }
 
+/* ---- positioned dithering ------------------------------------------------
+ * Per pixel, as core/quantize.c's position_rows: the threshold of the
+ * pixel's place (quantize.h) times the spread added to each colour channel,
+ * clamped to the palette's range, then the nearest entry. The blue-noise
+ * mask is read through the read-only cache (lanes read different cells). */
+
+__device__ const uint16_t g_blue_noise[QUANTIZE_BLUE_SIZE * QUANTIZE_BLUE_SIZE] = { QUANTIZE_BLUE_NOISE_RANKS };
+
+struct position_args
+{
+  float lo[3], hi[3];
+  float spread;
+  int   dither;
+  int   y0;      /* the stripe's first row in the image: the pattern is the image's */
+};
+
+template <int DIMS>
+__global__ void
+position_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, position_args a)
+{
+  size_t p = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= v.n)
+    return;
+  int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
+  float4 px = load_pixel<DIMS> (v, v.src + (size_t) y * v.src_pitch, x);
+  float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
+  float t = a.spread * quantize_threshold (a.dither, g_blue_noise, x, a.y0 + y);
+#pragma unroll
+  for (int c = 0; c < DIMS; c++)
+    {
+      float e = quantize_sanitize (value[c]) + t;
+      value[c] = e < a.lo[c] ? a.lo[c] : e > a.hi[c] ? a.hi[c] : e;
+    }
+  quantize_features (DIMS, v.oklab, c_decode, value, NULL, f);
+  int label = nearest_entry (f[0], f[1], f[2], k);
+  write_entry (v, DIMS, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
+}
+
 size_t
 align_up (size_t bytes)
 {
@@ -1051,7 +1096,7 @@ struct quantize_session
   unsigned char        *d_seed;        /* the seeding's workspace, NULL: the host seeds */
   float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
   int                  *d_progress;    /* and its counters */
-  float                 dither_lo[3], dither_hi[3];
+  const quantize_mapping *map;         /* the dithers' mapping: range, spread, method */
   volatile int         *h_rows_done, *d_rows_done; /* dither_args.rows_done: host, device address */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
 };
@@ -1144,7 +1189,18 @@ preload (quantize_session *q)
   return cfx_check (cudaEventRecord (q->cx->ev[2], q->cx->stream), FILTER, "event");
 }
 
-enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER };
+enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER, PASS_POSITION };
+
+/* The palette's range per channel, which dithered values are clamped to. */
+void
+copy_range (const quantize_mapping *m, float *lo, float *hi)
+{
+  for (int c = 0; c < 3; c++)
+    {
+      lo[c] = m->lo[c];
+      hi[c] = m->hi[c];
+    }
+}
 
 /* Floyd–Steinberg over stripe i (rows y0 ..): its first group continues
  * from the last row of stripe i - 1, whose errors the boundary rows still
@@ -1154,16 +1210,13 @@ cudafx_status
 launch_dither (quantize_session *q, const stripe_view &v, int i, int y0, int k)
 {
   dither_args a;
-  for (int c = 0; c < 3; c++)
-    {
-      a.lo[c] = q->dither_lo[c];
-      a.hi[c] = q->dither_hi[c];
-    }
+  copy_range (q->map, a.lo, a.hi);
   a.bound = q->d_bound;
   a.progress = q->d_progress;
   a.groups = (v.rows + DITHER_ROWS - 1) / DITHER_ROWS;
   a.above_in = i > 0;
   a.everyone_votes = q->everyone_votes;
+  a.limit = q->map->dither == CUDAFX_DITHER_FS_LOW_BLEED;
   a.rows_done = q->d_rows_done;
   *q->h_rows_done = 0;
   size_t row = (size_t) v.width * sizeof (float4);
@@ -1228,7 +1281,7 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
       if ((s = cfx_check (cudaEventRecord (q->cx->ev[0], q->cx->stream), FILTER, "event")) ||
           (fresh && (s = upload_stripe (q, v, y0))) ||
           (s = cfx_check (cudaEventRecord (q->cx->ev[1], q->cx->stream), FILTER, "event")) ||
-          (fresh && kind != PASS_DITHER && (s = compute_features (q, v, i))))
+          (fresh && (kind == PASS_ASSIGN || kind == PASS_MAP) && (s = compute_features (q, v, i))))
         break;
       if (kind == PASS_ASSIGN)
         {
@@ -1247,6 +1300,21 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
         {
           map_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch);
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
+            break;
+        }
+      else if (kind == PASS_POSITION)
+        {
+          position_args a;
+          copy_range (q->map, a.lo, a.hi);
+          a.spread = q->map->spread;
+          a.dither = q->map->dither;
+          a.y0 = y0;
+          unsigned blocks = grid_for (v.n, THREADS);
+          if (v.dims == 3)
+            position_kernel<3><<<blocks, THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch, a);
+          else
+            position_kernel<1><<<blocks, THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch, a);
+          if ((s = cfx_check_launch (FILTER, "position_kernel")))
             break;
         }
       else if ((s = launch_dither (q, v, i, y0, k)))
@@ -1501,19 +1569,17 @@ cudafx_quantize_cuda_map (quantize_session *q, const quantize_mapping *m, cudafx
   cudafx_status s;
   if ((s = upload_palette (q->cx->stream, &m->pal)))
     return fail_cuda (q, s);
-  if (!m->dither)
+  q->map = m;
+  if (m->dither == CUDAFX_DITHER_NONE)
     return run_pass (q, PASS_MAP, m->pal.k, dst);
+  if (!quantize_is_diffusion (m->dither))
+    return run_pass (q, PASS_POSITION, m->pal.k, dst);
   if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_pal_value, m->value, (size_t) m->pal.k * sizeof m->value[0], 0,
                                                cudaMemcpyHostToDevice, q->cx->stream),
                       FILTER, "copy to device")) ||
       (s = cfx_staging (q->cx, CFX_STAGING_COUNTERS, sizeof (int), (void **) &q->h_rows_done,
                         (void **) &q->d_rows_done, FILTER)))
     return fail_cuda (q, s);
-  for (int c = 0; c < 3; c++)
-    {
-      q->dither_lo[c] = m->lo[c];
-      q->dither_hi[c] = m->hi[c];
-    }
   return run_pass (q, PASS_DITHER, m->pal.k, dst);
 }
 

@@ -25,6 +25,10 @@ static const cudafx_arg quantize_host_args[] = {
        "outside a selection become their nearest palette color, and partial transparency "
        "becomes opaque or transparent"),
     CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+  { "remove-unused", N_("Remove _unused colors"),
+    N_("Leave out of the palette created (and so of the indexed image's color map) the colors "
+       "no pixel of the filtered area takes"),
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
 };
 
 static const struct {
@@ -65,7 +69,7 @@ cudafx_proc_arg_index (int filter, const char *name)
 }
 
 /* Positions of quantize's host arguments among its procedure arguments. */
-enum { CREATE_PALETTE, CONVERT_INDEXED };
+enum { CREATE_PALETTE, CONVERT_INDEXED, REMOVE_UNUSED };
 
 static double
 host_value (const cudafx_proc_args *args, int host_index)
@@ -162,6 +166,8 @@ filter_params (const cudafx_proc_args *args, cudafx_filter_params *p, GError **e
   cudafx_filter_params_from_values (args->filter, args->values, n ? args->kernel : NULL, n, p);
   if (args->filter == CUDAFX_FILTER_NLMEANS)
     p->nlmeans.sigma = args->nlmeans_sigma;
+  if (args->filter == CUDAFX_FILTER_QUANTIZE && args->has_palette)
+    p->quantize.palette = &args->palette;
   return TRUE;
 }
 
@@ -241,6 +247,79 @@ cudafx_proc_creates_palette (const cudafx_proc_args *args)
 {
   return args->filter == CUDAFX_FILTER_QUANTIZE
          && (host_value (args, CREATE_PALETTE) != 0 || cudafx_proc_converts_indexed (args));
+}
+
+gboolean
+cudafx_proc_removes_unused (const cudafx_proc_args *args)
+{
+  return args->filter == CUDAFX_FILTER_QUANTIZE && host_value (args, REMOVE_UNUSED) != 0;
+}
+
+gboolean
+cudafx_proc_set_palette (cudafx_proc_args *args, const double (*rgb)[3], int count, const char *name,
+                         GError **error)
+{
+  args->has_palette = count > 0;
+  if (count > CUDAFX_MAX_COLORS)
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: palette \"%s\" has %d colors; at most %d can be mapped to"),
+                   desc_of (args)->name, name, count, CUDAFX_MAX_COLORS);
+      return FALSE;
+    }
+  memset (&args->palette, 0, sizeof args->palette);
+  g_strlcpy (args->palette_name, count > 0 && name ? name : "", sizeof args->palette_name);
+  args->palette.colors = count;
+  args->palette.channels = 3;
+  for (int i = 0; i < count; i++)
+    for (int c = 0; c < 3; c++)
+      args->palette.entries[i][c] = rgb[i][c] * 255.0;
+  return TRUE;
+}
+
+/* Whether pixel x of row holds palette entry e, as the engine writes it
+ * (u8: the entry; f32: the entry / 255 as a float). */
+static gboolean
+holds_entry (const cudafx_image *image, const guint8 *row, int x, const cudafx_palette *palette, int e)
+{
+  int dims = image->channels - image->has_alpha;
+  for (int c = 0; c < dims; c++)
+    {
+      gsize at = (gsize) x * image->channels + c;
+      double want = palette->entries[e][palette->channels == 1 ? 0 : c];
+      if (image->type == CUDAFX_U8 ? row[at] != want : ((const float *) row)[at] != (float) (want / 255.0))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+int
+cudafx_proc_palette_keep_used (cudafx_palette *palette, const cudafx_image *image)
+{
+  gboolean used[CUDAFX_MAX_COLORS] = { FALSE };
+  int      last = 0, kept = 0;
+
+  for (int y = 0; y < image->height; y++)
+    {
+      const guint8 *row = (const guint8 *) image->data + (gsize) y * image->stride;
+      for (int x = 0; x < image->width; x++)
+        {
+          /* runs of one colour are common: the last entry found first (it
+           * is the first of its equals, as the one the engine takes) */
+          int e = holds_entry (image, row, x, palette, last) ? last : -1;
+          for (int j = 0; j < palette->colors && e < 0; j++)
+            if (holds_entry (image, row, x, palette, j))
+              e = j;
+          if (e >= 0)
+            used[last = e] = TRUE;
+        }
+    }
+  for (int e = 0; e < palette->colors; e++)
+    if (used[e])
+      memmove (palette->entries[kept++], palette->entries[e], sizeof palette->entries[e]);
+  int dropped = palette->colors - kept;
+  palette->colors = kept;
+  return dropped;
 }
 
 gchar *

@@ -31,6 +31,11 @@ typedef struct {
   /* Automatic nl-means: > 0 is the noise sigma of the whole run's area, so
    * that a dialog's preview of part of it filters as the run will. */
   double nlmeans_sigma;
+  /* Quantize's palette argument, when one was given: the colours to map to,
+   * and the host's name for them (GIMP 2.10 keeps it with the last values). */
+  cudafx_palette palette;
+  gboolean       has_palette;
+  gchar          palette_name[256];
 } cudafx_proc_args;
 
 /* A procedure's arguments are the engine's table (cudafx_filters[filter].args)
@@ -69,9 +74,21 @@ gboolean cudafx_proc_run (const cudafx_proc_args *args, const cudafx_image *src,
                           cudafx_run_result *result, GError **error);
 
 /* Quantize's host arguments: create a palette resource of the colours found;
- * convert the image to indexed mode with it (which implies creating it). */
+ * convert the image to indexed mode with it (which implies creating it);
+ * and leave out the colours no pixel took. */
 gboolean cudafx_proc_creates_palette (const cudafx_proc_args *args);
 gboolean cudafx_proc_converts_indexed (const cudafx_proc_args *args);
+gboolean cudafx_proc_removes_unused (const cudafx_proc_args *args);
+
+/* Quantize's palette argument from a host's palette: count colours as R'G'B'
+ * on the 0..1 scale. No colours (none chosen) leaves the palette to k-means;
+ * more than the engine takes is an error naming the palette. */
+gboolean cudafx_proc_set_palette (cudafx_proc_args *args, const double (*rgb)[3], int count,
+                                  const char *name, GError **error);
+
+/* Keeps the entries of palette that some pixel of image (a quantize run's
+ * output) holds, in their order; returns how many were dropped. */
+int cudafx_proc_palette_keep_used (cudafx_palette *palette, const cudafx_image *image);
 
 /* The name to ask GIMP for, "cudafx 16 colors" (GIMP makes it unique). Free with g_free. */
 gchar *cudafx_proc_palette_name (const cudafx_palette *palette);

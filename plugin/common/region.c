@@ -141,6 +141,9 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
   options.user_data = user_data;
   if (!cudafx_proc_run (args, &src, &dst, &options, result, error))
     goto out;
+  /* The colours of the filtered rectangle: the palette a run creates. */
+  if (result && cudafx_proc_removes_unused (args))
+    cudafx_proc_palette_keep_used (&result->palette, &dst);
 
   /* Only the selection's rectangle goes back; the halo was context. */
   gegl_buffer_set (shadow, area, 0, format,

@@ -47,6 +47,7 @@ typedef struct
 
   cudafx_proc_args args;        /* the table's values by position */
   gchar           *kernel_text; /* convolve: "a,b,c;d,e,f;g,h,i", "" for the default */
+  gchar           *palette_path; /* quantize: a GIMP palette file (.gpl), "" for none */
   gchar           *invalid;     /* why prepare found the settings unusable, else NULL */
   const Babl      *format;      /* what the engine reads and writes (prepare) */
 
@@ -201,6 +202,13 @@ arg_pspec (int filter, const cudafx_arg *arg)
         g_free (def);
       }
       break;
+    case CUDAFX_ARG_PALETTE:
+      {
+        gchar *path_blurb = g_strconcat (blurb, _(": the path of a GIMP palette file (.gpl)"), NULL);
+        pspec = g_param_spec_string (arg->name, label, path_blurb, "", flags);
+        g_free (path_blurb);
+      }
+      break;
     }
   g_free (label);
   return pspec;
@@ -235,6 +243,10 @@ set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *p
     case CUDAFX_ARG_DOUBLE_ARRAY:
       g_free (self->kernel_text);
       self->kernel_text = g_value_dup_string (value);
+      break;
+    case CUDAFX_ARG_PALETTE:
+      g_free (self->palette_path);
+      self->palette_path = g_value_dup_string (value);
       break;
     }
 }
@@ -276,6 +288,9 @@ get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
       g_value_set_string (value, self->kernel_text);
+      break;
+    case CUDAFX_ARG_PALETTE:
+      g_value_set_string (value, self->palette_path);
       break;
     }
 }
@@ -432,6 +447,14 @@ prepare (GeglOperation *operation)
                              cudafx_error_message ());
       else
         cudafx_proc_set_kernel (&self->args, taps, (gsize) size * size, &error);
+    }
+  self->args.has_palette = FALSE;
+  if (!error && FILTER_OF (self) == CUDAFX_FILTER_QUANTIZE && self->palette_path && *self->palette_path)
+    {
+      if (cudafx_gpl_load (self->palette_path, &self->args.palette) != CUDAFX_OK)
+        g_set_error_literal (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG, cudafx_error_message ());
+      else
+        self->args.has_palette = TRUE;
     }
   if (!error)
     cudafx_proc_halo (&self->args, &halo, &error);
@@ -727,6 +750,7 @@ finalize (GObject *object)
   g_free (self->scratch[0]);
   g_free (self->scratch[1]);
   g_free (self->kernel_text);
+  g_free (self->palette_path);
   g_free (self->invalid);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }

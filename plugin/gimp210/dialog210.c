@@ -83,6 +83,7 @@ set_control (dialog_state *state, int i, double v)
       gimp_int_combo_box_set_active (GIMP_INT_COMBO_BOX (state->controls[i]), (int) v);
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
+    case CUDAFX_ARG_PALETTE:
       break;
     }
 }
@@ -119,6 +120,12 @@ update_sensitivity (dialog_state *state)
     case CUDAFX_FILTER_CONVOLVE:
       set_sensitive (state, "sigma", value_of (state, "preset") == CUDAFX_PRESET_GAUSSIAN);
       set_sensitive (state, "divisor", value_of (state, "divisor") != 0);
+      break;
+    case CUDAFX_FILTER_QUANTIZE:
+      /* a given palette is not computed */
+      set_sensitive (state, "colors", !state->args->has_palette);
+      set_sensitive (state, "max-iterations", !state->args->has_palette);
+      set_sensitive (state, "seed", !state->args->has_palette);
       break;
     }
 }
@@ -522,6 +529,89 @@ add_kernel (dialog_state *state, GtkTable *table, int row, int i)
   state->labels[i] = label;
 }
 
+gboolean
+cudafx_dialog210_load_palette (const gchar *name, cudafx_proc_args *args, GError **error)
+{
+  GimpRGB  *colors;
+  double  (*rgb)[3];
+  gint      n = 0;
+  gboolean  ok;
+
+  if (!name || !*name)
+    return cudafx_proc_set_palette (args, NULL, 0, NULL, error);
+  colors = gimp_palette_get_colors (name, &n);
+  if (!colors || n <= 0)
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: there is no palette \"%s\" with colors"), cudafx_filters[args->filter].name,
+                   name);
+      g_free (colors);
+      return FALSE;
+    }
+  rgb = g_malloc0_n ((gsize) n, sizeof *rgb);
+  for (int i = 0; i < n; i++)
+    {
+      rgb[i][0] = colors[i].r;
+      rgb[i][1] = colors[i].g;
+      rgb[i][2] = colors[i].b;
+    }
+  ok = cudafx_proc_set_palette (args, (const double (*)[3]) rgb, n, name, error);
+  g_free (rgb);
+  g_free (colors);
+  return ok;
+}
+
+/* The palette chooser: on, map to the palette the button shows; off, k-means. */
+static void
+palette_changed (dialog_state *state)
+{
+  int       i = index_of (state, "palette");
+  GError   *error = NULL;
+  gboolean  on = gtk_toggle_button_get_active (GTK_TOGGLE_BUTTON (state->labels[i]));
+  const gchar *name = gimp_palette_select_button_get_palette (GIMP_PALETTE_SELECT_BUTTON (state->controls[i]));
+
+  gtk_widget_set_sensitive (state->controls[i], on);
+  if (!cudafx_dialog210_load_palette (on ? name : NULL, state->args, &error))
+    {
+      set_status (state, error->message);
+      g_error_free (error);
+      cudafx_proc_set_palette (state->args, NULL, 0, NULL, NULL);
+    }
+  update_sensitivity (state);
+  settings_changed (state);
+}
+
+static void
+palette_toggled (GtkToggleButton *toggle, dialog_state *state)
+{
+  palette_changed (state);
+}
+
+static void
+palette_set (GimpPaletteSelectButton *button, const gchar *name, gboolean closing, dialog_state *state)
+{
+  palette_changed (state);
+}
+
+static void
+add_palette (dialog_state *state, GtkTable *table, int row, int i)
+{
+  const cudafx_arg *arg = arg_of (state, i);
+  GtkWidget        *check = gtk_check_button_new_with_mnemonic (_(arg->label));
+  const gchar      *name = state->args->has_palette ? state->args->palette_name : NULL;
+  GtkWidget        *button = gimp_palette_select_button_new (_(arg->label), name);
+
+  gtk_toggle_button_set_active (GTK_TOGGLE_BUTTON (check), state->args->has_palette);
+  gimp_help_set_help_data (check, _(arg->blurb), NULL);
+  gtk_widget_set_sensitive (button, state->args->has_palette);
+  gtk_table_attach (table, check, 0, 1, row, row + 1, GTK_FILL, GTK_FILL, 0, 0);
+  gtk_table_attach (table, button, 1, 3, row, row + 1, GTK_FILL, GTK_FILL, 0, 0);
+  state->controls[i] = button;
+  state->labels[i] = check;
+  g_signal_connect (check, "toggled", G_CALLBACK (palette_toggled), state);
+  g_signal_connect (button, "palette-set", G_CALLBACK (palette_set), state);
+}
+
 /* A line under a control, in the table's control columns. */
 static GtkWidget *
 add_note (GtkTable *table, int row, const gchar *text)
@@ -578,6 +668,9 @@ controls_table (dialog_state *state)
           break;
         case CUDAFX_ARG_DOUBLE_ARRAY:
           add_kernel (state, table, row, i);
+          break;
+        case CUDAFX_ARG_PALETTE:
+          add_palette (state, table, row, i);
           break;
         }
       if (arg_of (state, i)->type == CUDAFX_ARG_BOOLEAN && !strcmp (name, "auto"))

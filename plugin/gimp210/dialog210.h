@@ -13,4 +13,8 @@
  * when the user chose OK, with the chosen values in args. */
 gboolean cudafx_dialog210_run (gint32 drawable, cudafx_proc_args *args);
 
+/* Quantize's palette argument from the GIMP palette called name ("" or
+ * NULL: none, k-means computes one). */
+gboolean cudafx_dialog210_load_palette (const gchar *name, cudafx_proc_args *args, GError **error);
+
 #endif /* CUDAFX_DIALOG210_H */

@@ -29,7 +29,7 @@
 
 /* Last values, saved per procedure with gimp_set_data. The version changes
  * whenever cudafx_proc_args changes its layout, so stale data is ignored. */
-#define LAST_VALUES_VERSION 1
+#define LAST_VALUES_VERSION 2
 
 typedef struct {
   guint32          version;
@@ -70,6 +70,9 @@ describe (const cudafx_arg *arg)
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
       break;
+    case CUDAFX_ARG_PALETTE:
+      g_string_append (text, " (the name of a GIMP palette, \"\" for none)");
+      break;
     }
   return g_string_free (text, FALSE);
 }
@@ -104,7 +107,8 @@ fill_params (int filter, GimpParamDef *params)
         }
       else
         params[n++] = (GimpParamDef) {
-          arg->type == CUDAFX_ARG_DOUBLE ? GIMP_PDB_FLOAT : GIMP_PDB_INT32,
+          arg->type == CUDAFX_ARG_DOUBLE ? GIMP_PDB_FLOAT
+          : arg->type == CUDAFX_ARG_PALETTE ? GIMP_PDB_STRING : GIMP_PDB_INT32,
           (gchar *) arg->name, describe (arg) };
     }
   return n;
@@ -192,6 +196,10 @@ read_params (const GimpParam *params, gint n_params, cudafx_proc_args *args, GEr
             return FALSE;
           break;
         }
+      case CUDAFX_ARG_PALETTE:
+        if (!cudafx_dialog210_load_palette (params[n++].data.d_string, args, error))
+          return FALSE;
+        break;
       default:
         args->values[i] = params[n++].data.d_int32;
         break;

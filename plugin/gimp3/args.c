@@ -4,6 +4,44 @@
  * plugin/common/procedures.c) by name. */
 #include "args.h"
 
+#include "i18n.h"
+
+/* The palette argument's colours as sRGB R'G'B' (GIMP keeps a palette's
+ * colours with their own space; the engine maps in the image's values). */
+static gboolean
+read_palette (GimpProcedureConfig *config, const char *name, cudafx_proc_args *args, GError **error)
+{
+  GimpPalette *palette = NULL;
+  GeglColor  **colors;
+  double     (*rgb)[3];
+  gchar       *title;
+  int          n = 0;
+  gboolean     ok;
+
+  g_object_get (config, name, &palette, NULL);
+  if (!palette)
+    return cudafx_proc_set_palette (args, NULL, 0, NULL, error);
+  colors = gimp_palette_get_colors (palette);
+  while (colors && colors[n])
+    n++;
+  rgb = g_malloc0_n ((gsize) MAX (n, 1), sizeof *rgb);
+  for (int i = 0; i < n; i++)
+    gegl_color_get_pixel (colors[i], babl_format ("R'G'B' double"), rgb[i]);
+  title = gimp_resource_get_name (GIMP_RESOURCE (palette));
+  ok = cudafx_proc_set_palette (args, (const double (*)[3]) rgb, n, title, error);
+  if (ok && n == 0)
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("%s: palette \"%s\" has no colors"), cudafx_filters[args->filter].name, title);
+      ok = FALSE;
+    }
+  g_free (title);
+  g_free (rgb);
+  gimp_color_array_free (colors);
+  g_object_unref (palette);
+  return ok;
+}
+
 gboolean
 cudafx_config_read_args (GimpProcedureConfig *config, cudafx_proc_args *args, GError **error)
 {
@@ -54,6 +92,10 @@ cudafx_config_read_args (GimpProcedureConfig *config, cudafx_proc_args *args, GE
               return FALSE;
             break;
           }
+        case CUDAFX_ARG_PALETTE:
+          if (!read_palette (config, arg->name, args, error))
+            return FALSE;
+          break;
         }
     }
   return TRUE;

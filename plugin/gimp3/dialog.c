@@ -428,7 +428,8 @@ static gboolean
 is_palette_argument (int filter, const cudafx_arg *arg)
 {
   return filter == CUDAFX_FILTER_QUANTIZE &&
-         (!strcmp (arg->name, "create-palette") || !strcmp (arg->name, "convert-indexed"));
+         (!strcmp (arg->name, "palette") || !strcmp (arg->name, "create-palette") ||
+          !strcmp (arg->name, "convert-indexed") || !strcmp (arg->name, "remove-unused"));
 }
 
 /* The widget of one table argument: scale entries for numbers with a range
@@ -456,6 +457,7 @@ argument_widget (GimpProcedureDialog *dialog, const cudafx_arg *arg, dialog_stat
       return "kernel-frame";
     case CUDAFX_ARG_BOOLEAN:
     case CUDAFX_ARG_CHOICE:
+    case CUDAFX_ARG_PALETTE: /* GIMP's palette chooser */
       break;
     }
   return arg->name;

@@ -79,6 +79,11 @@ add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
       gimp_procedure_add_double_array_argument (procedure, arg->name, nick, blurb,
                                                 G_PARAM_READWRITE);
       break;
+    case CUDAFX_ARG_PALETTE:
+      /* none (the default): k-means computes the palette */
+      gimp_procedure_add_palette_argument (procedure, arg->name, nick, blurb, TRUE, NULL, FALSE,
+                                           G_PARAM_READWRITE);
+      break;
     }
 }
 
@@ -273,8 +278,8 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
    * a live filter; otherwise the operation is merged — except on a
    * selection, where a GIMP filter sees only the selection's bounding box
    * while the procedure filters it with the real pixels around it, and for
-   * a palette, which only the procedure can make. */
-  if (!cudafx_proc_creates_palette (&args) &&
+   * a palette, which only the procedure can make or read. */
+  if (!cudafx_proc_creates_palette (&args) && !args.has_palette &&
       (live || run_mode == GIMP_RUN_INTERACTIVE || gimp_selection_is_empty (image)))
     {
       if (!cudafx_live_apply (drawables[0], &args, live || run_mode == GIMP_RUN_INTERACTIVE,
@@ -290,8 +295,8 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   if (live)
     {
       g_set_error (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   cudafx_proc_creates_palette (&args)
-                   ? _("%s: live cannot be combined with create-palette or convert-indexed")
+                   cudafx_proc_creates_palette (&args) || args.has_palette
+                   ? _("%s: live cannot be combined with palette, create-palette or convert-indexed")
                    : _("%s: live needs the cudafx GEGL module (install.sh installs it)"),
                    desc->procedure);
       return failure (procedure, error);

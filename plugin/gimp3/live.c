@@ -98,6 +98,8 @@ cudafx_live_apply (GimpDrawable *drawable, const cudafx_proc_args *args, gboolea
               g_free (text);
             }
           break;
+        case CUDAFX_ARG_PALETTE:
+          break; /* a given palette is never live (cudafx_run takes the procedure's way) */
         }
     }
   gimp_drawable_filter_update (filter);

@@ -65,6 +65,10 @@ check_accepted (const cli_command *c)
                 check (isfinite (c->kernel[k]), "a kernel tap not finite");
             }
           break;
+        case CUDAFX_ARG_PALETTE:
+          if (c->given[i])
+            check (c->palette.colors >= 1 && c->palette.colors <= CUDAFX_MAX_COLORS, "a palette's size");
+          break;
         }
     }
   if (c->filter_index == CUDAFX_FILTER_NLMEANS)

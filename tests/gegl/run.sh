@@ -90,6 +90,10 @@ case_ convolve-wrap camera.png 0 "convolve --preset sobel-vertical --border wrap
   cudafx:convolve preset=sobel-vertical border=wrap
 case_ quantize-fs astronaut.png 0 "quantize --colors 8 --seed 1 --max-iterations 10 --dither floyd-steinberg" \
   cudafx:quantize colors=8 seed=1 max-iterations=10 dither=floyd-steinberg
+# A given palette file, ordered dithering (per pixel: any split of the work gives the same).
+printf 'GIMP Palette\nName: four\n#\n200  30  40\n 20 120 200\n250 220 180\n 30  30  30\n' >"$work/four.gpl"
+case_ quantize-given astronaut.png 0 "quantize --palette '$work/four.gpl' --dither ordered" \
+  cudafx:quantize "palette=$work/four.gpl" dither=ordered
 case_ nl-means-auto astronaut.png 1 "nl-means" cudafx:nl-means
 case_ nl-means-manual camera.png 1 "nl-means --h 12 --patch-radius 2 --search-radius 4" \
   cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4

@@ -57,12 +57,16 @@ gimp_py() {
 }
 
 # Procedure arguments name=value as Script-Fu named arguments: numbers as
-# they are, kernel as a float vector, anything else as a string (a choice).
+# they are, kernel as a float vector, palette=FILE (a palette GIMP ships,
+# palettes/FILE.gpl) as that palette resource, anything else as a string (a choice).
+palettes=/usr/share/gimp/3.0/palettes
 sf_args() {
   local pair name value out=""
   for pair in "$@"; do
     name=${pair%%=*} value=${pair#*=}
+    [ "$name" = palette ] && value="palette:$(sed -n 's/^Name: *//p' "$root$palettes/$value.gpl")"
     case $value in
+      palette:*) out+=" #:palette (car (gimp-palette-get-by-name \"${value#palette:}\"))" ;;
       *,*) out+=" #:$name (vector ${value//,/ })" ;;
       true|false) out+=" #:$name $([ "$value" = true ] && echo TRUE || echo FALSE)" ;;
       -*[0-9]*|[0-9]*) out+=" #:$name $value" ;;
@@ -87,7 +91,8 @@ reference() {
     for pair in "$@"; do
       name=${pair%%=*} value=${pair#*=}
       case $name=$value in
-        create-palette=*|convert-indexed=*) ;; # the GIMP hosts' own arguments
+        create-palette=*|convert-indexed=*|remove-unused=*) ;; # the GIMP hosts' own arguments
+        palette=*) opts+=(--palette "$root$palettes/$value.gpl") ;;
         auto=true) opts+=(--auto) ;;
         auto=false) opts+=(--no-auto) ;;
         kernel=*) opts+=(--kernel "$("$py" -c "import sys,math; v=sys.argv[1].split(','); n=math.isqrt(len(v)); print(';'.join(','.join(v[i*n:(i+1)*n]) for i in range(n)))" "$value")") ;;
@@ -188,8 +193,9 @@ filter_test() {
 # palette_test NAME FILE name=value...: quantize with create-palette or
 # convert-indexed: the pixels equal the CLI's, the palette it returns is
 # named "cudafx K colors" (K as found) and holds the colours of the CLI's
-# --palette-out file in order; with convert-indexed the image is indexed
-# with exactly those colours, else still RGB.
+# --palette-out file in order (with remove-unused, only the first of each
+# colour some pixel of the CLI's output has); with convert-indexed the image
+# is indexed with exactly those colours, else still RGB.
 palette_test() {
   local name=$1 file=$2 c log expect; shift 2
   local indexed=0 gpl=$work/out/$name.gpl
@@ -213,6 +219,16 @@ palette_test() {
   # GIMP palette file: four header lines, then "R G B<TAB>name" per colour.
   local want got k
   want=$(awk 'NR > 4 { print $1, $2, $3 }' "$gpl")
+  case " $* " in *" remove-unused=true "*)
+    want=$(WANT=$want "$py" -c 'import os, sys
+from PIL import Image
+used, seen = set(Image.open(sys.argv[1]).convert("RGB").getdata()), set()
+for line in os.environ["WANT"].splitlines():
+    c = tuple(map(int, line.split()))
+    if c in used and c not in seen:
+        seen.add(c)
+        print(line)' "$work/out/$name.ref.png") ;;
+  esac
   k=$(grep -c . <<<"$want")
   colors_of() { sed -n "s/^$1=#(\(.*\))\$/\1/p" "$log" | sed 's/) (/\n/g; s/[()]//g'; }
   got=$(colors_of COLORS)
@@ -241,6 +257,11 @@ filter_test median-gray camera.png 0 median radius=2 percentile=50 shape=square
 filter_test median-rgb astronaut.png 0 median radius=1 shape=circle
 filter_test nl-means astronaut.png 1 nl-means auto=false h=12 patch-radius=1 search-radius=3
 filter_test quantize astronaut.png 0 quantize colors=8 color-space=oklab dither=none max-iterations=10 seed=1
+# A palette GIMP ships (240 entries, duplicates among them) given to the procedure as a
+# resource and to the CLI as its file; positioned and reduced-bleeding dithering.
+filter_test quantize-given astronaut.png 0 quantize palette=Ega color-space=rgb dither=ordered
+filter_test quantize-given-fs camera.png 0 quantize palette=Grays color-space=oklab dither=floyd-steinberg-reduced-bleeding
+filter_test quantize-blue-noise astronaut.png 0 quantize colors=12 dither=blue-noise seed=2
 filter_test convolve camera.png 0 convolve preset=custom kernel=0,0.25,0,0.25,0,0.25,0,0.25,0 divisor=1 border=clamp
 # A selection: only it changes, and its edge sees the real pixels around it.
 SEL="100 120 61 47" PRE="(gimp-image-select-rectangle img CHANNEL-OP-REPLACE 100 120 61 47)" \
@@ -260,6 +281,8 @@ PRE="(gimp-image-convert-precision img PRECISION-FLOAT-NON-LINEAR)" \
 # Quantize's GIMP-only arguments: a palette resource, and indexed mode with it.
 palette_test palette astronaut.png colors=16 seed=3 max-iterations=20 create-palette=true
 palette_test to-indexed astronaut.png colors=8 color-space=rgb seed=1 max-iterations=20 convert-indexed=true
+# A given palette (240 entries, duplicates among them) with its unused colours removed.
+palette_test given-unused astronaut.png palette=Ega color-space=rgb convert-indexed=true remove-unused=true
 # A script in Python: the procedure found in the PDB and run from its config.
 RUN=run_py_case filter_test python-fu camera.png 0 median radius=2 percentile=25 shape=circle
 

@@ -9,10 +9,12 @@ own from plugin/common/procedures.c) so the order and defaults are the plug-in's
       The arguments after run-mode, image and drawable, positional, in table
       order; missing ones get the table's default. Choices by nick become
       their index, booleans TRUE/FALSE, the kernel (comma-separated values)
-      its count and a vector.
+      its count and a vector, the palette a GIMP palette's name ("" for none).
   procargs.py cli FILTER [name=value ...]
       The same values as options of `cudafx FILTER`, one per line; the GIMP
-      hosts' own arguments (create-palette...) have no option and are left out.
+      hosts' own arguments (create-palette...) have no option and are left out;
+      palette=NAME becomes --palette with the file of GIMP's palette NAME
+      ($GIMP_PALETTES/NAME.gpl, default /usr/share/gimp/2.0/palettes).
 """
 import ctypes as C
 import math
@@ -26,7 +28,7 @@ class ArgDesc(C.Structure):
                 ("type", C.c_int), ("min", C.c_double), ("max", C.c_double),
                 ("default", C.c_double), ("choices", C.c_void_p), ("n_choices", C.c_int)]
 
-INT, DOUBLE, BOOLEAN, CHOICE, ARRAY = range(5)
+INT, DOUBLE, BOOLEAN, CHOICE, ARRAY, PALETTE = range(6)
 
 
 class FilterDesc(C.Structure):
@@ -73,6 +75,8 @@ def scheme(args, given):
         elif arg.type == BOOLEAN:
             out.append(("TRUE" if value == "true" else "FALSE") if value else
                        ("TRUE" if arg.default else "FALSE"))
+        elif arg.type == PALETTE:
+            out.append('"%s"' % (value or ""))
         elif arg.type == INT:
             out.append(value or str(int(arg.default)))
         else:
@@ -93,6 +97,9 @@ def cli(args, given):
             taps = value.split(",")
             n = math.isqrt(len(taps))
             out += [f"--{name}", ";".join(",".join(taps[i * n:(i + 1) * n]) for i in range(n))]
+        elif arg.type == PALETTE:
+            folder = os.environ.get("GIMP_PALETTES", "/usr/share/gimp/2.0/palettes")
+            out += [f"--{name}", os.path.join(folder, value + ".gpl")]
         else:
             out += [f"--{name}", value]
     return "\n".join(out)

@@ -181,6 +181,9 @@ add_case median-gray camera.png 0 median radius=2 percentile=50 shape=square
 add_case median-rgb astronaut.png 0 median radius=1 shape=circle
 add_case nl-means astronaut.png 1 nl-means auto=false h=12 patch-radius=1 search-radius=3
 add_case quantize astronaut.png 0 quantize colors=8 color-space=oklab dither=none max-iterations=10 seed=1
+# A palette GIMP ships (240 entries, duplicates among them) by name, the CLI given its file.
+add_case quantize-given astronaut.png 0 quantize palette=Ega color-space=rgb dither=blue-noise
+add_case quantize-given-fs camera.png 0 quantize palette=Grays dither=floyd-steinberg-reduced-bleeding
 add_case convolve camera.png 0 convolve preset=custom kernel=0,0.25,0,0.25,0,0.25,0,0.25,0 divisor=1 border=clamp
 # Repeat (last values): the values of the previous run, not the call's.
 LAST=1 add_case last-values astronaut.png 0 convolve preset=sharpen-5x5 border=mirror offset=10

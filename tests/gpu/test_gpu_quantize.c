@@ -9,7 +9,9 @@
  * that it ran there (a fault injected into it). The Floyd–Steinberg kernel
  * gets its own cases: images of one row or column, heights that end groups
  * of 32 rows part way, stripes, and few-level images where entries can be
- * exactly as near (palettes of every size its nearest search handles apart). */
+ * exactly as near (palettes of every size its nearest search handles apart).
+ * Given palettes, positioned dithering and reduced bleeding: every mode
+ * against the CPU, in one piece and in stripes. */
 #include "../unit/harness.h"
 
 #include <stdlib.h>
@@ -496,4 +498,80 @@ TEST (gpu_quantize_dither_ties)
             }
         harness_image_free (&src);
       }
+}
+
+/* Given palettes and every dither on the device: palettes of up to 2, 7,
+ * 100 and 256 entries (with duplicates: the first must win on both sides),
+ * odd sizes, every layout and type, both spaces; positioned dithers on
+ * computed palettes too, and everything again in stripes (the pattern is
+ * the image's, not the stripe's). */
+/* A given palette: the CPU's k-means palette of src with K colours, every
+ * fifth entry then made a copy of an earlier one. */
+static void
+given_palette (const cudafx_image *src, int colors, cudafx_palette *pal)
+{
+  cudafx_image tmp = harness_image_new (src->width, src->height, src->channels, src->has_alpha,
+                                        src->type, 0);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.colors = colors;
+  p.max_iterations = 3;
+  cudafx_options cpu = harness_cpu_options ();
+  CHECK (cudafx_quantize (src, &tmp, &p, &cpu, pal) == CUDAFX_OK, "palette: %s", cudafx_error_message ());
+  for (int e = 3; e < pal->colors; e += 5)
+    memcpy (pal->entries[e], pal->entries[e / 2], sizeof pal->entries[e]);
+  harness_image_free (&tmp);
+}
+
+TEST (gpu_quantize_given_palettes_and_dithers_match_cpu)
+{
+  static const int sizes[][2] = { { 1, 1 }, { 1, 37 }, { 45, 1 }, { 67, 71 }, { 200, 130 } };
+  static const int layouts[][2] = { { 1, 0 }, { 2, 1 }, { 3, 0 }, { 4, 1 } };
+  static const int colors[] = { 2, 7, 100, 256 };
+  harness_rng r = { 2323 };
+  for (int si = 0; si < 5; si++)
+    for (int li = 0; li < 4; li++)
+      for (int t = 0; t < 2 && harness_failures () < 5; t++)
+        {
+          cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+          int w = sizes[si][0], h = sizes[si][1], ch = layouts[li][0], alpha = layouts[li][1];
+          cudafx_image src = harness_image_new (w, h, ch, alpha, type, 3 * cudafx_type_size (type));
+          fill (&src, &r, (si + li) % 2);
+          for (int dither = 0; dither <= CUDAFX_DITHER_BLUE_NOISE; dither++)
+            for (int space = 0; space < 2; space++)
+              {
+                int combo = (si + li + t + dither + space) % 5;
+                cudafx_palette given;
+                cudafx_quantize_params p;
+                cudafx_quantize_params_init (&p);
+                p.color_space = space;
+                p.dither = dither;
+                p.max_iterations = 4;
+                if (combo < 4)
+                  {
+                    given_palette (&src, colors[combo], &given);
+                    p.palette = &given;
+                  }
+                char what[128];
+                snprintf (what, sizeof what, "%dx%d ch %d %s %s dither %d palette %d", w, h, ch,
+                          t ? "f32" : "u8", space ? "rgb" : "oklab", dither,
+                          combo < 4 ? colors[combo] : 0);
+                compare (&src, &p, what);
+              }
+          harness_image_free (&src);
+        }
+}
+
+TEST (gpu_quantize_positioned_and_low_bleed_stripes)
+{
+  static const cudafx_dither dithers[] = { CUDAFX_DITHER_ORDERED, CUDAFX_DITHER_BLUE_NOISE,
+                                           CUDAFX_DITHER_FS_LOW_BLEED };
+  for (int d = 0; d < 3; d++)
+    {
+      cudafx_quantize_params p;
+      cudafx_quantize_params_init (&p);
+      p.dither = dithers[d];
+      p.max_iterations = 4;
+      compare_capped (53 + d, 211, 230, &p, 7);
+    }
 }

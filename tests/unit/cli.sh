@@ -116,7 +116,7 @@ expect 2 "--search-radius 21 is out of range 1..20" nl-means --search-radius 21 
 expect 2 "--auto cannot be combined" nl-means --auto --h 5 "$rgb" "$out"
 expect 2 "--colors 1 is out of range 2..256" quantize --colors 1 "$rgb" "$out"
 expect 2 "--colors 257 is out of range 2..256" quantize --colors 257 "$rgb" "$out"
-expect 2 "--dither 'ordered' is not one of" quantize --dither ordered "$rgb" "$out"
+expect 2 "--dither 'sideways' is not one of" quantize --dither sideways "$rgb" "$out"
 expect 2 "--seed -1 is out of range" quantize --seed -1 "$rgb" "$out"
 expect 2 "--palette-out" median --palette-out "$tmp/p.gpl" "$rgb" "$out"
 expect 2 "--kernel is 2x2; the size must be odd" convolve --kernel "1,2;3,4" "$rgb" "$out"
@@ -168,7 +168,7 @@ done
 for opt in auto no-auto h patch-radius search-radius; do
   "$cli" nl-means --help | grep -q -- "--$opt" || missing="$missing --$opt"
 done
-for opt in colors color-space dither max-iterations seed palette-out; do
+for opt in colors color-space dither max-iterations seed palette palette-out; do
   "$cli" quantize --help | grep -q -- "--$opt" || missing="$missing --$opt"
 done
 for opt in preset kernel sigma divisor offset border; do
@@ -203,6 +203,33 @@ EOF
 then ok; else bad "--palette-out did not write a GIMP palette matching the JSON palette"; fi
 run_ok "quantize dither" quantize --colors 4 --dither floyd-steinberg --color-space rgb "$grey" "$out" &&
   image_is "$out" "512 512 8 1" "quantize grey"
+
+echo "-- quantize --palette FILE.gpl: every pixel one of the file's colours, every dither"
+printf 'GIMP Palette\r\nName: three\r\n# comment\r\n  0   0   0\tBlack\r\n255 255 255 White\r\n128 128 128\r\n' >"$tmp/grey3.gpl"
+printf 'GIMP Palette\nName: brand\nColumns: 2\n#\n200  30  40\tRed\n 20 120 200\tBlue\n250 220 180\n 30  30  30\n' >"$tmp/brand.gpl"
+for dither in none floyd-steinberg floyd-steinberg-reduced-bleeding ordered blue-noise; do
+  run_ok "quantize --palette --dither $dither" quantize --palette "$tmp/brand.gpl" --dither $dither --json "$rgb" "$out" &&
+    image_is "$out" "451 300 8 3" "quantize --palette" &&
+    json_ok "quantize --palette $dither --json" "j['palette'] == [[200, 30, 40], [20, 120, 200], [250, 220, 180], [30, 30, 30]] and j['iterations'] == 0" &&
+    if "$py" - "$out" <<'EOF'
+import sys
+from PIL import Image
+colours = set(Image.open(sys.argv[1]).convert('RGB').getdata())
+sys.exit(0 if colours <= {(200, 30, 40), (20, 120, 200), (250, 220, 180), (30, 30, 30)} else 1)
+EOF
+    then ok; else bad "quantize --palette --dither $dither wrote colours outside the palette"; fi
+done
+run_ok "quantize grey --palette" quantize --palette "$tmp/grey3.gpl" --dither ordered "$grey" "$out" &&
+  image_is "$out" "512 512 8 1" "quantize grey --palette"
+expect 2 "grey.gpl: cannot open the palette" quantize --palette "$tmp/grey.gpl" "$rgb" "$out"
+printf 'GIMP Palette\n1 2 3\n4 5 300\n' >"$tmp/bad.gpl"
+expect 2 "bad.gpl:3: blue value \"300\" is out of range 0..255" quantize --palette "$tmp/bad.gpl" "$rgb" "$out"
+printf 'JASC-PAL\n' >"$tmp/jasc.gpl"
+expect 2 "jasc.gpl:1: not a GIMP palette" quantize --palette "$tmp/jasc.gpl" "$rgb" "$out"
+expect 2 "--colors cannot be combined with --palette" quantize --palette "$tmp/brand.gpl" --colors 8 "$rgb" "$out"
+expect 2 "--seed cannot be combined with --palette" quantize --seed 2 --palette "$tmp/brand.gpl" "$rgb" "$out"
+expect 1 "is not grey" quantize --palette "$tmp/brand.gpl" "$grey" "$out"
+expect 2 "is not one of none, floyd-steinberg, floyd-steinberg-reduced-bleeding, ordered, blue-noise" quantize --dither dots "$rgb" "$out"
 run_ok "convolve gaussian" convolve --sigma 1 --json "$rgb" "$out" && image_is "$out" "451 300 8 3" "convolve" &&
   json_ok "convolve --json" "set(j) >= {'filter', 'backend', 'device', 'width', 'height', 'ms'} and (j['width'], j['height']) == (451, 300) and j['backend'] in ('cpu', 'cuda')"
 run_ok "convolve kernel" convolve --kernel "0,-1,0; -1,5,-1; 0,-1,0" --divisor 1 --offset 10 --border wrap "$grey" "$out" &&

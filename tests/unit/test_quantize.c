@@ -5,12 +5,18 @@
  * Floyd–Steinberg, and properties: exact reproduction when K covers
  * every colour, independence of the thread count (the dither's wavefront
  * too), seeds, transparent pixels, outputs from the palette, progress and
- * cancel, layouts and invalid arguments. */
+ * cancel, layouts and invalid arguments. Given palettes and positioned
+ * dithering: the mapping against a brute-force oracle (integer distances in
+ * RGB, the first of the nearest), the positioned dithers' defining property
+ * (a flat grey comes out with its mean, to within one level of an evenly
+ * spaced ramp), thread independence, and the .gpl reader's successes and
+ * errors. */
 #include "harness.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -689,7 +695,7 @@ TEST (quantize_dither_uses_the_palette)
  * the Oklab transform is the engine's own float arithmetic (its dither is
  * checked against this one's scan through the thread counts and the GPU). */
 static void
-oracle_dither_rgb (const cudafx_image *src, const cudafx_palette *pal, cudafx_image *want)
+oracle_dither_rgb (const cudafx_image *src, const cudafx_palette *pal, int low_bleed, cudafx_image *want)
 {
   const int w = src->width, h = src->height, ch = src->channels, dims = ch - src->has_alpha;
   const int u8 = src->type == CUDAFX_U8;
@@ -718,7 +724,12 @@ oracle_dither_rgb (const cudafx_image *src, const cudafx_palette *pal, cudafx_im
             v[c] = (float) (harness_get (src, x, y, c) / (u8 ? 1 : 255)) * (u8 ? 1.0f : 255.0f);
             if (voting)
               {
-                v[c] += err[((size_t) y * w + x) * 3 + c];
+                /* GIMP's reduced bleeding: the incoming error through 1:1 to
+                 * 24, 1:2 to 72, flat at 48 beyond */
+                float in = err[((size_t) y * w + x) * 3 + c], m = fabsf (in);
+                if (low_bleed && m >= 24)
+                  in = copysignf (m >= 72 ? 48.0f : 24.0f + (m - 24.0f) / 2.0f, in);
+                v[c] += in;
                 v[c] = v[c] < lo[c] ? lo[c] : v[c] > hi[c] ? hi[c] : v[c];
               }
             f[c] = floorf (v[c] * 256.0f + 0.5f);
@@ -802,12 +813,14 @@ TEST (quantize_dither_does_not_depend_on_threads)
           p.colors = 4 + (s + t) % 3;
           cudafx_palette want, got;
           CHECK (run (&src, &plain, &p, 1, &want) == CUDAFX_OK, "status");
-          p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+          /* every other image with GIMP's reduced bleeding */
+          int low_bleed = (s + t + ch) % 2;
+          p.dither = low_bleed ? CUDAFX_DITHER_FS_LOW_BLEED : CUDAFX_DITHER_FLOYD_STEINBERG;
           CHECK (run (&src, &ref, &p, 1, &got) == CUDAFX_OK, "status");
           CHECK (same_palette (&want, &got), "dithering changed the palette");
           if (p.color_space == CUDAFX_SPACE_RGB)
             {
-              oracle_dither_rgb (&src, &got, &dst);
+              oracle_dither_rgb (&src, &got, low_bleed, &dst);
               CHECK (harness_same_pixels (&ref, &dst), "%dx%d %s ch %d K %d: the dither differs "
                      "from the oracle's scan (first at %s)", w, h, t ? "f32" : "u8", ch, p.colors,
                      first_difference (&ref, &dst));
@@ -936,7 +949,7 @@ TEST (quantize_rejects_invalid_arguments)
         case 3: p.max_iterations = 301; break;
         case 4: p.seed = 4000000000u; break;
         case 5: p.color_space = (cudafx_color_space) 2; break;
-        case 6: p.dither = (cudafx_dither) 2; break;
+        case 6: p.dither = (cudafx_dither) 5; break;
         }
       CHECK (run (&src, &dst, &p, 1, NULL) == CUDAFX_ERR_INVALID_ARG, "case %d accepted", i);
       CHECK (strstr (cudafx_error_message (), names[i]) != NULL,
@@ -953,4 +966,366 @@ TEST (quantize_rejects_invalid_arguments)
   harness_image_free (&two_dst);
   harness_image_free (&src);
   harness_image_free (&dst);
+}
+
+/* ---- given palettes and positioned dithering ----------------------------------- */
+
+static void
+random_palette (cudafx_palette *pal, harness_rng *r, int colors, int grey)
+{
+  memset (pal, 0, sizeof *pal);
+  pal->colors = colors;
+  pal->channels = 3;
+  for (int e = 0; e < colors; e++)
+    {
+      for (int c = 0; c < 3; c++)
+        pal->entries[e][c] = grey && c ? pal->entries[e][0] : harness_rand (r) % 256;
+      /* some duplicates: the first of them must be the one taken */
+      if (e > 2 && harness_rand (r) % 8 == 0)
+        memcpy (pal->entries[e], pal->entries[harness_rand (r) % e], sizeof pal->entries[e]);
+    }
+}
+
+/* The oracle: in RGB, u8, the features are 256 v exactly, so the squared
+ * distance is an exact integer; the first entry with the smallest wins. */
+static int
+oracle_nearest_rgb (const cudafx_palette *pal, const double *v, int dims)
+{
+  int best = 0;
+  int64_t best_d = INT64_MAX;
+  for (int e = 0; e < pal->colors; e++)
+    {
+      int64_t d = 0;
+      for (int c = 0; c < dims; c++)
+        {
+          int64_t diff = 256 * ((int64_t) v[c] - (int64_t) pal->entries[e][c]);
+          d += diff * diff;
+        }
+      if (d < best_d)
+        {
+          best_d = d;
+          best = e;
+        }
+    }
+  return best;
+}
+
+TEST (quantize_given_palette_matches_oracle)
+{
+  static const int sizes[][2] = { { 1, 1 }, { 1, 13 }, { 29, 1 }, { 37, 23 }, { 600, 3 } };
+  static const int counts[] = { 1, 2, 7, 16, 100, 256 };
+  harness_rng r = { 2323 };
+  for (int s = 0; s < 5; s++)
+    for (int ch = 1; ch <= 4; ch++)
+      for (int k = 0; k < 6; k++)
+        {
+          int w = sizes[s][0], h = sizes[s][1], alpha = ch == 2 || ch == 4, dims = ch - alpha;
+          cudafx_image src = harness_image_new (w, h, ch, alpha, CUDAFX_U8, 3);
+          cudafx_image dst = harness_image_new (w, h, ch, alpha, CUDAFX_U8, 5);
+          harness_image_random (&src, &r);
+          cudafx_palette given, got;
+          random_palette (&given, &r, counts[k], dims == 1);
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.color_space = CUDAFX_SPACE_RGB;
+          p.palette = &given;
+          p.colors = 2; /* unused with a palette */
+          CHECK (run (&src, &dst, &p, 1 + k % 3, &got) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+          CHECK (got.colors == given.colors && got.iterations == 0, "palette of %d, %d iterations",
+                 got.colors, got.iterations);
+          for (int e = 0; e < got.colors; e++)
+            for (int c = 0; c < dims; c++)
+              CHECK (got.entries[e][c] == given.entries[e][c], "entry %d changed", e);
+          for (int y = 0; y < h && harness_failures () < 5; y++)
+            for (int x = 0; x < w; x++)
+              {
+                double v[3];
+                for (int c = 0; c < dims; c++)
+                  v[c] = harness_get (&src, x, y, c);
+                int want = oracle_nearest_rgb (&given, v, dims);
+                for (int c = 0; c < dims; c++)
+                  CHECK (harness_get (&dst, x, y, c) == given.entries[want][c],
+                         "%dx%d ch %d K %d: pixel %d,%d is not entry %d", w, h, ch, counts[k], x, y, want);
+                if (alpha)
+                  CHECK (harness_get (&dst, x, y, ch - 1) == harness_get (&src, x, y, ch - 1), "alpha");
+              }
+          harness_image_free (&src);
+          harness_image_free (&dst);
+        }
+}
+
+/* In Oklab and on f32 the oracle's double features differ from the engine's
+ * float ones in the last bits: the entry taken is the nearest to within
+ * that. */
+TEST (quantize_given_palette_oklab_and_f32)
+{
+  harness_rng r = { 77 };
+  for (int t = 0; t < 2; t++)
+    for (int space = 0; space < 2; space++)
+      {
+        cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+        cudafx_image src = harness_image_new (41, 17, 3, 0, type, 0);
+        cudafx_image dst = harness_image_new (41, 17, 3, 0, type, 0);
+        harness_image_random (&src, &r);
+        cudafx_palette given;
+        random_palette (&given, &r, 64, 0);
+        cudafx_quantize_params p;
+        cudafx_quantize_params_init (&p);
+        p.color_space = space;
+        p.palette = &given;
+        CHECK (run (&src, &dst, &p, 2, NULL) == CUDAFX_OK, "status");
+        for (int y = 0; y < 17; y++)
+          for (int x = 0; x < 41; x++)
+            {
+              int at = -1;
+              for (int e = 0; e < given.colors && at < 0; e++)
+                {
+                  int same = 1;
+                  for (int c = 0; c < 3; c++)
+                    same &= fabs (harness_get (&dst, x, y, c) - given.entries[e][c]) < 1e-3;
+                  if (same)
+                    at = e;
+                }
+              CHECK (at >= 0, "%s %s: pixel %d,%d is not an entry", t ? "f32" : "u8",
+                     space ? "rgb" : "oklab", x, y);
+            }
+        harness_image_free (&src);
+        harness_image_free (&dst);
+      }
+}
+
+/* A ramp of `levels` evenly spaced greys; 1 or 3 channels. */
+static void
+grey_ramp (cudafx_palette *pal, int levels)
+{
+  memset (pal, 0, sizeof *pal);
+  pal->colors = levels;
+  pal->channels = 3;
+  for (int e = 0; e < levels; e++)
+    for (int c = 0; c < 3; c++)
+      pal->entries[e][c] = floor (255.0 * e / (levels - 1) + 0.5);
+}
+
+/* The defining property of a positioned dither: over whole periods of its
+ * pattern, a flat grey comes out with its own mean, within 1/levels of the
+ * range (the issue's bound); an evenly spaced ramp in RGB does much better
+ * (a step over the pattern's size), which is checked too. */
+TEST (quantize_positioned_dither_keeps_a_flat_grey)
+{
+  static const int levels[] = { 2, 3, 5, 16 };
+  static const cudafx_dither dithers[] = { CUDAFX_DITHER_ORDERED, CUDAFX_DITHER_BLUE_NOISE };
+  static const double greys[] = { 0, 10.5, 64, 100.25, 127.5, 200, 254, 255 };
+  for (int l = 0; l < 4; l++)
+    for (int d = 0; d < 2; d++)
+      for (int t = 0; t < 2; t++)
+        for (int ch = 1; ch <= 3; ch += 2)
+          for (int g = 0; g < 8; g++)
+            {
+              cudafx_type type = t ? CUDAFX_F32 : CUDAFX_U8;
+              if (type == CUDAFX_U8 && greys[g] != floor (greys[g]))
+                continue;
+              cudafx_image src = harness_image_new (64, 64, ch, 0, type, 0);
+              cudafx_image dst = harness_image_new (64, 64, ch, 0, type, 0);
+              for (int y = 0; y < 64; y++)
+                for (int x = 0; x < 64; x++)
+                  for (int c = 0; c < ch; c++)
+                    harness_set (&src, x, y, c, greys[g]);
+              cudafx_palette ramp;
+              grey_ramp (&ramp, levels[l]);
+              cudafx_quantize_params p;
+              cudafx_quantize_params_init (&p);
+              p.color_space = CUDAFX_SPACE_RGB;
+              p.palette = &ramp;
+              p.dither = dithers[d];
+              CHECK (run (&src, &dst, &p, 2, NULL) == CUDAFX_OK, "status");
+              double sum = 0, want = type == CUDAFX_U8 ? greys[g] : (float) (greys[g] / 255) * 255.0;
+              int outside = 0;
+              for (int y = 0; y < 64; y++)
+                for (int x = 0; x < 64; x++)
+                  {
+                    double v = harness_get (&dst, x, y, 0);
+                    sum += v;
+                    for (int c = 1; c < ch; c++)
+                      outside |= harness_get (&dst, x, y, c) != v;
+                  }
+              double mean = sum / (64 * 64), step = 255.0 / (levels[l] - 1);
+              CHECK (!outside, "a grey came out coloured");
+              CHECK (fabs (mean - want) <= 255.0 / levels[l] && fabs (mean - want) <= step / 32 + 1e-9,
+                     "%s, %d levels, %s ch %d: grey %g comes out as %g", d ? "blue noise" : "ordered",
+                     levels[l], t ? "f32" : "u8", ch, want, mean);
+              harness_image_free (&src);
+              harness_image_free (&dst);
+            }
+}
+
+/* Positioned dithering is per pixel: the same with any thread count, every
+ * pixel a palette entry, alpha kept; with computed palettes too, and not the
+ * plain mapping. */
+TEST (quantize_positioned_dither_is_per_pixel)
+{
+  harness_rng r = { 5 };
+  int differs = 0;
+  for (int d = CUDAFX_DITHER_ORDERED; d <= CUDAFX_DITHER_BLUE_NOISE; d++)
+    for (int ch = 1; ch <= 4; ch++)
+      for (int space = 0; space < 2; space++)
+        {
+          int alpha = ch == 2 || ch == 4;
+          cudafx_image src = harness_image_new (83, 71, ch, alpha, CUDAFX_U8, 2);
+          cudafx_image ref = harness_image_new (83, 71, ch, alpha, CUDAFX_U8, 0);
+          cudafx_image dst = harness_image_new (83, 71, ch, alpha, CUDAFX_U8, 0);
+          cudafx_image plain = harness_image_new (83, 71, ch, alpha, CUDAFX_U8, 0);
+          harness_image_random (&src, &r);
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.colors = 8;
+          p.color_space = space;
+          cudafx_palette pal, again;
+          CHECK (run (&src, &plain, &p, 1, &pal) == CUDAFX_OK, "status");
+          p.dither = d;
+          CHECK (run (&src, &ref, &p, 1, &again) == CUDAFX_OK, "status");
+          CHECK (again.colors == pal.colors && !memcmp (again.entries, pal.entries, sizeof pal.entries),
+                 "dithering changed the palette");
+          differs |= !harness_same_pixels (&ref, &plain);
+          CHECK (run (&src, &dst, &p, 3, NULL) == CUDAFX_OK && harness_same_pixels (&ref, &dst),
+                 "dither %d ch %d: 3 threads differ from 1", d, ch);
+          for (int y = 0; y < 71; y++)
+            for (int x = 0; x < 83; x++)
+              {
+                int found = 0;
+                for (int e = 0; e < pal.colors && !found; e++)
+                  {
+                    found = 1;
+                    for (int c = 0; c < ch - alpha; c++)
+                      found &= harness_get (&ref, x, y, c) == pal.entries[e][c];
+                  }
+                CHECK (found, "pixel %d,%d is not an entry", x, y);
+                if (alpha)
+                  CHECK (harness_get (&ref, x, y, ch - 1) == harness_get (&src, x, y, ch - 1), "alpha");
+              }
+          harness_image_free (&src);
+          harness_image_free (&ref);
+          harness_image_free (&dst);
+          harness_image_free (&plain);
+        }
+  CHECK (differs, "no positioned dither changed an image: the test checks nothing");
+}
+
+/* Reduced bleeding limits the error a pixel receives: a two-colour palette
+ * over a smooth ramp gives large errors, and the outputs must differ (the
+ * exact values are checked against a sequential oracle in test_quantize.c). */
+TEST (quantize_reduced_bleeding_changes_the_dither)
+{
+  cudafx_image src = harness_image_new (200, 20, 3, 0, CUDAFX_U8, 0);
+  cudafx_image fs = harness_image_new (200, 20, 3, 0, CUDAFX_U8, 0);
+  cudafx_image low = harness_image_new (200, 20, 3, 0, CUDAFX_U8, 0);
+  for (int y = 0; y < 20; y++)
+    for (int x = 0; x < 200; x++)
+      for (int c = 0; c < 3; c++)
+        harness_set (&src, x, y, c, x * 255 / 199);
+  cudafx_palette bw;
+  grey_ramp (&bw, 2);
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.palette = &bw;
+  p.color_space = CUDAFX_SPACE_RGB;
+  p.dither = CUDAFX_DITHER_FLOYD_STEINBERG;
+  CHECK (run (&src, &fs, &p, 2, NULL) == CUDAFX_OK, "status");
+  p.dither = CUDAFX_DITHER_FS_LOW_BLEED;
+  CHECK (run (&src, &low, &p, 2, NULL) == CUDAFX_OK, "status");
+  CHECK (!harness_same_pixels (&fs, &low), "reduced bleeding changed nothing");
+  harness_image_free (&src);
+  harness_image_free (&fs);
+  harness_image_free (&low);
+}
+
+TEST (quantize_rejects_bad_given_palettes)
+{
+  cudafx_image grey = harness_image_new (4, 4, 1, 0, CUDAFX_U8, 0);
+  cudafx_image grey_dst = harness_image_new (4, 4, 1, 0, CUDAFX_U8, 0);
+  memset (grey.data, 0, grey.stride * 4);
+  cudafx_palette pal;
+  grey_ramp (&pal, 4);
+  pal.entries[2][1] = 7;
+  cudafx_quantize_params p;
+  cudafx_quantize_params_init (&p);
+  p.palette = &pal;
+  CHECK (run (&grey, &grey_dst, &p, 1, NULL) == CUDAFX_ERR_INVALID_ARG
+           && strstr (cudafx_error_message (), "entry 2") && strstr (cudafx_error_message (), "grey"),
+         "a colour palette for a grey image: '%s'", cudafx_error_message ());
+  pal.colors = 0;
+  CHECK (run (&grey, &grey_dst, &p, 1, NULL) == CUDAFX_ERR_INVALID_ARG
+           && strstr (cudafx_error_message (), "0 colors"), "an empty palette: '%s'", cudafx_error_message ());
+  grey_ramp (&pal, 4);
+  pal.entries[1][0] = NAN;
+  CHECK (run (&grey, &grey_dst, &p, 1, NULL) == CUDAFX_ERR_INVALID_ARG
+           && strstr (cudafx_error_message (), "entry 1"), "NaN entry: '%s'", cudafx_error_message ());
+  harness_image_free (&grey);
+  harness_image_free (&grey_dst);
+}
+
+/* ---- the .gpl reader ---------------------------------------------------------- */
+
+static cudafx_status
+parse (const char *text, cudafx_palette *pal)
+{
+  return cudafx_gpl_parse (text, strlen (text), "test.gpl", pal);
+}
+
+TEST (gpl_reads_gimp_palettes)
+{
+  cudafx_palette pal;
+  const char *text = "\xEF\xBB\xBFGIMP Palette\r\nName: Brand colours\r\nColumns: 3\r\n# a comment\r\n"
+                     "\r\n  0   0   0\tBlack\r\n255 128   7 Orange, bright\r\n 12  34  56\r\n"
+                     "#another\n1 2 3";
+  CHECK (parse (text, &pal) == CUDAFX_OK, "%s", cudafx_error_message ());
+  CHECK (pal.colors == 4 && pal.channels == 3, "%d colors", pal.colors);
+  static const double want[4][3] = { { 0, 0, 0 }, { 255, 128, 7 }, { 12, 34, 56 }, { 1, 2, 3 } };
+  for (int e = 0; e < 4; e++)
+    for (int c = 0; c < 3; c++)
+      CHECK (pal.entries[e][c] == want[e][c], "entry %d.%d is %g", e, c, pal.entries[e][c]);
+
+  /* 256 entries is the most */
+  static char big[64 + 257 * 16];
+  size_t at = (size_t) sprintf (big, "GIMP Palette\n");
+  for (int i = 0; i < 256; i++)
+    at += (size_t) sprintf (big + at, "%d %d %d\n", i, 255 - i, i / 2);
+  CHECK (parse (big, &pal) == CUDAFX_OK && pal.colors == 256, "256 entries");
+  sprintf (big + at, "1 1 1\n");
+  CHECK (parse (big, &pal) == CUDAFX_ERR_INVALID_ARG && strstr (cudafx_error_message (), "test.gpl:258:")
+           && strstr (cudafx_error_message (), "more than 256"),
+         "257 entries: '%s'", cudafx_error_message ());
+}
+
+TEST (gpl_errors_name_the_file_and_line)
+{
+  static const struct {
+    const char *text, *want;
+  } cases[] = {
+    { "", "empty file" },
+    { "JASC-PAL\n0100\n", "test.gpl:1: not a GIMP palette" },
+    { "GIMP Palette\n", "has no colors" },
+    { "GIMP Palette\n# only a comment\nName: x\n", "has no colors" },
+    { "GIMP Palette\n1 2 3\n256 0 0\n", "test.gpl:3: red value \"256\" is out of range" },
+    { "GIMP Palette\n1 2 3\n4 5\n", "test.gpl:3: expected the blue value" },
+    { "GIMP Palette\n\n0 -1 0\n", "test.gpl:3: expected the green value" },
+    { "GIMP Palette\n0 1.5 0\n", "test.gpl:2: the green value must be a whole number" },
+    { "GIMP Palette\nred green blue\n", "test.gpl:2: expected the red value" },
+    { "GIMP Palette\n99999999999999999999 0 0\n", "test.gpl:2: red value" },
+    { "GIMP Palette\nColumns: many\n1 2 3\n", "test.gpl:2: Columns" },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    {
+      cudafx_palette pal;
+      CHECK (parse (cases[i].text, &pal) == CUDAFX_ERR_INVALID_ARG, "case %zu accepted", i);
+      CHECK (strstr (cudafx_error_message (), cases[i].want) != NULL, "case %zu: '%s' lacks '%s'", i,
+             cudafx_error_message (), cases[i].want);
+    }
+  cudafx_palette pal;
+  const char binary[] = "GIMP Palette\n1 2\0 3\n";
+  CHECK (cudafx_gpl_parse (binary, sizeof binary - 1, "bin.gpl", &pal) == CUDAFX_ERR_INVALID_ARG
+           && strstr (cudafx_error_message (), "bin.gpl: not a GIMP palette"),
+         "binary: '%s'", cudafx_error_message ());
+  CHECK (cudafx_gpl_load ("/nonexistent/dir/x.gpl", &pal) == CUDAFX_ERR_INVALID_ARG
+           && strstr (cudafx_error_message (), "/nonexistent/dir/x.gpl: cannot open"),
+         "missing file: '%s'", cudafx_error_message ());
 }
