@@ -31,6 +31,7 @@ typedef struct {
   /* Automatic nl-means: > 0 is the noise sigma of the whole run's area, so
    * that a dialog's preview of part of it filters as the run will. */
   double nlmeans_sigma;
+  cudafx_noise_model nlmeans_noise; /* the noise model found with nlmeans_sigma */
 } cudafx_proc_args;
 
 /* A procedure's arguments are the engine's table (cudafx_filters[filter].args)

@@ -42,8 +42,9 @@ typedef struct
   gchar           *invalid;     /* why prepare found the settings unusable, else NULL */
   const Babl      *format;      /* what the engine reads and writes (prepare) */
 
-  /* Automatic nl-means: the noise σ of the input buffer noise_source (held
-   * weakly; cleared when it changes or goes), and the σ last found, read by
+  /* Automatic nl-means: the noise σ and model of the input buffer
+   * noise_source (held weakly; cleared when it changes or goes), and the σ
+   * last found, read by
    * the noise-sigma property. Not notified: any notify on an operation makes
    * GEGL invalidate its node (a render again), and GIMP may have freed the
    * node by the time a main-loop notify would run (it crashed so). */
@@ -51,6 +52,7 @@ typedef struct
   GeglBuffer      *noise_source;
   GeglRectangle    noise_extent;
   double           noise_sigma;
+  cudafx_noise_model noise_model;
   gulong           noise_changed;
   double           sigma_shown;
 
@@ -303,11 +305,12 @@ noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *s
   g_mutex_unlock (&self->lock);
 }
 
-/* The noise σ of the whole input (what a whole-image run estimates), from
- * the cache when input and its extent are those it was found on. */
+/* The noise σ and model of the whole input (what a whole-image run
+ * estimates), from the cache when input and its extent are those it was
+ * found on. */
 static gboolean
 noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, double *sigma,
-             GError **error)
+             cudafx_noise_model *model, GError **error)
 {
   gboolean ok = TRUE;
 
@@ -337,6 +340,7 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, dou
           self->noise_source = input;
           self->noise_extent = *extent;
           self->noise_sigma = info.sigma;
+          self->noise_model = info.noise;
           g_object_weak_ref (G_OBJECT (input), noise_source_gone, self);
           self->noise_changed = gegl_buffer_signal_connect (input, "changed",
                                                             G_CALLBACK (noise_source_changed),
@@ -345,6 +349,7 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, dou
         }
     }
   *sigma = self->noise_sigma;
+  *model = self->noise_model;
   g_mutex_unlock (&self->lock);
   return ok;
 }
@@ -483,7 +488,8 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   area = whole_output (self, filter) ? *in_box : *roi;
   if (!gegl_rectangle_intersect (&area, &area, in_box) || !gegl_rectangle_intersect (&out, roi, &area))
     return TRUE;
-  if (automatic_nlmeans (self, filter) && !noise_sigma (self, input, in_box, &args.nlmeans_sigma, error))
+  if (automatic_nlmeans (self, filter) && !noise_sigma (self, input, in_box, &args.nlmeans_sigma,
+                                                          &args.nlmeans_noise, error))
     return FALSE;
   grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
                             area.height + 2 * halo };
