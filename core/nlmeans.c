@@ -52,7 +52,14 @@
  * nlmeans_noise_bin, the same counts on both), turns them into sigma and,
  * in automatic mode, the parameters and plan (nlmeans_noise_counted), then
  * has the backend denoise with that plan. This file's CPU session is the
- * reference; cuda/nlmeans.cu is the GPU's. */
+ * reference; cuda/nlmeans.cu is the GPU's.
+ *
+ * Automatic mode first fits the image's noise level function on the CPU
+ * (core/nlmeans_noise.c). When the noise is as strong at every brightness
+ * the run is the one above; when it follows brightness (camera noise), the
+ * engine transforms the colour channels into an f32 image whose noise is one
+ * sigma, has the backend denoise that with the parameters for that sigma,
+ * and transforms the result back (nlmeans_stabilised). */
 #include "cpu.h"
 #include "nlmeans_noise.h"
 

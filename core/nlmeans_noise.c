@@ -60,7 +60,7 @@
 #define NLF_RES     512       /* |l| histogram: one unit a bin (l is an integer on u8) */
 #define NLF_SAMPLES (1 << 20) /* neighbourhoods per channel at most */
 #define NLF_MIN_SAMPLES 200   /* a level with fewer is left out */
-#define NLF_CLIP_MARGIN 2.5   /* sigmas a level keeps from 0 and 255 */
+#define NLF_CLIP_MARGIN 3.0   /* sigmas a level keeps from 0 and 255 (tests/quality, README) */
 #define NLF_SCALE   0.2       /* relative residual of the variance a level may have */
 #define NLF_ITERATIONS 20
 #define CAMERA_GAIN 0.7   /* the camera model's cost at most this times the flat one's */

@@ -13,14 +13,12 @@ photo. A measurement, not a test: it asserts nothing and CI does not run it.
 
 Gaussian noise: sigma 10, 20, 30 added to the 8-bit sRGB values, seed
 1000 sigma + image index, rounded and clipped to u8.
-Camera noise (issue 22): the sRGB photo is linearised (IEC 61966-2-1), x in
-0..1, and Poisson-Gaussian noise is added in linear light, z = a P(x / a) +
-N(0, b) (P Poisson; variance a x + b, shot noise plus read noise), then
-clipped to 0..1, encoded back to sRGB and rounded to 8 bits; seed 5000 level +
-image index. Three levels: the sRGB sigma at mid grey (128) is 8, 16, 28
-units, nine tenths of the linear variance there shot noise (a), one tenth
-read noise (b): the shadows carry much more noise in sRGB units than the
-highlights, as a camera's do.
+Camera noise (issue 22, bench/camera_noise.py): Poisson-Gaussian noise in
+linear light, variance a x + b (shot noise plus read noise), encoded back
+to 8-bit sRGB; seed 5000 level + image index. Three levels: the sRGB sigma
+at mid grey (128) is 8, 16, 28 units, nine tenths of the linear variance
+there shot noise (a), one tenth read noise (b): the shadows carry much more
+noise in sRGB units than the highlights, as a camera's do.
 Peers get their best strength per image from a grid (s = sigma, or the
 mid-grey sigma for camera noise):
   G'MIC  `gmic in.png nlmeans 4,4,T round cut 0,255 o out.png`,
@@ -53,14 +51,14 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import pycudafx  # noqa: E402
+from camera_noise import camera_model, camera_noisy_copy, srgb_to_linear  # noqa: E402
 
 BASELINE_REV = "3997a5d"
 BASELINE_DIR = os.path.join(ROOT, "build", "quality-baseline")
 COLOUR = ["astronaut", "chelsea", "coffee"]
 GREY = ["camera"]
 SIGMAS = [10, 20, 30]
-CAMERA_LEVELS = [8, 16, 28]  # sRGB sigma at mid grey
-SHOT_SHARE = 0.9             # of the linear variance at mid grey
+CAMERA_LEVELS = [8, 16, 28]  # sRGB sigma at mid grey (bench/camera_noise.py)
 GMIC_K = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 GMIC_K_CAMERA = [0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3]  # its best T is larger: the shadows
 OPENCV_K = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3]
@@ -75,33 +73,6 @@ def psnr(ref, img):
 def noisy_copy(img, sigma, seed):
     rng = np.random.default_rng(seed)
     return np.clip(np.rint(img + rng.normal(0, sigma, img.shape)), 0, 255).astype(np.uint8)
-
-
-def srgb_to_linear(v):
-    v = np.asarray(v, np.float64) / 255.0
-    return np.where(v <= 0.04045, v / 12.92, ((v + 0.055) / 1.055) ** 2.4)
-
-
-def linear_to_srgb(x):
-    x = np.clip(x, 0.0, 1.0)
-    return 255.0 * np.where(x <= 0.0031308, 12.92 * x, 1.055 * x ** (1 / 2.4) - 0.055)
-
-
-def camera_model(level):
-    """(a, b) of the variance a x + b in linear light whose sRGB sigma at
-    mid grey (128) is `level` units, SHOT_SHARE of it shot noise."""
-    x = float(srgb_to_linear(128))
-    slope = 255 * 1.055 / 2.4 * x ** (1 / 2.4 - 1)  # d sRGB / dx at mid grey
-    var = (level / slope) ** 2
-    return SHOT_SHARE * var / x, (1 - SHOT_SHARE) * var
-
-
-def camera_noisy_copy(img, level, seed):
-    a, b = camera_model(level)
-    rng = np.random.default_rng(seed)
-    x = srgb_to_linear(img)
-    z = a * rng.poisson(x / a) + rng.normal(0, np.sqrt(b), img.shape)
-    return np.rint(linear_to_srgb(z)).astype(np.uint8)
 
 
 def baseline_engine():
@@ -321,6 +292,92 @@ def save_crop(engine, path):
     print(f"wrote {path}: clean | sigma 30 | --auto")
 
 
+def nlmeans_numpy(img, info, var=None):
+    """Pixel-wise NL-means in numpy (core/nlmeans.c's formula and automatic
+    parameters from info: patch weights, centre weight, d^2 - 2 sigma^2 over
+    h^2), for the comparison of --local-h. var: per-pixel noise variance
+    (0..255 scale); then a pixel pair's weight uses the mean of its two
+    variances v: exp(-max(d^2 - 2 v, 0) / (k^2 v)), k = h / sigma."""
+    x = img.astype(np.float64).reshape(img.shape[0], img.shape[1], -1)
+    H, W, n = x.shape
+    P, S = info.patch_radius, info.search_radius
+    g = np.array([np.exp(-(j - P) ** 2 / (2 * info.patch_sigma ** 2)) if info.patch_sigma > 0 else 1.0
+                  for j in range(2 * P + 1)])
+    R = P + S
+    xp = np.pad(x, ((R, R), (R, R), (0, 0)), mode="edge")
+    vp = np.pad(var, ((R, R), (R, R)), mode="edge") if var is not None else None
+    k2 = (info.h / info.sigma) ** 2
+    acc, wsum, wmax = np.zeros_like(x), np.zeros((H, W)), np.zeros((H, W))
+    hh, ww = H + 2 * P, W + 2 * P
+    base = xp[S:S + hh, S:S + ww]
+    for dy in range(-S, S + 1):
+        for dx in range(-S, S + 1):
+            if dy == 0 and dx == 0:
+                continue
+            other = xp[S + dy:S + dy + hh, S + dx:S + dx + ww]
+            e = ((base - other) ** 2).sum(axis=2)
+            h1 = sum(g[j] * e[:, j:j + W] for j in range(2 * P + 1))
+            d = sum(g[i] * h1[i:i + H] for i in range(2 * P + 1)) / (n * g.sum() ** 2)
+            if vp is None:
+                w = np.exp(-np.maximum(d - 2 * info.sigma ** 2, 0) / (k2 * info.sigma ** 2))
+            else:
+                v = 0.5 * (vp[R:R + H, R:R + W] + vp[R + dy:R + dy + H, R + dx:R + dx + W])
+                w = np.exp(-np.maximum(d - 2 * v, 0) / (k2 * v))
+            acc += w[..., None] * xp[R + dy:R + dy + H, R + dx:R + dx + W]
+            wsum += w
+            wmax = np.maximum(wmax, w)
+    wc = np.where(wmax > 0, wmax, 1.0) if info.centre_max else np.ones((H, W))
+    out = (acc + wc[..., None] * x) / (wsum + wc)[..., None]
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8).reshape(img.shape)
+
+
+def local_variance(noisy, model):
+    """The fitted model's noise variance (sRGB units^2) at each pixel, from
+    its 5x5 mean brightness, averaged over the colour channels."""
+    x = noisy.astype(np.float64).reshape(noisy.shape[0], noisy.shape[1], -1)
+    var = np.zeros(x.shape[:2])
+    for c in range(x.shape[2]):
+        m = cv2.blur(x[..., c], (5, 5))
+        lin = srgb_to_linear(m)
+        v = m / 255.0
+        slope = 255 * np.where(v <= 0.04045, 12.92, 1.055 / 2.4 * np.maximum(lin, 1e-9) ** (1 / 2.4 - 1))
+        var += slope ** 2 * (model.a[c] * lin + model.b[c]) / x.shape[2]
+    return np.maximum(var, 0.25)
+
+
+def local_h(engine, today):
+    """Issue 22's second way, measured against the one kept: nl-means whose
+    weights follow the local noise level (numpy, the parameters today's
+    --auto picks) beside the same numpy nl-means with one sigma (which should
+    match today's --auto) and ours (the transform)."""
+    images = [(n, True) for n in COLOUR] + [(n, False) for n in GREY]
+    print("camera noise: ours (transform) against nl-means with h following the fitted noise level")
+    print("image      level   today  numpy-one-sigma  numpy-local-h   ours")
+    for level in CAMERA_LEVELS:
+        for i, (name, colour) in enumerate(images):
+            clean = load(name, colour)
+            noisy = camera_noisy_copy(clean, level, seed=5000 * level + i)
+            ours, info, _ = auto_run(engine, noisy)
+            old, old_info, _ = auto_run(today, noisy)
+            flat = nlmeans_numpy(noisy, old_info)
+            local = nlmeans_numpy(noisy, old_info, local_variance(noisy, info.noise))
+            print(f"{name:9s}  {level:5d}  {psnr(clean, old):6.2f}  {psnr(clean, flat):15.2f}  "
+                  f"{psnr(clean, local):13.2f}  {psnr(clean, ours):5.2f}", flush=True)
+
+
+def save_camera(path):
+    """The camera-noise photos of camera_quality, with their clean images."""
+    arrays = {}
+    images = [(n, True) for n in COLOUR] + [(n, False) for n in GREY]
+    for level in CAMERA_LEVELS:
+        for i, (name, colour) in enumerate(images):
+            clean = load(name, colour)
+            arrays["clean " + name] = clean
+            arrays[f"noisy {name}-{level}"] = camera_noisy_copy(clean, level, seed=5000 * level + i)
+    np.savez_compressed(path, **arrays)
+    print(f"wrote {path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--no-gmic", action="store_true", help="skip G'MIC (also when not installed)")
@@ -329,11 +386,21 @@ def main():
     ap.add_argument("--lib", help="the engine to measure (default build/libcudafx.so)")
     ap.add_argument("--only", choices=("gaussian", "camera"), help="one kind of noise, no speed")
     ap.add_argument("--crop", help="write the sigma 30 before/after crop here and stop")
+    ap.add_argument("--local-h", action="store_true",
+                    help="camera noise: compare with weights that follow the noise level (numpy, slow) and stop")
+    ap.add_argument("--save-camera", metavar="FILE.npz",
+                    help="write the camera-noise photos (for bench/bench_nlmeans_noise.py --check) and stop")
     args = ap.parse_args()
     engine = pycudafx.Engine(args.lib)
     cv2.setNumThreads(os.cpu_count() or 1)
     if args.crop:
         save_crop(engine, args.crop)
+        return
+    if args.save_camera:
+        save_camera(args.save_camera)
+        return
+    if args.local_h:
+        local_h(engine, baseline_engine())
         return
     use_gmic = not args.no_gmic and shutil.which("gmic") is not None
     if not use_gmic and not args.no_gmic:
