@@ -9,7 +9,7 @@
          --save-camera) the CUDA backend against the CPU on the quality
          script's camera-noise photos: largest difference and PSNR of each.
 
-    /usr/bin/python3 bench/bench_nlmeans_noise.py [--backends cpu,cuda] [--runs N]
+    /usr/bin/python3 bench/bench_nlmeans_noise.py [--backends cpu,cuda] [--runs N] [--today LIB]
                                                   [--source astronaut.npy] [--check FILE.npz]
 """
 import argparse
@@ -57,28 +57,34 @@ def fit_ms(engine, img, threads):
     return (time.perf_counter() - start) * 1e3, model.signal_dependent
 
 
-def speed(engine, backends, runs, src):
+def auto_ms(engine, noisy, backend, runs):
+    """Best whole --auto call (ms) and its info."""
+    engine.nlmeans(noisy, backend=backend)  # warm: CUDA context, page faults
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        _, report, info = engine.nlmeans(noisy, backend=backend)
+        times.append((time.perf_counter() - start) * 1e3)
+        if backend == "cuda" and report.backend_used != 2:
+            raise pycudafx.CudafxError("ran on the CPU: " + report.fallback.decode())
+    return min(times), info
+
+
+def speed(engine, today, backends, runs, src):
     rng = np.random.default_rng(22)
     cases = [("gaussian 20", np.clip(np.rint(src + rng.normal(0, 20, src.shape)), 0, 255).astype(np.uint8)),
              ("camera 16", camera_noisy_copy(src, 16, 16))]
     print(f"12 MP RGB u8, best of {runs}; fit: the noise model alone (CPU, {os.cpu_count()} threads);"
-          " added: fit / (auto - fit)")
-    print("case         backend  model      auto ms   fit ms   added")
+          " added: fit / (auto - fit); today: --auto of the --today engine")
+    print("case         backend  model      auto ms   fit ms   added  today ms")
     for name, noisy in cases:
         for backend in backends:
-            engine.nlmeans(noisy, backend=backend)  # warm: CUDA context, page faults
-            auto = []
-            for _ in range(runs):
-                start = time.perf_counter()
-                _, report, info = engine.nlmeans(noisy, backend=backend)
-                auto.append((time.perf_counter() - start) * 1e3)
-                if backend == "cuda" and report.backend_used != 2:
-                    raise pycudafx.CudafxError("ran on the CPU: " + report.fallback.decode())
-            fits = [fit_ms(engine, noisy, 0) for _ in range(max(runs, 3))]
-            f = min(t for t, _ in fits)
+            auto, info = auto_ms(engine, noisy, backend, runs)
+            old = auto_ms(today, noisy, backend, runs)[0] if today else float("nan")
+            f = min(fit_ms(engine, noisy, 0)[0] for _ in range(max(runs, 3)))
             model = "camera" if info.noise.signal_dependent else "flat"
-            print(f"{name:12s} {backend:7s}  {model:8s} {min(auto):8.1f} {f:8.2f}  "
-                  f"{100 * f / (min(auto) - f):5.1f}%", flush=True)
+            print(f"{name:12s} {backend:7s}  {model:8s} {auto:8.1f} {f:8.2f}  "
+                  f"{100 * f / (auto - f):5.1f}%  {old:8.1f}", flush=True)
 
 
 def check(engine, path):
@@ -105,6 +111,7 @@ def check(engine, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", help="engine (default build/libcudafx.so)")
+    ap.add_argument("--today", help="an engine to time beside it (e.g. build/quality-baseline/build/libcudafx.so)")
     ap.add_argument("--backends", default="cpu,cuda")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--source", help="astronaut as .png or .npy (RGB)")
@@ -116,7 +123,8 @@ def main():
     if args.check:
         check(engine, args.check)
     if not args.no_speed:
-        speed(engine, args.backends.split(","), args.runs, source(args.source))
+        today = pycudafx.Engine(args.today) if args.today else None
+        speed(engine, today, args.backends.split(","), args.runs, source(args.source))
 
 
 if __name__ == "__main__":

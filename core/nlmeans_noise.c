@@ -58,7 +58,7 @@
 
 #define NLF_LEVELS  32        /* brightness levels over 0..256 (8 sRGB units each) */
 #define NLF_RES     512       /* |l| histogram: one unit a bin (l is an integer on u8) */
-#define NLF_SAMPLES (1 << 20) /* neighbourhoods per channel at most */
+#define NLF_SAMPLES (1 << 19) /* neighbourhoods per channel at most (a 12 MP image: every 24th row) */
 #define NLF_MIN_SAMPLES 200   /* a level with fewer is left out */
 #define NLF_CLIP_MARGIN 3.0   /* sigmas a level keeps from 0 and 255 (tests/quality, README) */
 #define NLF_SCALE   0.2       /* relative residual of the variance a level may have */
