@@ -46,7 +46,9 @@
  * transformed observation equals the denoised value, E{z | x} computed here
  * for the observation 8-bit sRGB pixels really are (a Gaussian of variance
  * a x + b in linear light, clipped to 0..1, encoded and rounded), on a grid
- * of the 256 sRGB levels, inverted through a table uniform in z. */
+ * of the 256 sRGB levels, inverted through a table uniform in z. f32 images
+ * go through the same transform with their values clamped to 0..1 (the
+ * model is of display-referred sRGB) and the same inverse. */
 #include "nlmeans_noise.h"
 #include "engine.h"
 #include "nlmeans.h"
