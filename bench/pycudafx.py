@@ -30,9 +30,15 @@ class Options(C.Structure):
                 ("user_data", C.c_void_p), ("report", C.POINTER(Report)), ("device", C.c_int)]
 
 
+class NoiseModel(C.Structure):
+    _fields_ = [("signal_dependent", C.c_int), ("channels", C.c_int), ("a", C.c_double * 4),
+                ("b", C.c_double * 4), ("sigma_dark", C.c_double), ("sigma_light", C.c_double)]
+
+
 class NlmeansInfo(C.Structure):
     _fields_ = [("sigma", C.c_double), ("h", C.c_double), ("patch_radius", C.c_int),
-                ("search_radius", C.c_int), ("patch_sigma", C.c_double), ("centre_max", C.c_int)]
+                ("search_radius", C.c_int), ("patch_sigma", C.c_double), ("centre_max", C.c_int),
+                ("noise", NoiseModel), ("stabilised_sigma", C.c_double)]
 
 
 class Palette(C.Structure):

@@ -663,6 +663,28 @@ typedef struct {
 
 /* One file's line of --json. A file that failed has "input", "output" and
  * "error" only. */
+/* The noise model automatic nl-means found: "noise_model": {"kind": "flat"}
+ * or the signal-dependent one, its variance a x + b per colour channel (x the
+ * linear-light value 0..1) and the sigma it gives shadows and highlights. */
+static void
+print_noise_model (const cudafx_nlmeans_info *info)
+{
+  const cudafx_noise_model *m = &info->noise;
+  if (!m->signal_dependent)
+    {
+      printf (", \"noise_model\": {\"kind\": \"flat\", \"sigma\": %.6g}", info->sigma);
+      return;
+    }
+  printf (", \"noise_model\": {\"kind\": \"signal-dependent\", \"a\": [");
+  for (int c = 0; c < m->channels; c++)
+    printf ("%s%.6g", c ? ", " : "", m->a[c]);
+  printf ("], \"b\": [");
+  for (int c = 0; c < m->channels; c++)
+    printf ("%s%.6g", c ? ", " : "", m->b[c]);
+  printf ("], \"sigma_shadows\": %.6g, \"sigma_highlights\": %.6g, \"stabilised_sigma\": %.6g}",
+          m->sigma_dark, m->sigma_light, info->stabilised_sigma);
+}
+
 static void
 print_json (const cli_command *c, const cli_file *f)
 {
@@ -699,6 +721,8 @@ print_json (const cli_command *c, const cli_file *f)
             arg_value (c, "auto") ? "true" : "false", r->nlmeans.sigma, r->nlmeans.h,
             r->nlmeans.patch_radius, r->nlmeans.search_radius, r->nlmeans.patch_sigma,
             r->nlmeans.centre_max ? "max" : "1");
+  if (c->filter_index == CUDAFX_FILTER_NLMEANS)
+    print_noise_model (&r->nlmeans);
   if (c->filter_index == CUDAFX_FILTER_QUANTIZE)
     {
       const cudafx_palette *p = &r->palette;

@@ -198,6 +198,22 @@ cudafx_status cudafx_median (const cudafx_image *src, cudafx_image *dst,
 
 /* ---- non-local means ------------------------------------------------------ */
 
+/* Noise level function of automatic nl-means (issue 22): per colour channel
+ * the noise variance a x + b of the linear-light value x (0..1; sRGB
+ * decoded), camera noise (shot noise plus read noise), fitted to the image.
+ * When the image's noise is as strong at every brightness (in pixel units),
+ * signal_dependent is 0 and the one sigma of cudafx_nlmeans_info is the model. */
+#define CUDAFX_NOISE_MAX_CHANNELS 4
+typedef struct {
+  int    signal_dependent;
+  int    channels;                        /* colour channels the model has */
+  double a[CUDAFX_NOISE_MAX_CHANNELS];    /* shot noise: variance per unit of linear light */
+  double b[CUDAFX_NOISE_MAX_CHANNELS];    /* read noise: variance at black */
+  /* The noise sigma in pixel units (0..255 scale), mean over the channels, in
+   * the shadows (sRGB 32) and highlights (sRGB 224): what dialogs show. */
+  double sigma_dark, sigma_light;
+} cudafx_noise_model;
+
 typedef struct {
   int    automatic;      /* estimate sigma and choose h, patch and search radius */
   double h;              /* 0.1..100, filtering strength on the 0..255 scale */
@@ -205,6 +221,7 @@ typedef struct {
   int    search_radius;  /* 1..20 */
   double sigma;          /* automatic: > 0 is the noise sigma to use instead of estimating
                             it from src (a dialog previews part of the area a run estimates on) */
+  cudafx_noise_model noise; /* with sigma > 0: the model found with it (signal_dependent 0: sigma alone) */
 } cudafx_nlmeans_params;
 
 /* What an nl-means run used (automatic mode fills in what it chose). */
@@ -215,6 +232,12 @@ typedef struct {
   int    search_radius;
   double patch_sigma;    /* std dev of the Gaussian patch weights (pixels); 0: flat patch */
   int    centre_max;     /* the centre pixel weighs as its most similar neighbour, else 1 */
+  /* The noise model found (automatic mode, or a manual run that estimates):
+   * when signal_dependent, h, patch and search radius apply to the image
+   * after the variance-stabilising transform, whose noise sigma is
+   * stabilised_sigma (0..255 scale). */
+  cudafx_noise_model noise;
+  double stabilised_sigma;
 } cudafx_nlmeans_info;
 
 void          cudafx_nlmeans_params_init (cudafx_nlmeans_params *p);

@@ -52,8 +52,16 @@
  * nlmeans_noise_bin, the same counts on both), turns them into sigma and,
  * in automatic mode, the parameters and plan (nlmeans_noise_counted), then
  * has the backend denoise with that plan. This file's CPU session is the
- * reference; cuda/nlmeans.cu is the GPU's. */
+ * reference; cuda/nlmeans.cu is the GPU's.
+ *
+ * Automatic mode first fits the image's noise level function on the CPU
+ * (core/nlmeans_noise.c). When the noise is as strong at every brightness
+ * the run is the one above; when it follows brightness (camera noise), the
+ * engine transforms the colour channels into an f32 image whose noise is one
+ * sigma, has the backend denoise that with the parameters for that sigma,
+ * and transforms the result back (nlmeans_stabilised). */
 #include "cpu.h"
+#include "nlmeans_noise.h"
 
 #include <math.h>
 #include <omp.h>
@@ -109,6 +117,12 @@ load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
       else
         out[i] = ((const float *) row)[(size_t) x * ch + c] * 255.0f;
     }
+}
+
+void
+nlmeans_load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
+{
+  load_row (img, y, c, x0, n, out);
 }
 
 /* The row kernels below are written for a constant channel count n or
@@ -675,6 +689,80 @@ nlmeans_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
   return s;
 }
 
+/* A flat model in info: the one sigma at every brightness. */
+static void
+flat_model (int colours, cudafx_nlmeans_info *info)
+{
+  memset (&info->noise, 0, sizeof info->noise);
+  info->noise.channels = colours;
+  info->noise.sigma_dark = info->noise.sigma_light = info->sigma;
+  info->stabilised_sigma = 0;
+}
+
+/* What automatic mode runs with under a signal-dependent model: the
+ * parameters for the transformed image's sigma. */
+static void
+stabilised_info (const cudafx_noise_model *m, double sigma, int colours, cudafx_nlmeans_info *info)
+{
+  nlmeans_vst *v = malloc (sizeof *v);
+  double scale = 0;
+  if (v)
+    {
+      nlmeans_vst_make (m, colours, v);
+      scale = v->scale;
+    }
+  free (v);
+  choose_params (scale, colours, info);
+  info->sigma = sigma;
+  info->noise = *m;
+  info->stabilised_sigma = scale;
+}
+
+/* Automatic mode under a signal-dependent noise model (core/nlmeans_noise.c):
+ * the colour channels transformed into an f32 image whose noise is one sigma,
+ * denoised on the backend with the parameters for it, and transformed back. */
+static cudafx_status
+nlmeans_stabilised (const cudafx_image *src, cudafx_image *dst, const cudafx_noise_model *m,
+                    double sigma, const cudafx_options *o, cudafx_nlmeans_info *info)
+{
+  const int colours = colour_channels (src);
+  size_t row, bytes;
+  if (size_mul ((size_t) src->width * colours, sizeof (float), &row)
+      || size_mul (row, (size_t) src->height, &bytes))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
+  nlmeans_vst *v = malloc (sizeof *v);
+  float *t = malloc (bytes), *u = malloc (bytes);
+  cudafx_status s = CUDAFX_OK;
+  if (!v || !t || !u)
+    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for the transformed image");
+  else
+    {
+      nlmeans_vst_make (m, colours, v);
+      cudafx_image ti = { t, src->width, src->height, colours, 0, CUDAFX_F32, row };
+      cudafx_image ui = ti;
+      ui.data = u;
+      nlmeans_vst_forward (v, src, &ti, o);
+      nlmeans_call call = { .src = &ti, .dst = &ui, .colours = colours };
+      choose_params (v->scale, colours, &call.used);
+      make_plan (&call.used, colours, v->scale, &call.plan);
+      call.max_halo = call.plan.search_radius + call.plan.patch_radius;
+      s = cudafx_dispatch ("nl-means", nlmeans_run, &call, o);
+      if (!s)
+        nlmeans_vst_inverse (v, &ui, src, dst, o);
+      if (!s && info)
+        {
+          *info = call.used;
+          info->sigma = sigma;
+          info->noise = *m;
+          info->stabilised_sigma = v->scale;
+        }
+    }
+  free (v);
+  free (t);
+  free (u);
+  return s;
+}
+
 cudafx_status
 cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudafx_nlmeans_info *info)
 {
@@ -684,10 +772,21 @@ cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudaf
     return s;
   if (!info)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: info is NULL");
-  nlmeans_call call = { .src = src, .colours = colour_channels (src), .estimate = 1, .automatic = 1 };
+  const int colours = colour_channels (src);
+  cudafx_noise_model model;
+  double sigma;
+  if ((s = nlmeans_noise_fit (src, colours, o, &model, &sigma)))
+    return s;
+  if (model.signal_dependent)
+    {
+      stabilised_info (&model, sigma, colours, info);
+      return CUDAFX_OK;
+    }
+  nlmeans_call call = { .src = src, .colours = colours, .estimate = 1, .automatic = 1 };
   if ((s = cudafx_dispatch ("nl-means", nlmeans_run, &call, o)))
     return s;
   *info = call.used;
+  flat_model (colours, info);
   return CUDAFX_OK;
 }
 
@@ -708,6 +807,23 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
 
   const int colours = colour_channels (src);
   nlmeans_call call = { .src = src, .dst = dst, .colours = colours };
+  if (p->automatic && p->sigma > 0.0 && p->noise.signal_dependent)
+    {
+      if (p->noise.channels != colours)
+        return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                            "nl-means: the noise model has %d channels, the image %d colour channels",
+                            p->noise.channels, colours);
+      return nlmeans_stabilised (src, dst, &p->noise, p->sigma, o, info);
+    }
+  if (p->automatic && p->sigma <= 0.0)
+    {
+      cudafx_noise_model model;
+      double sigma;
+      if ((s = nlmeans_noise_fit (src, colours, o, &model, &sigma)))
+        return s;
+      if (model.signal_dependent)
+        return nlmeans_stabilised (src, dst, &model, sigma, o, info);
+    }
   if (p->automatic && p->sigma > 0.0)
     {
       choose_params (p->sigma, colours, &call.used);
@@ -733,6 +849,9 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
 
   s = cudafx_dispatch ("nl-means", nlmeans_run, &call, o);
   if (s == CUDAFX_OK && info)
-    *info = call.used;
+    {
+      *info = call.used;
+      flat_model (colours, info);
+    }
   return s;
 }

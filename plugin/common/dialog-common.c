@@ -37,13 +37,15 @@ cudafx_dialog_backend_text (void)
 }
 
 gchar *
-cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, double *sigma)
+cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, double *sigma,
+                          cudafx_noise_model *noise)
 {
   cudafx_nlmeans_info info;
   GError             *error = NULL;
   gchar              *text;
 
   *sigma = 0;
+  memset (noise, 0, sizeof *noise);
   if (!selection)
     return g_strdup (_("Noise σ: the selection does not touch the layer"));
   if (!cudafx_region_noise (source, selection, &info, &error))
@@ -53,6 +55,13 @@ cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, do
       return text;
     }
   *sigma = info.sigma;
+  *noise = info.noise;
+  if (info.noise.signal_dependent)
+    return g_strdup_printf (_("Estimated noise σ: %.1f in the shadows … %.1f in the highlights "
+                              "(camera noise, stronger in the dark) — automatic mode evens it out "
+                              "and uses strength %.1f, patch radius %d, search radius %d"),
+                            info.noise.sigma_dark, info.noise.sigma_light, info.h,
+                            info.patch_radius, info.search_radius);
   return g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode uses strength %.1f, "
                             "patch radius %d, search radius %d"),
                           info.sigma, info.h, info.patch_radius, info.search_radius);

@@ -165,7 +165,10 @@ filter_params (const cudafx_proc_args *args, cudafx_filter_params *p, GError **e
     }
   cudafx_filter_params_from_values (args->filter, args->values, n ? args->kernel : NULL, n, p);
   if (args->filter == CUDAFX_FILTER_NLMEANS)
-    p->nlmeans.sigma = args->nlmeans_sigma;
+    {
+      p->nlmeans.sigma = args->nlmeans_sigma;
+      p->nlmeans.noise = args->nlmeans_noise;
+    }
   if (args->filter == CUDAFX_FILTER_QUANTIZE && args->has_palette)
     p->quantize.palette = &args->palette;
   return TRUE;

@@ -31,6 +31,7 @@ typedef struct {
   /* Automatic nl-means: > 0 is the noise sigma of the whole run's area, so
    * that a dialog's preview of part of it filters as the run will. */
   double nlmeans_sigma;
+  cudafx_noise_model nlmeans_noise; /* the noise model found with nlmeans_sigma */
   /* Quantize's palette argument, when one was given: the colours to map to,
    * and the host's name for them (GIMP 2.10 keeps it with the last values). */
   cudafx_palette palette;

@@ -51,8 +51,9 @@ typedef struct
   gchar           *invalid;     /* why prepare found the settings unusable, else NULL */
   const Babl      *format;      /* what the engine reads and writes (prepare) */
 
-  /* Automatic nl-means: the noise σ of the input buffer noise_source (held
-   * weakly; cleared when it changes or goes), and the σ last found, read by
+  /* Automatic nl-means: the noise σ and model of the input buffer
+   * noise_source (held weakly; cleared when it changes or goes), and the σ
+   * last found, read by
    * the noise-sigma property. Not notified: any notify on an operation makes
    * GEGL invalidate its node (a render again), and GIMP may have freed the
    * node by the time a main-loop notify would run (it crashed so). */
@@ -61,6 +62,7 @@ typedef struct
   GeglRectangle    noise_extent; /* at noise_level */
   int              noise_level;
   double           noise_sigma;
+  cudafx_noise_model noise_model;
   gulong           noise_changed;
   double           sigma_shown;
 
@@ -327,12 +329,12 @@ noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *s
   g_mutex_unlock (&self->lock);
 }
 
-/* The noise σ of the whole input at level (what a whole-image run on that
- * level's pixels estimates; extent is in its coordinates), from the cache
- * when input, level and extent are those it was found on. */
+/* The noise σ and model of the whole input at level (what a whole-image run
+ * on that level's pixels estimates; extent is in its coordinates), from the
+ * cache when input, level and extent are those it was found on. */
 static gboolean
 noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int level,
-             double *sigma, GError **error)
+             double *sigma, cudafx_noise_model *model, GError **error)
 {
   gboolean ok = TRUE;
 
@@ -364,6 +366,7 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
           self->noise_extent = *extent;
           self->noise_level = level;
           self->noise_sigma = info.sigma;
+          self->noise_model = info.noise;
           g_object_weak_ref (G_OBJECT (input), noise_source_gone, self);
           self->noise_changed = gegl_buffer_signal_connect (input, "changed",
                                                             G_CALLBACK (noise_source_changed),
@@ -372,6 +375,7 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
         }
     }
   *sigma = self->noise_sigma;
+  *model = self->noise_model;
   g_mutex_unlock (&self->lock);
   return ok;
 }
@@ -648,7 +652,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   if (!gegl_rectangle_intersect (&area, &area, in_box) || !gegl_rectangle_intersect (&out, roi, &area))
     return TRUE;
   if (automatic_nlmeans (self, filter)
-      && !noise_sigma (self, input, in_box, level, &args.nlmeans_sigma, error))
+      && !noise_sigma (self, input, in_box, level, &args.nlmeans_sigma, &args.nlmeans_noise, error))
     return FALSE;
   grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
                             area.height + 2 * halo };

@@ -32,6 +32,7 @@ typedef struct {
   GtkWidget                *status;                    /* why the preview failed */
   GeglBuffer               *whole;                     /* quantize: the whole selection filtered, or NULL */
   double                    nlmeans_sigma;             /* the noise σ a run estimates; 0 when unknown */
+  cudafx_noise_model        nlmeans_noise;             /* and the noise model found with it */
   /* Per argument, by table position: a number's adjustment (scale entry or
    * spin button), the control (spin, combo, check; NULL for scale entries)
    * and its label. */
@@ -157,6 +158,7 @@ render_preview (GimpPreview *preview, dialog_state *state)
   gimp_preview_get_position (preview, &area.x, &area.y);
   gimp_preview_get_size (preview, &area.width, &area.height);
   args.nlmeans_sigma = state->nlmeans_sigma;
+  args.nlmeans_noise = state->nlmeans_noise;
   result = cudafx_region_preview (source, selection_of (state->drawable, &bounds), &area, &args,
                                   &state->whole, NULL, &error);
   if (result)
@@ -634,7 +636,7 @@ noise_text (dialog_state *state)
   GeglRectangle bounds;
   GeglBuffer   *source = gimp_drawable_get_buffer (state->drawable);
   gchar        *text = cudafx_dialog_noise_text (source, selection_of (state->drawable, &bounds),
-                                                 &state->nlmeans_sigma);
+                                                 &state->nlmeans_sigma, &state->nlmeans_noise);
 
   g_object_unref (source);
   return text;

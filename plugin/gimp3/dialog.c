@@ -32,6 +32,7 @@ typedef struct {
   GtkWidget           *status;           /* what rendered the preview, or why it failed */
   GeglBuffer          *whole;            /* quantize: the whole selection filtered, or NULL */
   double               nlmeans_sigma;    /* the noise σ a run estimates; 0 when unknown */
+  cudafx_noise_model   nlmeans_noise;    /* and the noise model found with it */
   /* Convolution's kernel editor. */
   GtkWidget           *size_combo;
   GtkWidget           *grid;
@@ -84,6 +85,7 @@ preview_result (dialog_state *state, GeglBuffer *source, const GeglRectangle *ar
   if (!cudafx_config_read_args (state->config, &args, error))
     return NULL;
   args.nlmeans_sigma = state->nlmeans_sigma;
+  args.nlmeans_noise = state->nlmeans_noise;
   return cudafx_region_preview (source, selection_of (state->drawable, &bounds), area, &args,
                                 &state->whole, run, error);
 }
@@ -158,7 +160,7 @@ noise_estimate_text (dialog_state *state)
   GeglRectangle bounds;
   GeglBuffer   *source = gimp_drawable_get_buffer (state->drawable);
   gchar        *text = cudafx_dialog_noise_text (source, selection_of (state->drawable, &bounds),
-                                                 &state->nlmeans_sigma);
+                                                 &state->nlmeans_sigma, &state->nlmeans_noise);
 
   g_object_unref (source);
   return text;

@@ -48,10 +48,12 @@ gegl_run() {
   if grep -q "cudafx:" "$out.log"; then echo "the operation warned: $(grep -m1 cudafx: "$out.log")"; return 1; fi
 }
 
-# case NAME FILE TOLERANCE "CLI OPTIONS" OP PROP=VALUE...: the operation
+# case NAME FILE TOLERANCE "CLI OPTIONS" OP PROP=VALUE...: the operation (FILE in
+# tests/data, or a path)
 # equals the CLI, then each way of splitting the work equals that result.
 case_() {
-  local name=$1 file=tests/data/$2 tol=$3 cli_opts=$4; shift 4
+  local name=$1 file=$2 tol=$3 cli_opts=$4; shift 4
+  [[ $file == */* ]] || file=tests/data/$file
   local ref=$work/$name.ref.png whole=$work/$name.png msg
   # shellcheck disable=SC2086 # the options are words
   msg=$(eval "\"$cli\" ${cli_opts} \"$file\" \"$ref\"" 2>&1) || { fail "$name" "CLI failed: $msg"; return; }
@@ -95,6 +97,13 @@ printf 'GIMP Palette\nName: four\n#\n200  30  40\n 20 120 200\n250 220 180\n 30 
 case_ quantize-given astronaut.png 0 "quantize --palette '$work/four.gpl' --dither ordered" \
   cudafx:quantize "palette=$work/four.gpl" dither=ordered
 case_ nl-means-auto astronaut.png 1 "nl-means" cudafx:nl-means
+# Camera noise (bench/camera_noise.py, level 16): the noise model found on
+# the whole input reaches every chunk, as the run's σ does.
+"$py" -c "import sys; sys.path.insert(0, 'bench'); import numpy as np; from PIL import Image
+from camera_noise import camera_noisy_copy
+a = np.asarray(Image.open('tests/data/chelsea.png').convert('RGB'))
+Image.fromarray(camera_noisy_copy(a, 16, 1)).save('$work/camera-noise.png')"
+case_ nl-means-auto-camera-noise "$work/camera-noise.png" 1 "nl-means" cudafx:nl-means
 case_ nl-means-manual camera.png 1 "nl-means --h 12 --patch-radius 2 --search-radius 4" \
   cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4
 

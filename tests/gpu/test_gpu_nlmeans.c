@@ -6,7 +6,8 @@
  * device-memory cap; the filter stays within 1 (0..255 scale) of the CPU on
  * u8 and within 1e-5 (0..1 scale) on f32 for every kernel kind (u8 flat and
  * Gaussian patches, f32), channel layout, patch radius 1..5, search radii up
- * to 20, tiles, stripes and chunks. */
+ * to 20, tiles, stripes and chunks; under camera noise the same noise model
+ * and the output within 1 (u8) or 1/255 (f32) of the CPU. */
 #include "../unit/harness.h"
 
 #include <math.h>
@@ -138,15 +139,18 @@ compare_filter (const cudafx_image *src, const cudafx_nlmeans_params *p, int pro
     {
       double d = harness_max_diff (&ref, &out);
       /* u8: the contract's +-1; f32: the same float weights summed in
-       * another order, 1e-5 in f32 units (0..1 scale) */
-      double tol = src->type == CUDAFX_U8 ? 1.0 : 1e-5 * 255;
+       * another order, 1e-5 in f32 units (0..1 scale); behind the camera
+       * noise transform the contract's 1/255, its inverse stretching the
+       * shadows' differences */
+      double tol = src->type == CUDAFX_U8 || got.noise.signal_dependent ? 1.0 : 1e-5 * 255;
       CHECK (report.backend_used == CUDAFX_BACKEND_CUDA, "%s: ran on backend %d", what, report.backend_used);
       CHECK (d <= tol, "%s %dx%d c%d%s %s P %d S %d: differs from the CPU by %g", what, src->width,
              src->height, src->channels, src->has_alpha ? "+alpha" : "",
              src->type == CUDAFX_U8 ? "u8" : "f32", got.patch_radius, got.search_radius, d);
       CHECK (!memcmp (&want.sigma, &got.sigma, sizeof want.sigma) && want.h == got.h &&
              want.patch_radius == got.patch_radius && want.search_radius == got.search_radius &&
-             want.patch_sigma == got.patch_sigma && want.centre_max == got.centre_max,
+             want.patch_sigma == got.patch_sigma && want.centre_max == got.centre_max &&
+             !memcmp (&want.noise, &got.noise, sizeof want.noise),
              "%s: info differs: sigma %.17g/%.17g P %d/%d", what, want.sigma, got.sigma,
              want.patch_radius, got.patch_radius);
       CHECK (!progress || last == 1.0, "%s: progress ended at %g", what, last);
@@ -225,4 +229,54 @@ TEST (gpu_nlmeans_kernels_match_cpu)
           if (harness_failures () > 5)
             return;
         }
+}
+
+/* Camera noise (variance a x + b in linear light, tests/quality's level
+ * 16) on a ramp: automatic mode fits the same noise model on both (the fit
+ * runs on the CPU) and denoises the transformed image on the GPU, whole and
+ * striped, every layout, u8 and f32. */
+TEST (gpu_nlmeans_camera_noise_matches_cpu)
+{
+  const double a = 1.42e-2, b = 3.4e-4;
+  harness_rng rng = { 2222 };
+  char what[96];
+  for (int capped = 0; capped < 2; capped++)
+    {
+      if (capped)
+        setenv ("CUDAFX_CUDA_MEM_LIMIT", "2M", 1);
+      for (size_t li = 0; li < sizeof layouts / sizeof *layouts; li++)
+        for (int type = 0; type < 2; type++)
+          {
+            cudafx_image src = harness_image_new (301, 203, layouts[li].channels, layouts[li].alpha, type, 8);
+            const int colours = layouts[li].channels - layouts[li].alpha;
+            for (int y = 0; y < 203; y++)
+              for (int x = 0; x < 301; x++)
+                for (int c = 0; c < layouts[li].channels; c++)
+                  {
+                    double u = harness_uniform (&rng), v = harness_uniform (&rng);
+                    double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+                    double s = (x * 255.0 / 300 + 5 * sin (y / 11.0 + c)) / 255;
+                    s = s < 0 ? 0 : s > 1 ? 1 : s;
+                    double lin = s <= 0.04045 ? s / 12.92 : pow ((s + 0.055) / 1.055, 2.4);
+                    lin += sqrt (a * lin + b) * g;
+                    lin = lin < 0 ? 0 : lin > 1 ? 1 : lin;
+                    double e = lin <= 0.0031308 ? 12.92 * lin : 1.055 * pow (lin, 1 / 2.4) - 0.055;
+                    harness_set (&src, x, y, c, c < colours ? 255 * e : harness_rand (&rng) % 256);
+                  }
+            cudafx_nlmeans_params p;
+            cudafx_nlmeans_params_init (&p);
+            p.automatic = 1;
+            cudafx_options cpu = harness_cpu_options ();
+            cudafx_nlmeans_info info;
+            CHECK (cudafx_nlmeans_estimate (&src, &cpu, &info) == CUDAFX_OK && info.noise.signal_dependent,
+                   "camera noise, %d channels%s: flat model", layouts[li].channels,
+                   layouts[li].alpha ? " with alpha" : "");
+            snprintf (what, sizeof what, "camera noise%s", capped ? " striped" : "");
+            compare_filter (&src, &p, li == 2, what);
+            harness_image_free (&src);
+            if (harness_failures () > 5)
+              break;
+          }
+      unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+    }
 }

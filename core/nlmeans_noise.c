@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/* Automatic nl-means for camera noise: the noise level function (NLF) of
+ * an image, fitted to the image alone, and the variance-stabilising
+ * transform nl-means runs behind when the noise depends on brightness.
+ *
+ * Model (Foi, Trimeche, Katkovnik, Egiazarian, "Practical Poissonian-
+ * Gaussian noise modeling and fitting for single-image raw-data", IEEE TIP
+ * 2008): per colour channel the noise of the linear-light value x (0..1,
+ * the sRGB value decoded) has variance a x + b, shot noise plus read noise.
+ * Seen in the 8-bit sRGB pixels y, whose slope is e'(x) = d(255 sRGB)/dx,
+ * its variance is v(y) = e'(x)^2 (a x + b) + q, q = 1/12 the rounding to 8
+ * bits.
+ *
+ * Estimate, as Liu, Freeman, Szeliski, Kang ("Noise estimation from a single
+ * image", CVPR 2006) bin it by brightness: on up to NLF_SAMPLES pixels per
+ * channel (whole rows, evenly spaced), Immerkaer's residual l of the 3x3
+ * neighbourhood (core/nlmeans.h's nlmeans_noise_bin, which leaves out
+ * neighbourhoods holding a clipped value) in a histogram of |l| per
+ * brightness level (the neighbourhood's mean, NLF_LEVELS levels); per level
+ * sigma = median |l| / (6 * 0.6745), robust to the few edges a level holds.
+ * Levels too close to 0 or 255 for their noise (clipping makes it look
+ * smaller) or with few samples are left out. Texture only raises a level's
+ * sigma, so the fits weigh levels above the model down (a Cauchy weight of
+ * the relative residual) and those below it fully: the model follows the
+ * lower envelope, as Liu et al.'s does.
+ *
+ * Two models are fitted to the levels of every channel by iteratively
+ * reweighted least squares on the variances: flat (v = constant, the
+ * Gaussian noise automatic mode has always assumed) and the camera's (a, b
+ * >= 0). The camera's is used only when it fits clearly better than the
+ * flat one over all channels (robust cost below CAMERA_GAIN times the
+ * flat's), fits well in itself (below CAMERA_COST a channel: on clean
+ * photos, whose residual is texture and compression, neither model does)
+ * and its sigma varies by CAMERA_SPREAD or more over the levels it was
+ * fitted to; otherwise nl-means runs exactly as before, on the one sigma.
+ *
+ * Transform: the generalised Anscombe transform of the linear-light value,
+ * z = 2/a sqrt (a x + 3a^2/8 + b) (Murtagh, Starck, Bijaoui 1995), written
+ * 2x / (sqrt (a x + c) + sqrt (c)), c = 3a^2/8 + b, so that a = 0 is
+ * x / sqrt (b); its noise has sigma about 1 at every brightness. Scaled by
+ * one factor for all channels so that the widest channel spans 0..255, the
+ * image is denoised as f32 with the parameters of automatic mode for
+ * that scale as sigma. The way back is the exact unbiased inverse (Makitalo,
+ * Foi, "Optimal inversion of the generalized Anscombe transformation for
+ * Poisson-Gaussian noise", IEEE TIP 2013): the clean value whose expected
+ * transformed observation equals the denoised value, E{z | x} computed here
+ * for the observation 8-bit sRGB pixels really are (a Gaussian of variance
+ * a x + b in linear light, clipped to 0..1, encoded and rounded), on a grid
+ * of the 256 sRGB levels, inverted through a table uniform in z. f32 images
+ * go through the same transform with their values clamped to 0..1 (the
+ * model is of display-referred sRGB) and the same inverse. */
+#include "nlmeans_noise.h"
+#include "engine.h"
+#include "nlmeans.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NLF_LEVELS  32        /* brightness levels over 0..256 (8 sRGB units each) */
+#define NLF_RES     512       /* |l| histogram: one unit a bin (l is an integer on u8) */
+#define NLF_SAMPLES (1 << 19) /* neighbourhoods per channel at most (a 12 MP image: every 24th row) */
+#define NLF_MIN_SAMPLES 200   /* a level with fewer is left out */
+#define NLF_CLIP_MARGIN 3.0   /* sigmas a level keeps from 0 and 255 (tests/quality, README) */
+#define NLF_SCALE   0.2       /* relative residual of the variance a level may have */
+#define NLF_ITERATIONS 20
+#define CAMERA_GAIN 0.7   /* the camera model's cost at most this times the flat one's */
+#define CAMERA_COST 2.0   /* and at most this a channel: it explains the levels */
+#define CAMERA_SPREAD 1.1 /* its sigma at least this much larger in the dark */
+
+/* sRGB (IEC 61966-2-1), values 0..1. */
+static double
+srgb_decode (double v)
+{
+  return v <= 0.04045 ? v / 12.92 : pow ((v + 0.055) / 1.055, 2.4);
+}
+
+/* d (255 sRGB) / dx at linear x. */
+static double
+srgb_slope (double x)
+{
+  return 255.0 * (x <= 0.0031308 ? 12.92 : 1.055 / 2.4 * pow (x, 1.0 / 2.4 - 1.0));
+}
+
+/* One brightness level of one channel. */
+typedef struct {
+  double y, x, g, v, s; /* sRGB centre, linear, slope^2, variance, weight */
+} nlf_level;
+
+/* The histograms of |l| per channel and level, summed over threads. */
+static cudafx_status
+count_levels (const cudafx_image *src, int colours, const cudafx_options *o, uint32_t *out)
+{
+  const int W = src->width, H = src->height;
+  const size_t per = (size_t) colours * NLF_LEVELS * NLF_RES;
+  memset (out, 0, per * sizeof *out);
+  if (W < 3 || H < 3)
+    return CUDAFX_OK;
+  const double interior = (double) (W - 2) * (H - 2);
+  const int stride = interior > NLF_SAMPLES ? (int) ceil (interior / NLF_SAMPLES) : 1;
+  const int rows = (H - 2 + stride - 1) / stride;
+  int threads = cudafx_thread_count (o);
+  if (threads > rows)
+    threads = rows;
+  uint32_t *hist = calloc ((size_t) threads * per, sizeof *hist);
+  float *buf = malloc ((size_t) threads * 3 * W * sizeof *buf);
+  if (!hist || !buf)
+    {
+      free (hist);
+      free (buf);
+      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+    }
+#pragma omp parallel num_threads (threads)
+  {
+    int t = omp_get_thread_num ();
+    float *r0 = buf + (size_t) t * 3 * W, *r1 = r0 + W, *r2 = r1 + W;
+    uint32_t *ht = hist + (size_t) t * per;
+#pragma omp for schedule (static)
+    for (int i = 0; i < rows; i++)
+      for (int c = 0; c < colours; c++)
+        {
+          int y = 1 + i * stride;
+          uint32_t *hc = ht + (size_t) c * NLF_LEVELS * NLF_RES;
+          nlmeans_load_row (src, y - 1, c, 0, W, r0);
+          nlmeans_load_row (src, y, c, 0, W, r1);
+          nlmeans_load_row (src, y + 1, c, 0, W, r2);
+          for (int x = 1; x < W - 1; x++)
+            {
+              int b = nlmeans_noise_bin (r0 + x - 1, r1 + x - 1, r2 + x - 1);
+              if (b < 0)
+                continue;
+              int l = (int) (b / NLMEANS_NOISE_BINS_PER_UNIT + 0.5);
+              l = l < NLF_RES ? l : NLF_RES - 1;
+              float m = (r0[x - 1] + r0[x] + r0[x + 1]) + (r1[x - 1] + r1[x] + r1[x + 1])
+                        + (r2[x - 1] + r2[x] + r2[x + 1]);
+              int level = (int) (m * (NLF_LEVELS / (9.0f * 256.0f)));
+              level = level < 0 ? 0 : level >= NLF_LEVELS ? NLF_LEVELS - 1 : level;
+              hc[(size_t) level * NLF_RES + l]++;
+            }
+        }
+  }
+  for (size_t i = 0; i < per; i++)
+    for (int t = 0; t < threads; t++)
+      out[i] += hist[(size_t) t * per + i];
+  free (hist);
+  free (buf);
+  return CUDAFX_OK;
+}
+
+/* Median of a histogram of one-unit bins (bin k holds [k - 1/2, k + 1/2)),
+ * interpolated within its bin; *count its total. */
+static double
+hist_median (const uint64_t *h, int n, uint64_t *count)
+{
+  uint64_t total = 0;
+  for (int k = 0; k < n; k++)
+    total += h[k];
+  *count = total;
+  double half = total / 2.0, cum = 0.0;
+  for (int k = 0; k < n; k++)
+    {
+      if (h[k] && cum + h[k] >= half)
+        return fmax (0.0, k - 0.5 + (half - cum) / h[k]);
+      cum += h[k];
+    }
+  return 0.0;
+}
+
+#define MEDIAN_TO_SIGMA (1.0 / (6.0 * 0.6744897501960817))
+
+/* Robust cost of a relative residual: above the model (texture) Cauchy,
+ * below it quadratic. */
+static double
+rho (double r)
+{
+  r /= NLF_SCALE;
+  return r > 0 ? log1p (r * r) : r * r;
+}
+
+static double
+robust_weight (double r)
+{
+  r /= NLF_SCALE;
+  return r > 0 ? 1.0 / (1.0 + r * r) : 1.0;
+}
+
+/* The model's variance at a level: flat (p[0]) or the camera's (p[0] = a,
+ * p[1] = b). */
+static double
+model_variance (int camera, const double *p, const nlf_level *l)
+{
+  double v = camera ? l->g * (p[0] * l->x + p[1]) : p[0];
+  return v > 1e-6 ? v : 1e-6;
+}
+
+/* Fits one model to n levels; returns its robust cost (weighted mean). */
+static double
+fit_model (int camera, const nlf_level *lv, int n, double *p)
+{
+  double *w = malloc (n * sizeof *w);
+  for (int k = 0; k < n; k++)
+    w[k] = lv[k].s / (lv[k].v * lv[k].v);
+  for (int it = 0; it < NLF_ITERATIONS; it++)
+    {
+      if (!camera)
+        {
+          double sw = 0, swv = 0;
+          for (int k = 0; k < n; k++)
+            sw += w[k], swv += w[k] * lv[k].v;
+          p[0] = swv / sw;
+        }
+      else
+        {
+          /* Normal equations of v = a (g x) + b g, then the bound a, b >= 0. */
+          double s11 = 0, s12 = 0, s22 = 0, t1 = 0, t2 = 0;
+          for (int k = 0; k < n; k++)
+            {
+              double f1 = lv[k].g * lv[k].x, f2 = lv[k].g;
+              s11 += w[k] * f1 * f1, s12 += w[k] * f1 * f2, s22 += w[k] * f2 * f2;
+              t1 += w[k] * f1 * lv[k].v, t2 += w[k] * f2 * lv[k].v;
+            }
+          double det = s11 * s22 - s12 * s12;
+          double a = det > 0 ? (t1 * s22 - t2 * s12) / det : -1, b = det > 0 ? (s11 * t2 - s12 * t1) / det : -1;
+          if (a < 0 || b < 0)
+            {
+              /* The better of the two one-term fits. */
+              double a_only = s11 > 0 ? fmax (t1 / s11, 0) : 0, b_only = s22 > 0 ? fmax (t2 / s22, 0) : 0;
+              double ea = 0, eb = 0;
+              for (int k = 0; k < n; k++)
+                {
+                  double da = lv[k].v - a_only * lv[k].g * lv[k].x, db = lv[k].v - b_only * lv[k].g;
+                  ea += w[k] * da * da, eb += w[k] * db * db;
+                }
+              a = ea <= eb ? a_only : 0;
+              b = ea <= eb ? 0 : b_only;
+            }
+          p[0] = a, p[1] = b;
+        }
+      for (int k = 0; k < n; k++)
+        {
+          double m = model_variance (camera, p, &lv[k]);
+          w[k] = lv[k].s * robust_weight ((lv[k].v - m) / m) / (m * m);
+        }
+    }
+  double cost = 0, sw = 0;
+  for (int k = 0; k < n; k++)
+    {
+      double m = model_variance (camera, p, &lv[k]);
+      cost += lv[k].s * rho ((lv[k].v - m) / m);
+      sw += lv[k].s;
+    }
+  free (w);
+  return sw > 0 ? cost / sw : 0;
+}
+
+/* The model's sigma in pixel units at sRGB level y (0..255) of channel c. */
+static double
+model_sigma_at (const cudafx_noise_model *m, int c, double y)
+{
+  double x = srgb_decode (y / 255.0), e = srgb_slope (x);
+  return sqrt (e * e * (m->a[c] * x + m->b[c]));
+}
+
+cudafx_status
+nlmeans_noise_fit (const cudafx_image *src, int colours, const cudafx_options *o,
+                   cudafx_noise_model *m, double *sigma)
+{
+  const size_t per = (size_t) colours * NLF_LEVELS * NLF_RES;
+  uint32_t *hist = malloc (per * sizeof *hist);
+  uint64_t *h64 = malloc (NLF_RES * sizeof *h64);
+  nlf_level *lv = malloc (NLF_LEVELS * sizeof *lv);
+  cudafx_status s = CUDAFX_OK;
+  if (!hist || !h64 || !lv)
+    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+  else
+    s = count_levels (src, colours, o, hist);
+  memset (m, 0, sizeof *m);
+  m->channels = colours;
+  *sigma = 0;
+  if (s)
+    goto done;
+
+  const double q = src->type == CUDAFX_U8 ? 1.0 / 12.0 : 0.0;
+  double cost_flat = 0, cost_camera = 0, spread = INFINITY, sum_sq = 0;
+  for (int c = 0; c < colours; c++)
+    {
+      const uint32_t *hc = hist + (size_t) c * NLF_LEVELS * NLF_RES;
+      uint64_t total = 0, count;
+      /* The channel's one sigma: all levels together. */
+      for (int k = 0; k < NLF_RES; k++)
+        {
+          h64[k] = 0;
+          for (int l = 0; l < NLF_LEVELS; l++)
+            h64[k] += hc[(size_t) l * NLF_RES + k];
+        }
+      double sc = hist_median (h64, NLF_RES, &total) * MEDIAN_TO_SIGMA;
+      sum_sq += sc * sc;
+
+      int n = 0;
+      for (int l = 0; l < NLF_LEVELS; l++)
+        {
+          for (int k = 0; k < NLF_RES; k++)
+            h64[k] = hc[(size_t) l * NLF_RES + k];
+          double sl = hist_median (h64, NLF_RES, &count) * MEDIAN_TO_SIGMA;
+          double y = (l + 0.5) * 256.0 / NLF_LEVELS;
+          if (count < NLF_MIN_SAMPLES || count * 1000 < total || y < NLF_CLIP_MARGIN * sl
+              || y > 255 - NLF_CLIP_MARGIN * sl || sl * sl <= 2 * q)
+            continue;
+          double x = srgb_decode (y / 255.0), e = srgb_slope (x);
+          lv[n++] = (nlf_level) { y, x, e * e, sl * sl - q, sqrt ((double) count) };
+        }
+      if (n < 3)
+        {
+          /* Too few levels to tell a slope from a constant: flat. */
+          cost_camera = INFINITY;
+          continue;
+        }
+      double pf[1], pc[2];
+      cost_flat += fit_model (0, lv, n, pf);
+      cost_camera += fit_model (1, lv, n, pc);
+      m->a[c] = pc[0];
+      m->b[c] = pc[1];
+      double lo = INFINITY, hi = 0;
+      for (int k = 0; k < n; k++)
+        {
+          double sk = model_sigma_at (m, c, lv[k].y);
+          lo = fmin (lo, sk), hi = fmax (hi, sk);
+        }
+      spread = fmin (spread, lo > 0 ? hi / lo : 0);
+    }
+  *sigma = sqrt (sum_sq / colours);
+
+  if (isfinite (cost_camera) && cost_camera < CAMERA_GAIN * cost_flat
+      && cost_camera < CAMERA_COST * colours && spread >= CAMERA_SPREAD)
+    {
+      m->signal_dependent = 1;
+      for (int c = 0; c < colours; c++)
+        {
+          m->sigma_dark += model_sigma_at (m, c, 32) / colours;
+          m->sigma_light += model_sigma_at (m, c, 224) / colours;
+        }
+    }
+  else
+    {
+      memset (m->a, 0, sizeof m->a);
+      memset (m->b, 0, sizeof m->b);
+      m->sigma_dark = m->sigma_light = *sigma;
+    }
+done:
+  free (hist);
+  free (h64);
+  free (lv);
+  return s;
+}
+
+/* ---- the transform --------------------------------------------------------- */
+
+/* Generalised Anscombe, c = 3a^2/8 + b. */
+static double
+gat (double a, double c, double x)
+{
+  return 2.0 * x / (sqrt (a * x + c) + sqrt (c));
+}
+
+void
+nlmeans_vst_make (const cudafx_noise_model *m, int colours, nlmeans_vst *v)
+{
+  double span = 0;
+  memset (v, 0, sizeof *v);
+  v->colours = colours;
+  for (int c = 0; c < colours; c++)
+    {
+      v->a[c] = m->a[c];
+      v->c[c] = 3.0 / 8.0 * m->a[c] * m->a[c] + fmax (m->b[c], 1e-12);
+      span = fmax (span, gat (v->a[c], v->c[c], 1.0));
+    }
+  v->scale = (float) (255.0 / span);
+
+  double lin[257];
+  for (int k = 0; k <= 256; k++)
+    lin[k] = srgb_decode ((k - 0.5) / 255.0); /* lower edge of level k's rounding interval */
+#pragma omp parallel for schedule (static)
+  for (int c = 0; c < colours; c++)
+    {
+      const double a = v->a[c], cc = v->c[c];
+      double e[256];
+      for (int k = 0; k < 256; k++)
+        v->forward[c][k] = (float) (v->scale * gat (a, cc, srgb_decode (k / 255.0)));
+      /* E{z | x} at the 256 sRGB levels: P(level k | x) from the Gaussian of
+       * variance a x + b, clipped at 0 and 1 (levels 0 and 255 take the tails). */
+      for (int j = 0; j < 256; j++)
+        {
+          double x = srgb_decode (j / 255.0), sd = sqrt (fmax (a * x + cc - 3.0 / 8.0 * a * a, 1e-12));
+          double sum = 0, below = 0;
+          for (int k = 0; k < 256; k++)
+            {
+              double upper = k == 255 ? 1.0 : 0.5 * erfc (-(lin[k + 1] - x) / (sd * M_SQRT2));
+              sum += (upper - below) * v->forward[c][k];
+              below = upper;
+            }
+          e[j] = j > 0 && sum <= e[j - 1] ? e[j - 1] + 1e-9 : sum;
+        }
+      /* Uniform in z: the level (fractional) whose E{z | x} it is. */
+      const double z0 = e[0], step = (e[255] - e[0]) / NLMEANS_VST_CELLS;
+      v->inv_z0[c] = (float) z0;
+      v->inv_step[c] = (float) step;
+      int j = 0;
+      for (int i = 0; i <= NLMEANS_VST_CELLS; i++)
+        {
+          double z = z0 + i * step;
+          while (j < 254 && e[j + 1] < z)
+            j++;
+          double f = (z - e[j]) / (e[j + 1] - e[j]);
+          v->inverse[c][i] = (float) fmin (255.0, fmax (0.0, j + fmin (1.0, fmax (0.0, f))));
+        }
+    }
+}
+
+void
+nlmeans_vst_forward (const nlmeans_vst *v, const cudafx_image *src, cudafx_image *t,
+                     const cudafx_options *o)
+{
+  const int n = v->colours, ch = src->channels, W = src->width;
+#pragma omp parallel for num_threads (cudafx_thread_count (o)) schedule (static)
+  for (int y = 0; y < src->height; y++)
+    {
+      const uint8_t *srow = cudafx_row (src, y);
+      float *trow = (float *) cudafx_row (t, y);
+      for (int x = 0; x < W; x++)
+        for (int c = 0; c < n; c++)
+          {
+            float z;
+            if (src->type == CUDAFX_U8)
+              z = v->forward[c][srow[(size_t) x * ch + c]];
+            else
+              {
+                double s = ((const float *) srow)[(size_t) x * ch + c];
+                s = s < 0 ? 0 : s > 1 ? 1 : s;
+                z = (float) (v->scale * gat (v->a[c], v->c[c], srgb_decode (s)));
+              }
+            trow[(size_t) x * n + c] = z / 255.0f;
+          }
+    }
+}
+
+void
+nlmeans_vst_inverse (const nlmeans_vst *v, const cudafx_image *u, const cudafx_image *src,
+                     cudafx_image *dst, const cudafx_options *o)
+{
+  const int n = v->colours, ch = src->channels, W = src->width;
+#pragma omp parallel for num_threads (cudafx_thread_count (o)) schedule (static)
+  for (int y = 0; y < src->height; y++)
+    {
+      const float *urow = (const float *) cudafx_row (u, y);
+      const uint8_t *srow = cudafx_row (src, y);
+      uint8_t *drow = cudafx_row (dst, y);
+      for (int x = 0; x < W; x++)
+        for (int c = 0; c < ch; c++)
+          {
+            size_t e = (size_t) x * ch + c;
+            if (c >= n)
+              {
+                if (src->type == CUDAFX_U8)
+                  drow[e] = srow[e];
+                else
+                  ((float *) drow)[e] = ((const float *) srow)[e];
+                continue;
+              }
+            float z = urow[(size_t) x * n + c] * 255.0f;
+            float pos = (z - v->inv_z0[c]) / v->inv_step[c];
+            pos = pos > 0 ? pos : 0; /* also NaN */
+            pos = pos < NLMEANS_VST_CELLS ? pos : NLMEANS_VST_CELLS;
+            int i = (int) pos;
+            i = i < NLMEANS_VST_CELLS ? i : NLMEANS_VST_CELLS - 1;
+            float f = pos - i;
+            float r = v->inverse[c][i] + f * (v->inverse[c][i + 1] - v->inverse[c][i]);
+            if (src->type == CUDAFX_U8)
+              drow[e] = (uint8_t) (r + 0.5f);
+            else
+              ((float *) drow)[e] = r / 255.0f;
+          }
+    }
+}
