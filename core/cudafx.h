@@ -198,7 +198,7 @@ cudafx_status cudafx_median (const cudafx_image *src, cudafx_image *dst,
 
 /* ---- non-local means ------------------------------------------------------ */
 
-/* Noise level function of automatic nl-means (issue 22): per colour channel
+/* Noise level function of automatic nl-means: per colour channel
  * the noise variance a x + b of the linear-light value x (0..1; sRGB
  * decoded), camera noise (shot noise plus read noise), fitted to the image.
  * When the image's noise is as strong at every brightness (in pixel units),

@@ -34,7 +34,8 @@ trim_end (const char *p, const char *end)
 static cudafx_status
 parse_entry (const char *p, const char *end, const char *source, int line, double rgb[3])
 {
-  static const char *const channel[3] = { "red", "green", "blue" };
+  /* TRANSLATORS: the channel named in a .gpl entry's error ("the red value …") */
+  static const char *const channel[3] = { N_("red"), N_("green"), N_("blue") };
   for (int c = 0; c < 3; c++)
     {
       while (p < end && is_blank (*p))
@@ -46,14 +47,14 @@ parse_entry (const char *p, const char *end, const char *source, int line, doubl
       if (p == digits)
         return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
                             "%s:%d: expected the %s value of an entry (R G B, each 0..255), found \"%.*s\"",
-                            source, line, channel[c], (int) (trim_end (p, end) - p > 20 ? 20 : trim_end (p, end) - p), p);
+                            source, line, _(channel[c]), (int) (trim_end (p, end) - p > 20 ? 20 : trim_end (p, end) - p), p);
       if (v > 255 || (p < end && *p >= '0' && *p <= '9'))
         return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s:%d: %s value \"%.*s\" is out of range 0..255", source,
-                            line, channel[c], (int) (p - digits), digits);
+                            line, _(channel[c]), (int) (p - digits), digits);
       if (p < end && !is_blank (*p))
         return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
                             "%s:%d: the %s value must be a whole number 0..255 followed by a blank, found \"%c\"",
-                            source, line, channel[c], *p);
+                            source, line, _(channel[c]), *p);
       rgb[c] = (double) v;
     }
   return CUDAFX_OK; /* the rest is the entry's name */
