@@ -465,10 +465,32 @@ argument_widget (GimpProcedureDialog *dialog, const cudafx_arg *arg, dialog_stat
   return arg->name;
 }
 
+/* A given palette replaces the palette k-means would make: its arguments
+ * grey out while one is chosen (palette is an object, which
+ * gimp_procedure_dialog_set_sensitive cannot watch). */
+static void
+given_palette_changed (GObject *config, GParamSpec *pspec, GimpProcedureDialog *dialog)
+{
+  static const char *const kmeans[] = { "colors", "max-iterations", "seed" };
+  GimpPalette *palette = NULL;
+
+  g_object_get (config, "palette", &palette, NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (kmeans); i++)
+    gtk_widget_set_sensitive (gimp_procedure_dialog_get_widget (dialog, kmeans[i], G_TYPE_NONE),
+                              palette == NULL);
+  g_clear_object (&palette);
+}
+
 /* Widgets that only matter for some values of another argument. */
 static void
 set_dependencies (GimpProcedureDialog *dialog, dialog_state *state)
 {
+  if (state->filter == CUDAFX_FILTER_QUANTIZE)
+    {
+      g_signal_connect_object (state->config, "notify::palette", G_CALLBACK (given_palette_changed),
+                               dialog, 0);
+      given_palette_changed (G_OBJECT (state->config), NULL, dialog);
+    }
   if (state->filter == CUDAFX_FILTER_NLMEANS)
     {
       static const char *const manual[] = { "h", "patch-radius", "search-radius" };
