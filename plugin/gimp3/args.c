@@ -43,7 +43,18 @@ read_palette (GimpProcedureConfig *config, const char *name, cudafx_proc_args *a
 }
 
 gboolean
-cudafx_config_read_args (GimpProcedureConfig *config, cudafx_proc_args *args, GError **error)
+cudafx_config_uses_palette (GimpProcedureConfig *config)
+{
+  gboolean use = FALSE;
+
+  if (g_object_class_find_property (G_OBJECT_GET_CLASS (config), CUDAFX_USE_PALETTE))
+    g_object_get (config, CUDAFX_USE_PALETTE, &use, NULL);
+  return use;
+}
+
+gboolean
+cudafx_config_read_args (GimpProcedureConfig *config, gboolean with_palette, cudafx_proc_args *args,
+                         GError **error)
 {
   for (int i = 0; i < cudafx_proc_n_args (args->filter); i++)
     {
@@ -93,7 +104,7 @@ cudafx_config_read_args (GimpProcedureConfig *config, cudafx_proc_args *args, GE
             break;
           }
         case CUDAFX_ARG_PALETTE:
-          if (!read_palette (config, arg->name, args, error))
+          if (with_palette && !read_palette (config, arg->name, args, error))
             return FALSE;
           break;
         }

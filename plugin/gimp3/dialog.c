@@ -82,7 +82,8 @@ preview_result (dialog_state *state, GeglBuffer *source, const GeglRectangle *ar
   GeglRectangle    bounds;
 
   cudafx_proc_args_init (&args, state->filter);
-  if (!cudafx_config_read_args (state->config, &args, error))
+  if (!cudafx_config_read_args (state->config, cudafx_config_uses_palette (state->config), &args,
+                                error))
     return NULL;
   args.nlmeans_sigma = state->nlmeans_sigma;
   args.nlmeans_noise = state->nlmeans_noise;
@@ -189,7 +190,7 @@ config_kernel (dialog_state *state, double *taps, int *size)
   int                  n;
 
   cudafx_proc_args_init (&args, state->filter);
-  if (!cudafx_config_read_args (state->config, &args, NULL))
+  if (!cudafx_config_read_args (state->config, FALSE, &args, NULL))
     return FALSE;
   n = (int) lround (sqrt ((double) args.kernel_length));
   if (n * n != args.kernel_length)
@@ -465,31 +466,20 @@ argument_widget (GimpProcedureDialog *dialog, const cudafx_arg *arg, dialog_stat
   return arg->name;
 }
 
-/* A given palette replaces the palette k-means would make: its arguments
- * grey out while one is chosen (palette is an object, which
- * gimp_procedure_dialog_set_sensitive cannot watch). */
-static void
-given_palette_changed (GObject *config, GParamSpec *pspec, GimpProcedureDialog *dialog)
-{
-  static const char *const kmeans[] = { "colors", "max-iterations", "seed" };
-  GimpPalette *palette = NULL;
-
-  g_object_get (config, "palette", &palette, NULL);
-  for (gsize i = 0; i < G_N_ELEMENTS (kmeans); i++)
-    gtk_widget_set_sensitive (gimp_procedure_dialog_get_widget (dialog, kmeans[i], G_TYPE_NONE),
-                              palette == NULL);
-  g_clear_object (&palette);
-}
-
 /* Widgets that only matter for some values of another argument. */
 static void
 set_dependencies (GimpProcedureDialog *dialog, dialog_state *state)
 {
   if (state->filter == CUDAFX_FILTER_QUANTIZE)
     {
-      g_signal_connect_object (state->config, "notify::palette", G_CALLBACK (given_palette_changed),
-                               dialog, 0);
-      given_palette_changed (G_OBJECT (state->config), NULL, dialog);
+      /* A given palette replaces the one k-means would make. */
+      static const char *const kmeans[] = { "colors", "max-iterations", "seed" };
+
+      for (gsize i = 0; i < G_N_ELEMENTS (kmeans); i++)
+        gimp_procedure_dialog_set_sensitive (dialog, kmeans[i], TRUE, G_OBJECT (state->config),
+                                             CUDAFX_USE_PALETTE, TRUE);
+      gimp_procedure_dialog_set_sensitive (dialog, "palette", TRUE, G_OBJECT (state->config),
+                                           CUDAFX_USE_PALETTE, FALSE);
     }
   if (state->filter == CUDAFX_FILTER_NLMEANS)
     {
@@ -549,7 +539,11 @@ cudafx_dialog_run (GimpProcedure *procedure, GimpProcedureConfig *config,
       if (arg->type == CUDAFX_ARG_DOUBLE_ARRAY)
         kernel_id = id;
       else if (is_palette_argument (filter, arg))
-        palette = g_list_append (palette, (gpointer) id);
+        {
+          if (arg->type == CUDAFX_ARG_PALETTE)
+            palette = g_list_append (palette, CUDAFX_USE_PALETTE);
+          palette = g_list_append (palette, (gpointer) id);
+        }
       else
         options = g_list_append (options, (gpointer) id);
       if (kernel_id && (!strcmp (arg->name, "sigma") || i == n_args - 1))
@@ -593,6 +587,8 @@ cudafx_dialog_run (GimpProcedure *procedure, GimpProcedureConfig *config,
   ok = gimp_procedure_dialog_run (dialog);
   g_signal_handlers_disconnect_by_data (config, &state);
   gtk_widget_destroy (GTK_WIDGET (dialog));
+  if (ok && !cudafx_config_uses_palette (config))
+    g_object_set (config, "palette", NULL, NULL); /* the chooser's, not chosen */
   g_clear_object (&state.whole);
   return ok;
 }

@@ -80,9 +80,17 @@ add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
                                                 G_PARAM_READWRITE);
       break;
     case CUDAFX_ARG_PALETTE:
-      /* none (the default): k-means computes the palette */
+      /* none (the default): k-means computes the palette. GIMP's palette
+       * chooser always shows a palette (the context's), so the dialog asks
+       * with a check box of its own whether to use it; the box is an
+       * auxiliary argument: Script-Fu passes a palette or none. */
       gimp_procedure_add_palette_argument (procedure, arg->name, nick, blurb, TRUE, NULL, FALSE,
                                            G_PARAM_READWRITE);
+      gimp_procedure_add_boolean_aux_argument (procedure, CUDAFX_USE_PALETTE,
+                                               _("Map to a given palette"),
+                                               _("Map the colors to the palette chosen below "
+                                                 "instead of computing one"),
+                                               FALSE, G_PARAM_READWRITE);
       break;
     }
 }
@@ -269,7 +277,7 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
     }
 
   cudafx_proc_args_init (&args, (int) (desc - cudafx_filters));
-  if (!cudafx_config_read_args (config, &args, &error))
+  if (!cudafx_config_read_args (config, TRUE, &args, &error))
     return failure (procedure, error);
   g_object_get (config, "live", &live, NULL);
 
