@@ -681,9 +681,9 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * next lane) and a warp has no other warp to hide its latencies behind (one
  * warp a block, so that each has an SM and its load/store unit to itself):
  * hence the branch-free nearest search over many entries at once (the
- * CPU's search pruned by sorted first features, core/quantize.h, made the
- * kernel 2-7 times slower here: the lanes' searches diverge and each step
- * waits for the longest; docs/BENCHMARKS.md), and the pixels loaded a step
+ * CPU's search pruned by sorted first features, core/quantize.h, is slower
+ * here: the lanes' searches diverge and each step waits for the longest;
+ * docs/BENCHMARKS.md has the measurements), and the pixels loaded a step
  * ahead and prefetched into L1.
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
