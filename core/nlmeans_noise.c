@@ -17,10 +17,11 @@
  * neighbourhood (core/nlmeans.h's nlmeans_noise_bin, which leaves out
  * neighbourhoods holding a clipped value) in a histogram of |l| per
  * brightness level (the neighbourhood's mean, NLMEANS_FIT_LEVELS levels:
- * nlmeans_fit_bin). The backend counts them (integer counts, the same on
- * both, so the same fit), where the image is: on the GPU path the pixels
- * never come back to the CPU; this file fits the model to the counts. Per level
- * sigma = median |l| / (6 * 0.6745), robust to the few edges a level holds.
+ * nlmeans_fit_bin). The backend counts them where the image is (integer
+ * counts, the same on both, so the same fit): on the GPU path the CPU reads
+ * no pixel for the fit, only the counts this file fits the model to. Per
+ * level sigma = median |l| / (6 * 0.6745), robust to the few edges a level
+ * holds.
  * Levels too close to 0 or 255 for their noise (clipping makes it look
  * smaller) or with few samples are left out. Texture only raises a level's
  * sigma, so the fits weigh levels above the model down (a Cauchy weight of
