@@ -5,6 +5,7 @@
 #include "context.cuh"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,7 +454,8 @@ constexpr int CFX_COPY_THREADS = 16;
  * for every one of them, so in a CLI batch, whose codec threads keep every
  * core busy, each of a 12 MP call's 32 copy rounds cost about 3 ms and the
  * copies 95 ms of the call's 116 (docs/BENCHMARKS.md, 2026-11-26). These
- * sleep on a condition variable between rounds; the caller copies too and
+ * watch briefly for the next round, then sleep on a condition variable
+ * (CFX_COPY_SPIN); the caller copies too and
  * waits only for the rows a helper has taken, never for a helper that has
  * not woken up. A round's chunks are handed out by one atomic counter
  * tagged with the round, so a helper that wakes late takes nothing of a
@@ -497,6 +499,13 @@ copy_chunks (cfx_copy_pool *p, unsigned round, const host_rows *job, int rows, i
     }
 }
 
+/* How long a helper watches for the next round before it sleeps: the
+ * rounds of one call follow each other within tens of microseconds (a
+ * chunk's time on the copy engine), and waking a sleeping helper costs about
+ * as long as a u8 round's copying (a lone 12 MP u8 call took 0.65 ms more
+ * with helpers that always slept, docs/BENCHMARKS.md). */
+constexpr auto CFX_COPY_SPIN = std::chrono::microseconds (100);
+
 static void
 copy_helper (cfx_copy_pool *p)
 {
@@ -505,12 +514,24 @@ copy_helper (cfx_copy_pool *p)
   for (;;)
     {
       p->wake.wait (g, [&] { return p->round != seen; });
-      seen = p->round;
-      const host_rows *job = p->job;
-      const int rows = p->rows, chunk = p->chunk, chunks = p->chunks;
-      g.unlock ();
-      copy_chunks (p, seen, job, rows, chunk, chunks);
-      g.lock ();
+      while (p->round != seen)
+        {
+          seen = p->round;
+          const host_rows *job = p->job;
+          const int rows = p->rows, chunk = p->chunk, chunks = p->chunks;
+          g.unlock ();
+          copy_chunks (p, seen, job, rows, chunk, chunks);
+          const auto until = std::chrono::steady_clock::now () + CFX_COPY_SPIN;
+          for (int i = 0; (unsigned) (p->next.load (std::memory_order_relaxed) >> 32) == seen; i++)
+            {
+#ifdef __SSE2__
+              _mm_pause ();
+#endif
+              if (i % 64 == 63 && std::chrono::steady_clock::now () > until)
+                break;
+            }
+          g.lock ();
+        }
     }
 }
 
@@ -564,9 +585,12 @@ host_copy (cfx_context *cx, const host_rows *h, int rows, const cudafx_options *
     p->done = 0;
     p->next.store ((uint64_t) round << 32);
   }
-  const int wakes = threads - 1 < (int) p->helpers.size () ? threads - 1 : (int) p->helpers.size ();
-  for (int i = 0; i < wakes; i++)
-    p->wake.notify_one ();
+  /* One system call wakes them all when all are wanted. */
+  if (threads - 1 >= (int) p->helpers.size ())
+    p->wake.notify_all ();
+  else
+    for (int i = 0; i < threads - 1; i++)
+      p->wake.notify_one ();
   copy_chunks (p, round, h, rows, chunk, chunks);
   std::unique_lock<std::mutex> g (p->lock);
   p->finished.wait (g, [&] { return p->done == p->chunks; });
