@@ -82,11 +82,16 @@ typedef struct {
 
   /* nl-means on src (colours colour channels). max_halo: the largest S + P a
    * later denoise may use (0: no denoise follows), so that the backend can
-   * keep the image where both steps find it. */
-  cudafx_status (*nlmeans_open) (const cudafx_image *src, int colours, int max_halo,
+   * keep the image where all steps find it; transformed: that denoise may
+   * run behind the plan's variance-stabilising transform (plan.vst). */
+  cudafx_status (*nlmeans_open) (const cudafx_image *src, int colours, int max_halo, int transformed,
                                  const cudafx_options *o, nlmeans_session **out);
   /* colours x NLMEANS_NOISE_BINS counts of nlmeans_noise_bin over the image. */
   cudafx_status (*nlmeans_count) (nlmeans_session *s, uint64_t *hist);
+  /* The noise-model fit's: colours x NLMEANS_FIT_BINS counts of
+   * nlmeans_fit_bin over the interior pixels of rows 1, 1 + stride, ...
+   * (all zero for an image narrower or shorter than 3). */
+  cudafx_status (*nlmeans_count_levels) (nlmeans_session *s, int stride, uint64_t *hist);
   cudafx_status (*nlmeans_denoise) (nlmeans_session *s, const nlmeans_plan *plan, cudafx_image *dst);
   void (*nlmeans_close) (nlmeans_session *s);
 
@@ -117,8 +122,10 @@ typedef struct {
   cudafx_status cudafx_convolve_##b (const cudafx_image *src, cudafx_image *dst,                    \
                                      const convolve_plan *plan, const cudafx_options *o);           \
   cudafx_status cudafx_nlmeans_##b##_open (const cudafx_image *src, int colours, int max_halo,      \
-                                           const cudafx_options *o, nlmeans_session **out);         \
+                                           int transformed, const cudafx_options *o,                \
+                                           nlmeans_session **out);                                  \
   cudafx_status cudafx_nlmeans_##b##_count (nlmeans_session *s, uint64_t *hist);                    \
+  cudafx_status cudafx_nlmeans_##b##_count_levels (nlmeans_session *s, int stride, uint64_t *hist); \
   cudafx_status cudafx_nlmeans_##b##_denoise (nlmeans_session *s, const nlmeans_plan *plan,         \
                                               cudafx_image *dst);                                   \
   void cudafx_nlmeans_##b##_close (nlmeans_session *s);                                             \
@@ -138,7 +145,8 @@ typedef struct {
 #define CUDAFX_BACKEND_TABLE(b)                                                                     \
   {                                                                                                 \
     cudafx_##b##_probe, cudafx_##b##_device_count, cudafx_median_##b, cudafx_convolve_##b,          \
-    cudafx_nlmeans_##b##_open, cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_denoise,           \
+    cudafx_nlmeans_##b##_open, cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_count_levels,      \
+    cudafx_nlmeans_##b##_denoise,                                                                   \
     cudafx_nlmeans_##b##_close,                                                                     \
     cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
     cudafx_quantize_##b##_map, cudafx_quantize_##b##_close                                          \

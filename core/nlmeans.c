@@ -54,12 +54,16 @@
  * has the backend denoise with that plan. This file's CPU session is the
  * reference; cuda/nlmeans.cu is the GPU's.
  *
- * Automatic mode first fits the image's noise level function on the CPU
- * (core/nlmeans_noise.c). When the noise is as strong at every brightness
- * the run is the one above; when it follows brightness (camera noise), the
- * engine transforms the colour channels into an f32 image whose noise is one
- * sigma, has the backend denoise that with the parameters for that sigma,
- * and transforms the result back (nlmeans_stabilised). */
+ * Automatic mode first fits the image's noise level function
+ * (core/nlmeans_noise.c) to histograms the same session counts
+ * (nlmeans_fit_bin), so on the GPU the image is uploaded once for the fit,
+ * the estimate and the filter, and only the fit's few thousand numbers run
+ * on the CPU. When the noise is as strong at every brightness the run is
+ * the one above; when it follows brightness (camera noise), the plan
+ * carries the variance-stabilising transform: the backend transforms the
+ * colour channels into f32 whose noise is one sigma, denoises that with the
+ * parameters for that sigma and transforms the result back
+ * (denoise_stabilised here, on the device there). */
 #include "cpu.h"
 #include "nlmeans_noise.h"
 
@@ -117,12 +121,6 @@ load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
       else
         out[i] = ((const float *) row)[(size_t) x * ch + c] * 255.0f;
     }
-}
-
-void
-nlmeans_load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
-{
-  load_row (img, y, c, x0, n, out);
 }
 
 /* The row kernels below are written for a constant channel count n or
@@ -456,53 +454,59 @@ noise_sigma (const uint64_t *hist, int colours)
   return sqrt (sum_sq / colours);
 }
 
-/* The noise histograms of the colour channels on the CPU (see header):
- * per thread, then summed into out. */
+/* Histograms of the colour channels' 3x3 neighbourhoods on the CPU (see
+ * header), per thread, then summed into out: with fit the noise-model fit's
+ * (nlmeans_fit_bin, NLMEANS_FIT_BINS a channel) on rows 1, 1 + step, ...,
+ * else the noise estimate's (nlmeans_noise_bin, NLMEANS_NOISE_BINS) on
+ * every interior row (step 1). */
 CUDAFX_CPU_CLONES static cudafx_status
-count_noise (const cudafx_image *src, int colours, const cudafx_options *o, uint64_t *out)
+count_bins (const cudafx_image *src, int colours, int fit, int step, const cudafx_options *o, uint64_t *out)
 {
-  const int W = src->width, H = src->height;
+  const int W = src->width, H = src->height, bins = fit ? NLMEANS_FIT_BINS : NLMEANS_NOISE_BINS;
+  const int rows = H > 2 ? (H - 2 + step - 1) / step : 0;
   int threads = cudafx_thread_count (o);
+  threads = threads < rows ? threads : rows > 0 ? rows : 1;
   size_t hist_n, rows_n;
-  if (size_mul ((size_t) threads * colours, NLMEANS_NOISE_BINS, &hist_n) ||
-      size_mul ((size_t) threads * 3, W, &rows_n))
+  if (size_mul ((size_t) threads * colours, bins, &hist_n) || size_mul ((size_t) threads * 3, W, &rows_n))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
   uint64_t *hist = calloc (hist_n, sizeof *hist);
-  float *rows = malloc (rows_n * sizeof *rows);
-  if (!hist || !rows)
+  float *buf = malloc (rows_n * sizeof *buf);
+  if (!hist || !buf)
     {
       free (hist);
-      free (rows);
+      free (buf);
       return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
     }
 
 #pragma omp parallel num_threads (threads)
   {
     int t = omp_get_thread_num ();
-    float *r0 = rows + (size_t) t * 3 * W, *r1 = r0 + W, *r2 = r1 + W;
+    float *r0 = buf + (size_t) t * 3 * W, *r1 = r0 + W, *r2 = r1 + W;
 #pragma omp for schedule (static)
-    for (int y = 1; y < H - 1; y++)
+    for (int i = 0; i < rows; i++)
       for (int c = 0; c < colours; c++)
         {
-          uint64_t *hc = hist + ((size_t) t * colours + c) * NLMEANS_NOISE_BINS;
+          const int y = 1 + i * step;
+          uint64_t *hc = hist + ((size_t) t * colours + c) * bins;
           load_row (src, y - 1, c, 0, W, r0);
           load_row (src, y, c, 0, W, r1);
           load_row (src, y + 1, c, 0, W, r2);
           for (int x = 1; x < W - 1; x++)
             {
-              int b = nlmeans_noise_bin (r0 + x - 1, r1 + x - 1, r2 + x - 1);
+              int b = fit ? nlmeans_fit_bin (r0 + x - 1, r1 + x - 1, r2 + x - 1)
+                          : nlmeans_noise_bin (r0 + x - 1, r1 + x - 1, r2 + x - 1);
               if (b >= 0)
                 hc[b]++;
             }
         }
   }
-  for (size_t i = 0; i < (size_t) colours * NLMEANS_NOISE_BINS; i++)
+  for (size_t i = 0; i < (size_t) colours * bins; i++)
     {
       out[i] = hist[i];
       for (int t = 1; t < threads; t++)
-        out[i] += hist[(size_t) t * colours * NLMEANS_NOISE_BINS + i];
+        out[i] += hist[(size_t) t * colours * bins + i];
     }
-  free (rows);
+  free (buf);
   free (hist);
   return CUDAFX_OK;
 }
@@ -607,8 +611,8 @@ cudafx_nlmeans_params_init (cudafx_nlmeans_params *p)
 /* ---- the CPU backend's session (core/cpu.c's table) ---------------------- */
 
 cudafx_status
-cudafx_nlmeans_cpu_open (const cudafx_image *src, int colours, int max_halo, const cudafx_options *o,
-                         nlmeans_session **out)
+cudafx_nlmeans_cpu_open (const cudafx_image *src, int colours, int max_halo, int transformed,
+                         const cudafx_options *o, nlmeans_session **out)
 {
   *out = malloc (sizeof **out);
   if (!*out)
@@ -620,12 +624,49 @@ cudafx_nlmeans_cpu_open (const cudafx_image *src, int colours, int max_halo, con
 cudafx_status
 cudafx_nlmeans_cpu_count (nlmeans_session *ses, uint64_t *hist)
 {
-  return count_noise (ses->src, ses->colours, ses->o, hist);
+  return count_bins (ses->src, ses->colours, 0, 1, ses->o, hist);
+}
+
+cudafx_status
+cudafx_nlmeans_cpu_count_levels (nlmeans_session *ses, int stride, uint64_t *hist)
+{
+  return count_bins (ses->src, ses->colours, 1, stride, ses->o, hist);
+}
+
+/* Behind the transform: the colour channels into an f32 image whose noise
+ * is one sigma, denoised, and transformed back. */
+static cudafx_status
+denoise_stabilised (nlmeans_session *ses, const nlmeans_plan *plan, cudafx_image *dst)
+{
+  const cudafx_image *src = ses->src;
+  const int colours = ses->colours;
+  size_t row, bytes;
+  if (size_mul ((size_t) src->width * colours, sizeof (float), &row) || size_mul (row, (size_t) src->height, &bytes))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
+  float *t = malloc (bytes), *u = malloc (bytes);
+  cudafx_status s = CUDAFX_OK;
+  if (!t || !u)
+    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for the transformed image");
+  else
+    {
+      cudafx_image ti = { t, src->width, src->height, colours, 0, CUDAFX_F32, row };
+      cudafx_image ui = ti;
+      ui.data = u;
+      nlmeans_vst_forward (plan->vst, src, &ti, ses->o);
+      nlmeans_job job = { &ti, &ui, colours, *plan };
+      if (!(s = denoise_cpu (&job, ses->o)))
+        nlmeans_vst_inverse (plan->vst, &ui, src, dst, ses->o);
+    }
+  free (t);
+  free (u);
+  return s;
 }
 
 cudafx_status
 cudafx_nlmeans_cpu_denoise (nlmeans_session *ses, const nlmeans_plan *plan, cudafx_image *dst)
 {
+  if (plan->vst)
+    return denoise_stabilised (ses, plan, dst);
   nlmeans_job job = { ses->src, dst, ses->colours, *plan };
   return denoise_cpu (&job, ses->o);
 }
@@ -643,9 +684,13 @@ typedef struct {
   const cudafx_image *src;
   cudafx_image       *dst;      /* NULL: the noise estimate only */
   int                 colours;  /* colour channels: channels minus alpha */
-  int                 estimate; /* count the noise first */
+  int                 fit;      /* fit the noise model first (core/nlmeans_noise.c) */
+  int                 estimate; /* count the noise (after a fit: when it finds it flat) */
   int                 automatic; /* the parameters follow the estimate */
   int                 max_halo; /* the largest S + P the plan can get from the estimate */
+  cudafx_noise_model  model;    /* the signal-dependent model denoised behind (given, or the fit's) */
+  double              sigma;    /* with it: the sigma reported (given, or the fit's) */
+  nlmeans_vst        *vst;      /* its transform, or NULL */
   cudafx_nlmeans_info used;     /* the parameters (and sigma) of the run */
   nlmeans_plan        plan;
 } nlmeans_call;
@@ -665,15 +710,53 @@ nlmeans_noise_counted (nlmeans_call *call, const uint64_t *hist)
     call->used.sigma = sigma;
 }
 
-/* Estimate (if asked), parameters, then the filter (if dst) on backend b. */
+/* The parameters and plan of automatic mode behind the transform for
+ * call->model: those for the transformed image's sigma. */
+static cudafx_status
+stabilise (nlmeans_call *call)
+{
+  if (!call->vst && !(call->vst = malloc (sizeof *call->vst)))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+  nlmeans_vst_make (&call->model, call->colours, call->vst);
+  choose_params (call->vst->scale, call->colours, &call->used);
+  make_plan (&call->used, call->colours, call->vst->scale, &call->plan);
+  call->plan.vst = call->vst;
+  return CUDAFX_OK;
+}
+
+/* The noise model fitted to the histograms backend b counts: behind the
+ * transform when it depends on brightness (no other estimate then). */
+static cudafx_status
+nlmeans_fit (const cudafx_backend_ops *b, nlmeans_session *ses, nlmeans_call *call, int *estimate)
+{
+  const cudafx_image *src = call->src;
+  uint64_t *hist = calloc ((size_t) call->colours * NLMEANS_FIT_BINS, sizeof *hist);
+  cudafx_status s = hist ? CUDAFX_OK : cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+  if (!s && !(s = b->nlmeans_count_levels (ses, nlmeans_fit_stride (src->width, src->height), hist)) &&
+      !(s = nlmeans_noise_fit (hist, call->colours, src->type, &call->model, &call->sigma)) &&
+      call->model.signal_dependent)
+    {
+      *estimate = 0;
+      s = stabilise (call);
+    }
+  free (hist);
+  return s;
+}
+
+/* Fit and estimate (if asked), parameters, then the filter (if dst) on
+ * backend b. */
 static cudafx_status
 nlmeans_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
 {
   nlmeans_call *call = call_;
   nlmeans_session *ses = NULL;
   uint64_t *hist = NULL;
-  cudafx_status s = b->nlmeans_open (call->src, call->colours, call->dst ? call->max_halo : 0, o, &ses);
-  if (!s && call->estimate)
+  int estimate = call->estimate;
+  cudafx_status s = b->nlmeans_open (call->src, call->colours, call->dst ? call->max_halo : 0,
+                                     call->fit || call->plan.vst, o, &ses);
+  if (!s && call->fit)
+    s = nlmeans_fit (b, ses, call, &estimate);
+  if (!s && estimate)
     {
       hist = calloc ((size_t) call->colours * NLMEANS_NOISE_BINS, sizeof *hist);
       if (!hist)
@@ -689,77 +772,33 @@ nlmeans_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
   return s;
 }
 
-/* A flat model in info: the one sigma at every brightness. */
+/* The call's report: the parameters, and the noise model (flat: the one
+ * sigma at every brightness). */
 static void
-flat_model (int colours, cudafx_nlmeans_info *info)
+call_info (const nlmeans_call *call, cudafx_nlmeans_info *info)
 {
+  *info = call->used;
+  if (call->plan.vst)
+    {
+      info->sigma = call->sigma;
+      info->noise = call->model;
+      info->stabilised_sigma = call->vst->scale;
+      return;
+    }
   memset (&info->noise, 0, sizeof info->noise);
-  info->noise.channels = colours;
+  info->noise.channels = call->colours;
   info->noise.sigma_dark = info->noise.sigma_light = info->sigma;
   info->stabilised_sigma = 0;
 }
 
-/* What automatic mode runs with under a signal-dependent model: the
- * parameters for the transformed image's sigma. */
-static void
-stabilised_info (const cudafx_noise_model *m, double sigma, int colours, cudafx_nlmeans_info *info)
-{
-  nlmeans_vst *v = malloc (sizeof *v);
-  double scale = 0;
-  if (v)
-    {
-      nlmeans_vst_make (m, colours, v);
-      scale = v->scale;
-    }
-  free (v);
-  choose_params (scale, colours, info);
-  info->sigma = sigma;
-  info->noise = *m;
-  info->stabilised_sigma = scale;
-}
-
-/* Automatic mode under a signal-dependent noise model (core/nlmeans_noise.c):
- * the colour channels transformed into an f32 image whose noise is one sigma,
- * denoised on the backend with the parameters for it, and transformed back. */
+/* Runs the call on the backend the options choose; its report into info. */
 static cudafx_status
-nlmeans_stabilised (const cudafx_image *src, cudafx_image *dst, const cudafx_noise_model *m,
-                    double sigma, const cudafx_options *o, cudafx_nlmeans_info *info)
+nlmeans_dispatch (nlmeans_call *call, const cudafx_options *o, cudafx_nlmeans_info *info)
 {
-  const int colours = colour_channels (src);
-  size_t row, bytes;
-  if (size_mul ((size_t) src->width * colours, sizeof (float), &row)
-      || size_mul (row, (size_t) src->height, &bytes))
-    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
-  nlmeans_vst *v = malloc (sizeof *v);
-  float *t = malloc (bytes), *u = malloc (bytes);
-  cudafx_status s = CUDAFX_OK;
-  if (!v || !t || !u)
-    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for the transformed image");
-  else
-    {
-      nlmeans_vst_make (m, colours, v);
-      cudafx_image ti = { t, src->width, src->height, colours, 0, CUDAFX_F32, row };
-      cudafx_image ui = ti;
-      ui.data = u;
-      nlmeans_vst_forward (v, src, &ti, o);
-      nlmeans_call call = { .src = &ti, .dst = &ui, .colours = colours };
-      choose_params (v->scale, colours, &call.used);
-      make_plan (&call.used, colours, v->scale, &call.plan);
-      call.max_halo = call.plan.search_radius + call.plan.patch_radius;
-      s = cudafx_dispatch ("nl-means", nlmeans_run, &call, o);
-      if (!s)
-        nlmeans_vst_inverse (v, &ui, src, dst, o);
-      if (!s && info)
-        {
-          *info = call.used;
-          info->sigma = sigma;
-          info->noise = *m;
-          info->stabilised_sigma = v->scale;
-        }
-    }
-  free (v);
-  free (t);
-  free (u);
+  cudafx_status s = cudafx_dispatch ("nl-means", nlmeans_run, call, o);
+  if (!s && info)
+    call_info (call, info);
+  free (call->vst);
   return s;
 }
 
@@ -772,22 +811,8 @@ cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudaf
     return s;
   if (!info)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: info is NULL");
-  const int colours = colour_channels (src);
-  cudafx_noise_model model;
-  double sigma;
-  if ((s = nlmeans_noise_fit (src, colours, o, &model, &sigma)))
-    return s;
-  if (model.signal_dependent)
-    {
-      stabilised_info (&model, sigma, colours, info);
-      return CUDAFX_OK;
-    }
-  nlmeans_call call = { .src = src, .colours = colours, .estimate = 1, .automatic = 1 };
-  if ((s = cudafx_dispatch ("nl-means", nlmeans_run, &call, o)))
-    return s;
-  *info = call.used;
-  flat_model (colours, info);
-  return CUDAFX_OK;
+  nlmeans_call call = { .src = src, .colours = colour_channels (src), .fit = 1, .estimate = 1, .automatic = 1 };
+  return nlmeans_dispatch (&call, o, info);
 }
 
 cudafx_status
@@ -813,18 +838,14 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
         return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
                             "nl-means: the noise model has %d channels, the image %d colour channels",
                             p->noise.channels, colours);
-      return nlmeans_stabilised (src, dst, &p->noise, p->sigma, o, info);
-    }
-  if (p->automatic && p->sigma <= 0.0)
-    {
-      cudafx_noise_model model;
-      double sigma;
-      if ((s = nlmeans_noise_fit (src, colours, o, &model, &sigma)))
+      /* Behind the transform for the model given. */
+      call.model = p->noise;
+      call.sigma = p->sigma;
+      if ((s = stabilise (&call)))
         return s;
-      if (model.signal_dependent)
-        return nlmeans_stabilised (src, dst, &model, sigma, o, info);
+      call.max_halo = call.plan.search_radius + call.plan.patch_radius;
     }
-  if (p->automatic && p->sigma > 0.0)
+  else if (p->automatic && p->sigma > 0.0)
     {
       choose_params (p->sigma, colours, &call.used);
       make_plan (&call.used, colours, p->sigma, &call.plan);
@@ -832,8 +853,9 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
     }
   else if (p->automatic)
     {
-      /* The plan comes from the estimate, which the backend makes first. */
-      call.estimate = call.automatic = 1;
+      /* The plan comes from the fit and the estimate, which the backend
+       * counts first; the transform's plan has the same table's radii. */
+      call.fit = call.estimate = call.automatic = 1;
       call.max_halo = auto_max_halo (colours);
     }
   else
@@ -846,12 +868,5 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
       make_plan (&call.used, colours, 0.0, &call.plan);
       call.max_halo = p->patch_radius + p->search_radius;
     }
-
-  s = cudafx_dispatch ("nl-means", nlmeans_run, &call, o);
-  if (s == CUDAFX_OK && info)
-    {
-      *info = call.used;
-      flat_model (colours, info);
-    }
-  return s;
+  return nlmeans_dispatch (&call, o, info);
 }

@@ -20,6 +20,8 @@
 #define NLMEANS_HOST_DEVICE
 #endif
 
+struct nlmeans_vst;
+
 typedef struct {
   int   patch_radius, search_radius;
   /* Separable patch weights g[0 .. 2P]: all 1 (flat) or a Gaussian. */
@@ -27,6 +29,9 @@ typedef struct {
   float dist_scale;  /* 1 / (n (sum g)^2 h^2), n colour channels */
   float dist_offset; /* 2 s^2 / h^2 */
   int   centre_max;  /* the centre weighs as its most similar neighbour (else 1) */
+  /* NULL, or the variance-stabilising transform (camera noise): the colour
+   * channels are denoised as f32 behind it, then transformed back. */
+  const struct nlmeans_vst *vst;
 } nlmeans_plan;
 
 /* exp (-max (x, 0)), relative error below 1e-5, the same bits on the CPU
@@ -84,6 +89,91 @@ nlmeans_noise_bin (const float *r0, const float *r1, const float *r2)
   float l = (r0[0] + r0[2] + r2[0] + r2[2]) - 2.0f * (r0[1] + r2[1] + r1[0] + r1[2]) + 4.0f * r1[1];
   double b = fabs ((double) l) * NLMEANS_NOISE_BINS_PER_UNIT + 0.5;
   return b < NLMEANS_NOISE_BINS - 1 ? (int) b : NLMEANS_NOISE_BINS - 1;
+}
+
+/* The noise-model fit's histograms (core/nlmeans_noise.c): per colour
+ * channel and brightness level (the 3x3 neighbourhood's mean, FIT_LEVELS
+ * levels over 0..256), |residual| in one-unit bins (the residual is an
+ * integer on u8). */
+#define NLMEANS_FIT_LEVELS 32
+#define NLMEANS_FIT_RES    512
+#define NLMEANS_FIT_BINS   (NLMEANS_FIT_LEVELS * NLMEANS_FIT_RES)
+
+/* The fit's bin, level * NLMEANS_FIT_RES + |residual|, of the neighbourhood
+ * whose rows start at r0, r1, r2, or -1 when it holds a clipped value; the
+ * same float and double arithmetic on both backends. */
+static inline NLMEANS_HOST_DEVICE int
+nlmeans_fit_bin (const float *r0, const float *r1, const float *r2)
+{
+  int b = nlmeans_noise_bin (r0, r1, r2);
+  if (b < 0)
+    return -1;
+  int l = (int) (b / NLMEANS_NOISE_BINS_PER_UNIT + 0.5);
+  l = l < NLMEANS_FIT_RES ? l : NLMEANS_FIT_RES - 1;
+  float m = (r0[0] + r0[1] + r0[2]) + (r1[0] + r1[1] + r1[2]) + (r2[0] + r2[1] + r2[2]);
+  int level = (int) (m * (NLMEANS_FIT_LEVELS / (9.0f * 256.0f)));
+  level = level < 0 ? 0 : level >= NLMEANS_FIT_LEVELS ? NLMEANS_FIT_LEVELS - 1 : level;
+  return level * NLMEANS_FIT_RES + l;
+}
+
+/* ---- the variance-stabilising transform (core/nlmeans_noise.c makes it) --- */
+
+/* Cells of the inverse transform's table, uniform in the transformed value. */
+#define NLMEANS_VST_CELLS 4096
+
+typedef struct nlmeans_vst {
+  int   colours;
+  float scale;                                         /* noise sigma after the transform (0..255 scale) */
+  float forward[CUDAFX_NOISE_MAX_CHANNELS][256];       /* u8 value to transformed value */
+  double a[CUDAFX_NOISE_MAX_CHANNELS], c[CUDAFX_NOISE_MAX_CHANNELS]; /* for f32: a and 3a^2/8 + b */
+  float inv_z0[CUDAFX_NOISE_MAX_CHANNELS], inv_step[CUDAFX_NOISE_MAX_CHANNELS];
+  float inverse[CUDAFX_NOISE_MAX_CHANNELS][NLMEANS_VST_CELLS + 1]; /* sRGB 0..255 */
+} nlmeans_vst;
+
+/* sRGB (IEC 61966-2-1) decoded, values 0..1. */
+static inline NLMEANS_HOST_DEVICE double
+nlmeans_srgb_decode (double v)
+{
+  return v <= 0.04045 ? v / 12.92 : pow ((v + 0.055) / 1.055, 2.4);
+}
+
+/* Generalised Anscombe, c = 3a^2/8 + b (core/nlmeans_noise.c's header). */
+static inline NLMEANS_HOST_DEVICE double
+nlmeans_gat (double a, double c, double x)
+{
+  return 2.0 * x / (sqrt (a * x + c) + sqrt (c));
+}
+
+/* The transformed value of channel c of a pixel (u8: the byte at p, f32: the
+ * float at p, clamped to 0..1), on the 0..1 scale of an f32 image. */
+static inline NLMEANS_HOST_DEVICE float
+nlmeans_vst_forward_value (const nlmeans_vst *v, int c, cudafx_type type, const void *p)
+{
+  float z;
+  if (type == CUDAFX_U8)
+    z = v->forward[c][*(const uint8_t *) p];
+  else
+    {
+      double s = *(const float *) p;
+      s = s < 0 ? 0 : s > 1 ? 1 : s;
+      z = (float) (v->scale * nlmeans_gat (v->a[c], v->c[c], nlmeans_srgb_decode (s)));
+    }
+  return z / 255.0f;
+}
+
+/* The exact unbiased inverse of channel c's denoised value u (0..1 scale of
+ * f32), on the 0..255 scale. */
+static inline NLMEANS_HOST_DEVICE float
+nlmeans_vst_inverse_value (const nlmeans_vst *v, int c, float u)
+{
+  float z = u * 255.0f;
+  float pos = (z - v->inv_z0[c]) / v->inv_step[c];
+  pos = pos > 0 ? pos : 0; /* also NaN */
+  pos = pos < NLMEANS_VST_CELLS ? pos : NLMEANS_VST_CELLS;
+  int i = (int) pos;
+  i = i < NLMEANS_VST_CELLS ? i : NLMEANS_VST_CELLS - 1;
+  float f = pos - i;
+  return v->inverse[c][i] + f * (v->inverse[c][i + 1] - v->inverse[c][i]);
 }
 
 #endif /* CUDAFX_NLMEANS_H */

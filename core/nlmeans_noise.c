@@ -16,8 +16,12 @@
  * channel (whole rows, evenly spaced), Immerkaer's residual l of the 3x3
  * neighbourhood (core/nlmeans.h's nlmeans_noise_bin, which leaves out
  * neighbourhoods holding a clipped value) in a histogram of |l| per
- * brightness level (the neighbourhood's mean, NLF_LEVELS levels); per level
- * sigma = median |l| / (6 * 0.6745), robust to the few edges a level holds.
+ * brightness level (the neighbourhood's mean, NLMEANS_FIT_LEVELS levels:
+ * nlmeans_fit_bin). The backend counts them where the image is (integer
+ * counts, the same on both, so the same fit): on the GPU path the CPU reads
+ * no pixel for the fit, only the counts this file fits the model to. Per
+ * level sigma = median |l| / (6 * 0.6745), robust to the few edges a level
+ * holds.
  * Levels too close to 0 or 255 for their noise (clipping makes it look
  * smaller) or with few samples are left out. Texture only raises a level's
  * sigma, so the fits weigh levels above the model down (a Cauchy weight of
@@ -51,15 +55,12 @@
  * model is of display-referred sRGB) and the same inverse. */
 #include "nlmeans_noise.h"
 #include "engine.h"
-#include "nlmeans.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NLF_LEVELS  32        /* brightness levels over 0..256 (8 sRGB units each) */
-#define NLF_RES     512       /* |l| histogram: one unit a bin (l is an integer on u8) */
 #define NLF_SAMPLES (1 << 19) /* neighbourhoods per channel at most (a 12 MP image: every 24th row) */
 #define NLF_MIN_SAMPLES 200   /* a level with fewer is left out */
 #define NLF_CLIP_MARGIN 3.0   /* sigmas a level keeps from 0 and 255 (tests/quality, README) */
@@ -68,13 +69,6 @@
 #define CAMERA_GAIN 0.7   /* the camera model's cost at most this times the flat one's */
 #define CAMERA_COST 2.0   /* and at most this a channel: it explains the levels */
 #define CAMERA_SPREAD 1.1 /* its sigma at least this much larger in the dark */
-
-/* sRGB (IEC 61966-2-1), values 0..1. */
-static double
-srgb_decode (double v)
-{
-  return v <= 0.04045 ? v / 12.92 : pow ((v + 0.055) / 1.055, 2.4);
-}
 
 /* d (255 sRGB) / dx at linear x. */
 static double
@@ -88,64 +82,11 @@ typedef struct {
   double y, x, g, v, s; /* sRGB centre, linear, slope^2, variance, weight */
 } nlf_level;
 
-/* The histograms of |l| per channel and level, summed over threads. */
-static cudafx_status
-count_levels (const cudafx_image *src, int colours, const cudafx_options *o, uint32_t *out)
+int
+nlmeans_fit_stride (int width, int height)
 {
-  const int W = src->width, H = src->height;
-  const size_t per = (size_t) colours * NLF_LEVELS * NLF_RES;
-  memset (out, 0, per * sizeof *out);
-  if (W < 3 || H < 3)
-    return CUDAFX_OK;
-  const double interior = (double) (W - 2) * (H - 2);
-  const int stride = interior > NLF_SAMPLES ? (int) ceil (interior / NLF_SAMPLES) : 1;
-  const int rows = (H - 2 + stride - 1) / stride;
-  int threads = cudafx_thread_count (o);
-  if (threads > rows)
-    threads = rows;
-  uint32_t *hist = calloc ((size_t) threads * per, sizeof *hist);
-  float *buf = malloc ((size_t) threads * 3 * W * sizeof *buf);
-  if (!hist || !buf)
-    {
-      free (hist);
-      free (buf);
-      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
-    }
-#pragma omp parallel num_threads (threads)
-  {
-    int t = omp_get_thread_num ();
-    float *r0 = buf + (size_t) t * 3 * W, *r1 = r0 + W, *r2 = r1 + W;
-    uint32_t *ht = hist + (size_t) t * per;
-#pragma omp for schedule (static)
-    for (int i = 0; i < rows; i++)
-      for (int c = 0; c < colours; c++)
-        {
-          int y = 1 + i * stride;
-          uint32_t *hc = ht + (size_t) c * NLF_LEVELS * NLF_RES;
-          nlmeans_load_row (src, y - 1, c, 0, W, r0);
-          nlmeans_load_row (src, y, c, 0, W, r1);
-          nlmeans_load_row (src, y + 1, c, 0, W, r2);
-          for (int x = 1; x < W - 1; x++)
-            {
-              int b = nlmeans_noise_bin (r0 + x - 1, r1 + x - 1, r2 + x - 1);
-              if (b < 0)
-                continue;
-              int l = (int) (b / NLMEANS_NOISE_BINS_PER_UNIT + 0.5);
-              l = l < NLF_RES ? l : NLF_RES - 1;
-              float m = (r0[x - 1] + r0[x] + r0[x + 1]) + (r1[x - 1] + r1[x] + r1[x + 1])
-                        + (r2[x - 1] + r2[x] + r2[x + 1]);
-              int level = (int) (m * (NLF_LEVELS / (9.0f * 256.0f)));
-              level = level < 0 ? 0 : level >= NLF_LEVELS ? NLF_LEVELS - 1 : level;
-              hc[(size_t) level * NLF_RES + l]++;
-            }
-        }
-  }
-  for (size_t i = 0; i < per; i++)
-    for (int t = 0; t < threads; t++)
-      out[i] += hist[(size_t) t * per + i];
-  free (hist);
-  free (buf);
-  return CUDAFX_OK;
+  const double interior = (double) (width - 2) * (height - 2);
+  return interior > NLF_SAMPLES ? (int) ceil (interior / NLF_SAMPLES) : 1;
 }
 
 /* Median of a histogram of one-unit bins (bin k holds [k - 1/2, k + 1/2)),
@@ -258,56 +199,51 @@ fit_model (int camera, const nlf_level *lv, int n, double *p)
 static double
 model_sigma_at (const cudafx_noise_model *m, int c, double y)
 {
-  double x = srgb_decode (y / 255.0), e = srgb_slope (x);
+  double x = nlmeans_srgb_decode (y / 255.0), e = srgb_slope (x);
   return sqrt (e * e * (m->a[c] * x + m->b[c]));
 }
 
 cudafx_status
-nlmeans_noise_fit (const cudafx_image *src, int colours, const cudafx_options *o,
-                   cudafx_noise_model *m, double *sigma)
+nlmeans_noise_fit (const uint64_t *hist, int colours, cudafx_type type, cudafx_noise_model *m, double *sigma)
 {
-  const size_t per = (size_t) colours * NLF_LEVELS * NLF_RES;
-  uint32_t *hist = malloc (per * sizeof *hist);
-  uint64_t *h64 = malloc (NLF_RES * sizeof *h64);
-  nlf_level *lv = malloc (NLF_LEVELS * sizeof *lv);
+  uint64_t *h64 = malloc (NLMEANS_FIT_RES * sizeof *h64);
+  nlf_level *lv = malloc (NLMEANS_FIT_LEVELS * sizeof *lv);
   cudafx_status s = CUDAFX_OK;
-  if (!hist || !h64 || !lv)
+  if (!h64 || !lv)
     s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
-  else
-    s = count_levels (src, colours, o, hist);
   memset (m, 0, sizeof *m);
   m->channels = colours;
   *sigma = 0;
   if (s)
     goto done;
 
-  const double q = src->type == CUDAFX_U8 ? 1.0 / 12.0 : 0.0;
+  const double q = type == CUDAFX_U8 ? 1.0 / 12.0 : 0.0;
   double cost_flat = 0, cost_camera = 0, spread = INFINITY, sum_sq = 0;
   for (int c = 0; c < colours; c++)
     {
-      const uint32_t *hc = hist + (size_t) c * NLF_LEVELS * NLF_RES;
+      const uint64_t *hc = hist + (size_t) c * NLMEANS_FIT_BINS;
       uint64_t total = 0, count;
       /* The channel's one sigma: all levels together. */
-      for (int k = 0; k < NLF_RES; k++)
+      for (int k = 0; k < NLMEANS_FIT_RES; k++)
         {
           h64[k] = 0;
-          for (int l = 0; l < NLF_LEVELS; l++)
-            h64[k] += hc[(size_t) l * NLF_RES + k];
+          for (int l = 0; l < NLMEANS_FIT_LEVELS; l++)
+            h64[k] += hc[(size_t) l * NLMEANS_FIT_RES + k];
         }
-      double sc = hist_median (h64, NLF_RES, &total) * MEDIAN_TO_SIGMA;
+      double sc = hist_median (h64, NLMEANS_FIT_RES, &total) * MEDIAN_TO_SIGMA;
       sum_sq += sc * sc;
 
       int n = 0;
-      for (int l = 0; l < NLF_LEVELS; l++)
+      for (int l = 0; l < NLMEANS_FIT_LEVELS; l++)
         {
-          for (int k = 0; k < NLF_RES; k++)
-            h64[k] = hc[(size_t) l * NLF_RES + k];
-          double sl = hist_median (h64, NLF_RES, &count) * MEDIAN_TO_SIGMA;
-          double y = (l + 0.5) * 256.0 / NLF_LEVELS;
+          for (int k = 0; k < NLMEANS_FIT_RES; k++)
+            h64[k] = hc[(size_t) l * NLMEANS_FIT_RES + k];
+          double sl = hist_median (h64, NLMEANS_FIT_RES, &count) * MEDIAN_TO_SIGMA;
+          double y = (l + 0.5) * 256.0 / NLMEANS_FIT_LEVELS;
           if (count < NLF_MIN_SAMPLES || count * 1000 < total || y < NLF_CLIP_MARGIN * sl
               || y > 255 - NLF_CLIP_MARGIN * sl || sl * sl <= 2 * q)
             continue;
-          double x = srgb_decode (y / 255.0), e = srgb_slope (x);
+          double x = nlmeans_srgb_decode (y / 255.0), e = srgb_slope (x);
           lv[n++] = (nlf_level) { y, x, e * e, sl * sl - q, sqrt ((double) count) };
         }
       if (n < 3)
@@ -348,20 +284,12 @@ nlmeans_noise_fit (const cudafx_image *src, int colours, const cudafx_options *o
       m->sigma_dark = m->sigma_light = *sigma;
     }
 done:
-  free (hist);
   free (h64);
   free (lv);
   return s;
 }
 
 /* ---- the transform --------------------------------------------------------- */
-
-/* Generalised Anscombe, c = 3a^2/8 + b. */
-static double
-gat (double a, double c, double x)
-{
-  return 2.0 * x / (sqrt (a * x + c) + sqrt (c));
-}
 
 void
 nlmeans_vst_make (const cudafx_noise_model *m, int colours, nlmeans_vst *v)
@@ -373,25 +301,25 @@ nlmeans_vst_make (const cudafx_noise_model *m, int colours, nlmeans_vst *v)
     {
       v->a[c] = m->a[c];
       v->c[c] = 3.0 / 8.0 * m->a[c] * m->a[c] + fmax (m->b[c], 1e-12);
-      span = fmax (span, gat (v->a[c], v->c[c], 1.0));
+      span = fmax (span, nlmeans_gat (v->a[c], v->c[c], 1.0));
     }
   v->scale = (float) (255.0 / span);
 
   double lin[257];
   for (int k = 0; k <= 256; k++)
-    lin[k] = srgb_decode ((k - 0.5) / 255.0); /* lower edge of level k's rounding interval */
+    lin[k] = nlmeans_srgb_decode ((k - 0.5) / 255.0); /* lower edge of level k's rounding interval */
 #pragma omp parallel for schedule (static)
   for (int c = 0; c < colours; c++)
     {
       const double a = v->a[c], cc = v->c[c];
       double e[256];
       for (int k = 0; k < 256; k++)
-        v->forward[c][k] = (float) (v->scale * gat (a, cc, srgb_decode (k / 255.0)));
+        v->forward[c][k] = (float) (v->scale * nlmeans_gat (a, cc, nlmeans_srgb_decode (k / 255.0)));
       /* E{z | x} at the 256 sRGB levels: P(level k | x) from the Gaussian of
        * variance a x + b, clipped at 0 and 1 (levels 0 and 255 take the tails). */
       for (int j = 0; j < 256; j++)
         {
-          double x = srgb_decode (j / 255.0), sd = sqrt (fmax (a * x + cc - 3.0 / 8.0 * a * a, 1e-12));
+          double x = nlmeans_srgb_decode (j / 255.0), sd = sqrt (fmax (a * x + cc - 3.0 / 8.0 * a * a, 1e-12));
           double sum = 0, below = 0;
           for (int k = 0; k < 256; k++)
             {
@@ -422,6 +350,7 @@ nlmeans_vst_forward (const nlmeans_vst *v, const cudafx_image *src, cudafx_image
                      const cudafx_options *o)
 {
   const int n = v->colours, ch = src->channels, W = src->width;
+  const size_t size = cudafx_type_size (src->type);
 #pragma omp parallel for num_threads (cudafx_thread_count (o)) schedule (static)
   for (int y = 0; y < src->height; y++)
     {
@@ -429,18 +358,8 @@ nlmeans_vst_forward (const nlmeans_vst *v, const cudafx_image *src, cudafx_image
       float *trow = (float *) cudafx_row (t, y);
       for (int x = 0; x < W; x++)
         for (int c = 0; c < n; c++)
-          {
-            float z;
-            if (src->type == CUDAFX_U8)
-              z = v->forward[c][srow[(size_t) x * ch + c]];
-            else
-              {
-                double s = ((const float *) srow)[(size_t) x * ch + c];
-                s = s < 0 ? 0 : s > 1 ? 1 : s;
-                z = (float) (v->scale * gat (v->a[c], v->c[c], srgb_decode (s)));
-              }
-            trow[(size_t) x * n + c] = z / 255.0f;
-          }
+          trow[(size_t) x * n + c]
+            = nlmeans_vst_forward_value (v, c, src->type, srow + ((size_t) x * ch + c) * size);
     }
 }
 
@@ -467,14 +386,7 @@ nlmeans_vst_inverse (const nlmeans_vst *v, const cudafx_image *u, const cudafx_i
                   ((float *) drow)[e] = ((const float *) srow)[e];
                 continue;
               }
-            float z = urow[(size_t) x * n + c] * 255.0f;
-            float pos = (z - v->inv_z0[c]) / v->inv_step[c];
-            pos = pos > 0 ? pos : 0; /* also NaN */
-            pos = pos < NLMEANS_VST_CELLS ? pos : NLMEANS_VST_CELLS;
-            int i = (int) pos;
-            i = i < NLMEANS_VST_CELLS ? i : NLMEANS_VST_CELLS - 1;
-            float f = pos - i;
-            float r = v->inverse[c][i] + f * (v->inverse[c][i + 1] - v->inverse[c][i]);
+            float r = nlmeans_vst_inverse_value (v, c, urow[(size_t) x * n + c]);
             if (src->type == CUDAFX_U8)
               drow[e] = (uint8_t) (r + 0.5f);
             else

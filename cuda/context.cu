@@ -4,9 +4,14 @@
  * stripe runner. See context.cuh. */
 #include "context.cuh"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <thread>
+#include <vector>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -444,14 +449,151 @@ copy_host_rows (void *ctx, int i0, int i1)
  * what the two copy engines move at once. */
 constexpr int CFX_COPY_THREADS = 16;
 
-static void
-host_copy (const host_rows *h, int rows, const cudafx_options *o)
+/* The context's copy threads. Not an OpenMP team: its threads spin after
+ * each parallel region (libgomp's active wait) and the region's end waits
+ * for every one of them, so in a CLI batch, whose codec threads keep every
+ * core busy, each of a 12 MP call's 32 copy rounds cost about 3 ms and the
+ * copies 95 ms of the call's 116 (docs/BENCHMARKS.md, 2026-11-26). These
+ * watch briefly for the next round, then sleep on a condition variable
+ * (CFX_COPY_SPIN); the caller copies too and
+ * waits only for the rows a helper has taken, never for a helper that has
+ * not woken up. A round's chunks are handed out by one atomic counter
+ * tagged with the round, so a helper that wakes late takes nothing of a
+ * later round. */
+struct cfx_copy_pool
 {
-  cudafx_options copy;
-  cudafx_options_init (&copy);
+  std::mutex               lock;
+  std::condition_variable  wake;     /* a new round */
+  std::condition_variable  finished; /* the round's last chunk copied */
+  std::vector<std::thread> helpers;
+  /* the round, under lock */
+  unsigned                 round = 0;
+  const host_rows         *job = nullptr;
+  int                      rows = 0, chunk = 0, chunks = 0, done = 0;
+  std::atomic<uint64_t>    next{ 0 }; /* round << 32 | the next chunk to take */
+};
+
+/* Copies chunks of the round until none is left; counts them done. */
+static void
+copy_chunks (cfx_copy_pool *p, unsigned round, const host_rows *job, int rows, int chunk, int chunks)
+{
+  int copied = 0;
+  uint64_t v = p->next.load ();
+  for (;;)
+    {
+      if ((unsigned) (v >> 32) != round || (int) (uint32_t) v >= chunks)
+        break;
+      if (!p->next.compare_exchange_weak (v, v + 1))
+        continue;
+      const int i0 = (int) (uint32_t) v * chunk;
+      copy_host_rows ((void *) job, i0, i0 + chunk < rows ? i0 + chunk : rows);
+      copied++;
+      v = p->next.load ();
+    }
+  if (copied)
+    {
+      std::lock_guard<std::mutex> g (p->lock);
+      p->done += copied;
+      if (p->done == p->chunks)
+        p->finished.notify_one ();
+    }
+}
+
+/* How long a helper watches for the next round before it sleeps: the
+ * rounds of one call follow each other within tens of microseconds (a
+ * chunk's time on the copy engine), and waking a sleeping helper costs about
+ * as long as a u8 round's copying (a lone 12 MP u8 call took 0.65 ms more
+ * with helpers that always slept, docs/BENCHMARKS.md). */
+constexpr auto CFX_COPY_SPIN = std::chrono::microseconds (100);
+
+static void
+copy_helper (cfx_copy_pool *p)
+{
+  std::unique_lock<std::mutex> g (p->lock);
+  unsigned seen = p->round;
+  for (;;)
+    {
+      p->wake.wait (g, [&] { return p->round != seen; });
+      while (p->round != seen)
+        {
+          seen = p->round;
+          const host_rows *job = p->job;
+          const int rows = p->rows, chunk = p->chunk, chunks = p->chunks;
+          g.unlock ();
+          copy_chunks (p, seen, job, rows, chunk, chunks);
+          const auto until = std::chrono::steady_clock::now () + CFX_COPY_SPIN;
+          for (int i = 0; (unsigned) (p->next.load (std::memory_order_relaxed) >> 32) == seen; i++)
+            {
+#ifdef __SSE2__
+              _mm_pause ();
+#endif
+              if (i % 64 == 63 && std::chrono::steady_clock::now () > until)
+                break;
+            }
+          g.lock ();
+        }
+    }
+}
+
+/* The context's pool, started on first use with one helper less than the
+ * copy threads (the caller is one); NULL when no helper could be started. */
+static cfx_copy_pool *
+copy_pool (cfx_context *cx)
+{
+  if (cx->copies)
+    return cx->copies->helpers.empty () ? NULL : cx->copies;
+  cx->copies = new (std::nothrow) cfx_copy_pool ();
+  if (!cx->copies)
+    return NULL;
+  unsigned cores = std::thread::hardware_concurrency ();
+  int helpers = (cores > 1 ? (int) cores : 1) - 1;
+  helpers = helpers < CFX_COPY_THREADS - 1 ? helpers : CFX_COPY_THREADS - 1;
+  try
+    {
+      /* They live as long as the process, asleep between calls. */
+      for (int i = 0; i < helpers; i++)
+        cx->copies->helpers.emplace_back (copy_helper, cx->copies).detach ();
+    }
+  catch (...)
+    {
+      /* the threads started still help */
+    }
+  return cx->copies->helpers.empty () ? NULL : cx->copies;
+}
+
+static void
+host_copy (cfx_context *cx, const host_rows *h, int rows, const cudafx_options *o)
+{
   int threads = cudafx_thread_count (o);
-  copy.threads = threads < CFX_COPY_THREADS ? threads : CFX_COPY_THREADS;
-  cudafx_parallel_rows (rows, copy_host_rows, (void *) h, &copy, 0, 1); /* no progress: cannot fail */
+  threads = threads < CFX_COPY_THREADS ? threads : CFX_COPY_THREADS;
+  cfx_copy_pool *p = threads > 1 && rows > 1 ? copy_pool (cx) : NULL;
+  if (!p)
+    {
+      copy_host_rows ((void *) h, 0, rows);
+      return;
+    }
+  /* A few chunks a thread: the ones that run take more. */
+  const int chunk = rows / (threads * 4) > 1 ? rows / (threads * 4) : 1, chunks = (rows + chunk - 1) / chunk;
+  unsigned round;
+  {
+    std::lock_guard<std::mutex> g (p->lock);
+    round = ++p->round;
+    p->job = h;
+    p->rows = rows;
+    p->chunk = chunk;
+    p->chunks = chunks;
+    p->done = 0;
+    p->next.store ((uint64_t) round << 32);
+  }
+  /* One system call wakes them all when all are wanted. */
+  if (threads - 1 >= (int) p->helpers.size ())
+    p->wake.notify_all ();
+  else
+    for (int i = 0; i < threads - 1; i++)
+      p->wake.notify_one ();
+  copy_chunks (p, round, h, rows, chunk, chunks);
+  std::unique_lock<std::mutex> g (p->lock);
+  p->finished.wait (g, [&] { return p->done == p->chunks; });
 }
 
 /* Each stripe's copies at least this large, so the copy engines run near
@@ -513,7 +655,7 @@ stripe_upload (cfx_context *cx, const char *filter, const cudafx_image *src, cud
     {
       const int m = chunk < total - r ? chunk : total - r;
       host_rows h = { src, up + (size_t) r * row_bytes, v0 + r, row_bytes, border, true };
-      host_copy (&h, m, NULL);
+      host_copy (cx, &h, m, NULL);
       if (r == 0 && (s = cfx_check (cudaEventRecord (cx->ev[0], cx->stream), filter, "event")))
         break;
       s = cfx_check (cudaMemcpy2DAsync ((unsigned char *) st->d_src + (size_t) r * st->src_pitch, st->src_pitch,
@@ -559,7 +701,7 @@ stripe_download (cfx_context *cx, const char *filter, const cfx_stripe *st, cuda
       {
         const int r = c * chunk, m = chunk < st->rows - r ? chunk : st->rows - r;
         host_rows h = { dst, down + (size_t) r * row_bytes, st->y0 + r, row_bytes, CUDAFX_BORDER_CLAMP, false };
-        host_copy (&h, m, o);
+        host_copy (cx, &h, m, o);
       }
   cudafx_status w = cfx_check (cudaStreamSynchronize (cx->stream), filter, "kernel");
   return s ? s : w;
@@ -637,7 +779,7 @@ pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx
   const int u0 = k ? y0 + halo : -halo, u1 = y0 + n + halo;
   const size_t row_bytes = row_bytes_of (src);
   host_rows h = { src, up + (size_t) (u0 + halo) * row_bytes, u0, row_bytes, border, true };
-  host_copy (&h, u1 - u0, o);
+  host_copy (cx, &h, u1 - u0, o);
   st.d_src += (size_t) y0 * st.src_pitch;
   if (dst)
     st.d_dst += (size_t) y0 * st.dst_pitch;
@@ -675,7 +817,7 @@ pipe_collect (cfx_context *cx, const char *filter, const cudafx_image *src, cuda
     {
       const size_t row_bytes = row_bytes_of (src);
       host_rows h = { dst, down + (size_t) y0 * row_bytes, y0, row_bytes, CUDAFX_BORDER_CLAMP, false };
-      host_copy (&h, n, o);
+      host_copy (cx, &h, n, o);
     }
   return cudafx_progress (o, (double) (y0 + n) / src->height);
 }

@@ -16,6 +16,8 @@
  * - pinned host staging buffers, grow-only, mapped into the device's
  *   address space;
  * - the kernels' shared-memory attributes already set;
+ * - the threads that copy between pageable images and the pinned staging
+ *   buffers (context.cu says why they are not OpenMP's);
  * - the device's lock: one call uses a device at a time.
  * Also here: CUDA errors into engine statuses, fault injection for the
  * fallback tests (CUDAFX_CUDA_FAIL), and the stripe runner that feeds
@@ -45,6 +47,8 @@ constexpr int CFX_BASE_EVENTS = 8;
 constexpr int CFX_EVENTS = CFX_BASE_EVENTS + 5 * CFX_PIPE_STRIPES;
 constexpr int CFX_SHARED_ATTRIBUTES = 64; /* kernels whose shared-memory limit is remembered */
 
+struct cfx_copy_pool; /* the staging copies' threads (context.cu) */
+
 struct cfx_context
 {
   std::mutex   lock;
@@ -68,6 +72,7 @@ struct cfx_context
   const void  *shared_kernel[CFX_SHARED_ATTRIBUTES];
   int          shared_allowed[CFX_SHARED_ATTRIBUTES];
   int          n_shared;
+  cfx_copy_pool *copies;     /* started on the first staging copy */
 };
 
 /* A call's hold on the context: the lock, for as long as the object lives. */

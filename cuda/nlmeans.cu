@@ -35,14 +35,24 @@
  * sums kept in the stripe's scratch between them, so a long run reports
  * progress and answers cancel between chunks.
  *
- * Noise estimate (automatic mode, or a manual run that reports sigma):
- * noise_kernel counts core/nlmeans.h's nlmeans_noise_bin per colour channel
- * into shared-memory histograms of integer counts, added to the device's
- * with integer atomics: order-free, so the counts, and from them sigma and
- * the plan (made by the engine, core/nlmeans.c), equal the CPU's. An image
- * that fits the device in one stripe with the largest halo the estimate
- * can lead to is uploaded once for the estimate and the filter; a larger one
- * is counted stripe by stripe (a 1-row halo) before it is filtered. */
+ * Noise estimate (automatic mode, or a manual run that reports sigma) and
+ * the noise-model fit's histograms (automatic mode): noise_kernel counts
+ * core/nlmeans.h's nlmeans_noise_bin (every interior row), or
+ * nlmeans_fit_bin (the fit's rows), of one colour channel per block into
+ * shared-memory histograms of integer counts, added to the device's with
+ * integer atomics: order-free, so the counts, and from them the noise model,
+ * sigma and the plan (made by the engine, core/nlmeans.c and
+ * nlmeans_noise.c), equal the CPU's. An image that fits the device in one
+ * stripe with the largest halo the estimate can lead to is uploaded once
+ * for the fit, the estimate and the filter; a larger one is counted stripe
+ * by stripe (a 1-row halo) before it is filtered.
+ *
+ * Camera noise (plan.vst): the stripe's pixels go through the
+ * variance-stabilising transform on the device (vst_forward_kernel, into f32
+ * colour planes in the scratch), are denoised there by the f32 kernel and
+ * come back through the exact unbiased inverse (vst_inverse_kernel) into the
+ * image's own type: the copies move the image's bytes, not f32, and the
+ * per-value arithmetic is core/nlmeans.h's, as on the CPU. */
 #include "context.cuh"
 
 #include <math.h>
@@ -396,43 +406,95 @@ shared_bytes (int P, int S, int NA, bool u8)
   return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ih * L.iws + (size_t) L.hrows * L.hs);
 }
 
-/* The noise histograms of the interior pixels of image rows y_begin ..
- * y_end - 1 of the stripe (their neighbours are in it: halo >= 1). */
+/* The histograms of channel blockIdx.z over the interior pixels of image
+ * rows y_first, y_first + step, ... < y_end of the stripe (their neighbours
+ * are in it: halo >= 1): FIT the fit's bins (nlmeans_fit_bin), else the
+ * noise estimate's (nlmeans_noise_bin). */
+template <bool FIT>
 __global__ void __launch_bounds__ (NOISE_THREADS)
-noise_kernel (cfx_stripe s, int colours, int y_begin, int y_end, unsigned long long *hist)
+noise_kernel (cfx_stripe s, int y_first, int y_end, int step, unsigned long long *hist)
 {
-  extern __shared__ unsigned counts[]; /* colours x NLMEANS_NOISE_BINS */
-  const int bins = colours * NLMEANS_NOISE_BINS;
-  for (int i = threadIdx.x; i < bins; i += NOISE_THREADS)
+  constexpr int BINS = FIT ? NLMEANS_FIT_BINS : NLMEANS_NOISE_BINS;
+  extern __shared__ unsigned counts[]; /* BINS */
+  for (int i = threadIdx.x; i < BINS; i += NOISE_THREADS)
     counts[i] = 0;
   __syncthreads ();
-  const int channels = s.channels;
-  for (int y = y_begin + blockIdx.y; y < y_end; y += gridDim.y)
+  const int channels = s.channels, c = blockIdx.z;
+  for (int y = y_first + blockIdx.y * step; y < y_end; y += gridDim.y * step)
     {
       const unsigned char *row = s.d_src + (size_t) (y - s.y0 + s.halo) * s.src_pitch;
       for (int x = 1 + blockIdx.x * NOISE_THREADS + threadIdx.x; x < s.width - 1;
            x += gridDim.x * NOISE_THREADS)
-        for (int c = 0; c < colours; c++)
-          {
-            float v[3][3]; /* as core/nlmeans.c's load_row */
+        {
+          float v[3][3]; /* as core/nlmeans.c's load_row */
 #pragma unroll
-            for (int i = 0; i < 3; i++)
+          for (int i = 0; i < 3; i++)
 #pragma unroll
-              for (int j = 0; j < 3; j++)
-                {
-                  const unsigned char *r = row + ((ptrdiff_t) i - 1) * (ptrdiff_t) s.src_pitch;
-                  size_t e = (size_t) (x - 1 + j) * channels + c;
-                  v[i][j] = s.type == CUDAFX_U8 ? (float) r[e] : ((const float *) r)[e] * 255.0f;
-                }
-            int b = nlmeans_noise_bin (v[0], v[1], v[2]);
-            if (b >= 0)
-              atomicAdd (&counts[c * NLMEANS_NOISE_BINS + b], 1u);
-          }
+            for (int j = 0; j < 3; j++)
+              {
+                const unsigned char *r = row + ((ptrdiff_t) i - 1) * (ptrdiff_t) s.src_pitch;
+                size_t e = (size_t) (x - 1 + j) * channels + c;
+                v[i][j] = s.type == CUDAFX_U8 ? (float) r[e] : ((const float *) r)[e] * 255.0f;
+              }
+          int b = FIT ? nlmeans_fit_bin (v[0], v[1], v[2]) : nlmeans_noise_bin (v[0], v[1], v[2]);
+          if (b >= 0)
+            atomicAdd (&counts[b], 1u);
+        }
     }
   __syncthreads ();
-  for (int i = threadIdx.x; i < bins; i += NOISE_THREADS)
+  unsigned long long *hc = hist + (size_t) c * BINS;
+  for (int i = threadIdx.x; i < BINS; i += NOISE_THREADS)
     if (counts[i])
-      atomicAdd (&hist[i], (unsigned long long) counts[i]);
+      atomicAdd (&hc[i], (unsigned long long) counts[i]);
+}
+
+/* Grid-stride loops over n values. */
+constexpr int VST_THREADS = 256;
+
+/* The colour channels of the stripe's rows, halos included, transformed
+ * into t (f32, colours channels a pixel, 0..1 scale), as
+ * core/nlmeans_noise.c's nlmeans_vst_forward. */
+__global__ void __launch_bounds__ (VST_THREADS)
+vst_forward_kernel (cfx_stripe s, const nlmeans_vst *v, int colours, float *t)
+{
+  const size_t row = (size_t) s.width * colours, n = row * (s.rows + 2 * (size_t) s.halo);
+  const size_t size = s.type == CUDAFX_U8 ? 1 : sizeof (float);
+  for (size_t i = (size_t) blockIdx.x * VST_THREADS + threadIdx.x; i < n; i += (size_t) gridDim.x * VST_THREADS)
+    {
+      size_t y = i / row, k = i - y * row, x = k / colours;
+      int c = (int) (k - x * colours);
+      t[i] = nlmeans_vst_forward_value (v, c, s.type, s.d_src + y * s.src_pitch + (x * s.channels + c) * size);
+    }
+}
+
+/* The stripe's output rows from u (as made by the forward kernel and
+ * denoised) through the inverse into dst, alpha from the source, as
+ * core/nlmeans_noise.c's nlmeans_vst_inverse. */
+__global__ void __launch_bounds__ (VST_THREADS)
+vst_inverse_kernel (cfx_stripe s, const nlmeans_vst *v, int colours, const float *u)
+{
+  const int channels = s.channels;
+  const size_t row = (size_t) s.width * channels, n = row * s.rows;
+  for (size_t i = (size_t) blockIdx.x * VST_THREADS + threadIdx.x; i < n; i += (size_t) gridDim.x * VST_THREADS)
+    {
+      size_t y = i / row, k = i - y * row, x = k / channels;
+      int c = (int) (k - x * channels);
+      unsigned char *d = s.d_dst + y * s.dst_pitch;
+      if (c >= colours)
+        {
+          const unsigned char *a = s.d_src + (y + s.halo) * s.src_pitch;
+          if (s.type == CUDAFX_U8)
+            d[k] = a[k];
+          else
+            ((float *) d)[k] = ((const float *) a)[k];
+          continue;
+        }
+      float r = nlmeans_vst_inverse_value (v, c, u[(y * s.width + x) * colours + c]);
+      if (s.type == CUDAFX_U8)
+        d[k] = (unsigned char) (r + 0.5f);
+      else
+        ((float *) d)[k] = r / 255.0f;
+    }
 }
 
 struct nlm_ctx
@@ -442,8 +504,10 @@ struct nlm_ctx
   int                   na; /* the kernels' channels */
   const cudafx_options *o;
   const nlmeans_plan   *plan;
-  uint64_t             *hist; /* the counts' destination on the host */
+  int                   fit, step; /* what the counts are: the fit's (on every step-th row), else the estimate's */
+  uint64_t             *hist;     /* the counts' destination on the host */
   unsigned long long   *d_hist;
+  const nlmeans_vst    *d_vst;    /* plan->vst on the device */
 };
 
 /* Counts the stripe's rows into the device's histograms (zeroed by the first
@@ -452,29 +516,33 @@ cudafx_status
 count_stripe (void *ctx, const cfx_stripe *s)
 {
   nlm_ctx *m = (nlm_ctx *) ctx;
-  const int colours = m->colours;
-  const size_t bytes = sizeof (unsigned long long) * colours * NLMEANS_NOISE_BINS;
+  const int colours = m->colours, bins = m->fit ? NLMEANS_FIT_BINS : NLMEANS_NOISE_BINS;
+  const int step = m->fit ? m->step : 1;
+  const size_t bytes = sizeof (unsigned long long) * colours * bins;
   cudafx_status st;
   if (s->y0 == 0 &&
       ((st = cfx_buffer (m->cx, CFX_SLOT_AUX, bytes, (void **) &m->d_hist, "nl-means")) ||
        (st = cfx_check (cudaMemsetAsync (m->d_hist, 0, bytes, s->stream), "nl-means", "memset"))))
     return st;
 
+  /* Counted rows 1, 1 + step, ...: the first at or after the stripe's. */
   const int y_begin = s->y0 > 1 ? s->y0 : 1;
+  const int y_first = 1 + (y_begin - 1 + step - 1) / step * step;
   const int y_end = s->y0 + s->rows < s->height - 1 ? s->y0 + s->rows : s->height - 1;
-  if (y_begin < y_end && s->width >= 3)
+  if (y_first < y_end && s->width >= 3)
     {
-      const int sms = m->cx->sms;
-      const size_t shm = sizeof (unsigned) * colours * NLMEANS_NOISE_BINS;
-      if ((st = cfx_allow_shared (m->cx, (const void *) noise_kernel, shm, "nl-means")))
+      const int sms = m->cx->sms, rows = (y_end - y_first + step - 1) / step;
+      const size_t shm = sizeof (unsigned) * bins;
+      void (*kernel) (cfx_stripe, int, int, int, unsigned long long *)
+        = m->fit ? noise_kernel<true> : noise_kernel<false>;
+      if ((st = cfx_allow_shared (m->cx, (const void *) kernel, shm, "nl-means")))
         return st;
       /* Enough blocks to fill the device twice, each across a row. */
       int gx = (s->width - 2 + NOISE_THREADS - 1) / NOISE_THREADS;
       gx = gx < 2 * sms ? gx : 2 * sms;
       int gy = (2 * sms + gx - 1) / gx;
-      gy = gy < y_end - y_begin ? gy : y_end - y_begin;
-      noise_kernel<<<dim3 (gx, gy), NOISE_THREADS, shm, s->stream>>> (*s, colours, y_begin, y_end,
-                                                                      m->d_hist);
+      gy = gy < rows ? gy : rows;
+      kernel<<<dim3 (gx, gy, colours), NOISE_THREADS, shm, s->stream>>> (*s, y_first, y_end, step, m->d_hist);
       if ((st = cfx_check_launch ("nl-means", "noise_kernel")))
         return st;
     }
@@ -536,6 +604,44 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   return CUDAFX_OK;
 }
 
+/* Grid of a grid-stride loop over n values: enough blocks to fill the device. */
+static int
+vst_blocks (const nlm_ctx *m, size_t n)
+{
+  size_t blocks = (n + VST_THREADS - 1) / VST_THREADS, most = 8 * (size_t) m->cx->sms;
+  return (int) (blocks < 1 ? 1 : blocks < most ? blocks : most);
+}
+
+/* Behind the transform on one stripe: its rows (halos too) forward into the
+ * f32 planes t, t denoised into u by the f32 kernel with m->plan, u back
+ * through the inverse into the stripe's output. t and u follow the partial
+ * sums in the stripe's scratch (the session sized it). */
+cudafx_status
+vst_stripe (void *ctx, const cfx_stripe *s)
+{
+  const nlm_ctx *m = (const nlm_ctx *) ctx;
+  const int colours = m->colours;
+  const size_t in_rows = s->rows + 2 * (size_t) s->halo, width = s->width;
+  float *t = (float *) s->d_scratch + in_rows * width * (m->na + 2);
+  float *u = t + in_rows * width * colours;
+  cudafx_status st;
+  vst_forward_kernel<<<vst_blocks (m, in_rows * width * colours), VST_THREADS, 0, s->stream>>> (*s, m->d_vst,
+                                                                                                  colours, t);
+  if ((st = cfx_check_launch ("nl-means", "vst_forward_kernel")))
+    return st;
+  cfx_stripe f = *s;
+  f.d_src = (const unsigned char *) t;
+  f.d_dst = (unsigned char *) u;
+  f.src_pitch = f.dst_pitch = width * colours * sizeof (float);
+  f.channels = colours;
+  f.type = CUDAFX_F32;
+  if ((st = nlmeans_stripe (ctx, &f)))
+    return st;
+  vst_inverse_kernel<<<vst_blocks (m, s->rows * width * s->channels), VST_THREADS, 0, s->stream>>> (*s, m->d_vst,
+                                                                                                      colours, u);
+  return cfx_check_launch ("nl-means", "vst_inverse_kernel");
+}
+
 } // namespace
 
 /* A call: the device held from open to close; the image kept on it from
@@ -547,7 +653,8 @@ struct nlmeans_session
   const cudafx_image   *src;
   int                   max_halo;
   nlm_ctx               m;
-  size_t                scratch_row; /* partial sums between launches: na + 2 planes */
+  size_t                scratch_row; /* partial sums between launches: na + 2 planes; behind the
+                                        transform also its two images' colours planes each */
   cfx_stripe            image;       /* the kept image, when loaded */
   int                   loaded;
   bool                  failed;      /* a CUDA error: drop the buffers at close */
@@ -562,8 +669,8 @@ session_status (nlmeans_session *ses, cudafx_status s)
 }
 
 extern "C" cudafx_status
-cudafx_nlmeans_cuda_open (const cudafx_image *src, int colours, int max_halo, const cudafx_options *o,
-                          nlmeans_session **out)
+cudafx_nlmeans_cuda_open (const cudafx_image *src, int colours, int max_halo, int transformed,
+                          const cudafx_options *o, nlmeans_session **out)
 {
   nlmeans_session *ses = *out = new (std::nothrow) nlmeans_session ();
   if (!ses)
@@ -571,21 +678,24 @@ cudafx_nlmeans_cuda_open (const cudafx_image *src, int colours, int max_halo, co
   cudafx_status s = cfx_begin (ses->call, "nl-means", o);
   ses->src = src;
   ses->max_halo = max_halo;
-  ses->m = { ses->call.cx, colours, kernel_channels (colours), o, NULL, NULL, NULL };
-  if (!s && __builtin_mul_overflow ((size_t) src->width, sizeof (float) * (ses->m.na + 2), &ses->scratch_row))
+  ses->m = { ses->call.cx, colours, kernel_channels (colours), o, NULL, 0, 1, NULL, NULL, NULL };
+  const size_t planes = ses->m.na + 2 + (transformed ? 2 * (size_t) colours : 0);
+  if (!s && __builtin_mul_overflow ((size_t) src->width, sizeof (float) * planes, &ses->scratch_row))
     s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
   return s;
 }
 
-extern "C" cudafx_status
-cudafx_nlmeans_cuda_count (nlmeans_session *ses, uint64_t *hist)
+/* The counts m->fit asks for into hist. */
+static cudafx_status
+count_image (nlmeans_session *ses, uint64_t *hist)
 {
   cfx_context *cx = ses->call.cx;
   nlm_ctx *m = &ses->m;
   m->hist = hist;
-  /* A denoise follows: with one upload for both when the image fits. */
+  /* A denoise follows: one upload for the counts and the filter when the
+   * image fits. */
   cudafx_status s = CUDAFX_OK;
-  if (ses->max_halo > 0 &&
+  if (ses->max_halo > 0 && !ses->loaded &&
       (s = cfx_load_image (cx, "nl-means", ses->src, ses->max_halo, CUDAFX_BORDER_CLAMP, ses->scratch_row,
                            &ses->image, &ses->loaded)))
     return session_status (ses, s);
@@ -603,21 +713,48 @@ cudafx_nlmeans_cuda_count (nlmeans_session *ses, uint64_t *hist)
 }
 
 extern "C" cudafx_status
+cudafx_nlmeans_cuda_count (nlmeans_session *ses, uint64_t *hist)
+{
+  ses->m.fit = 0;
+  return count_image (ses, hist);
+}
+
+extern "C" cudafx_status
+cudafx_nlmeans_cuda_count_levels (nlmeans_session *ses, int stride, uint64_t *hist)
+{
+  ses->m.fit = 1;
+  ses->m.step = stride;
+  return count_image (ses, hist);
+}
+
+extern "C" cudafx_status
 cudafx_nlmeans_cuda_denoise (nlmeans_session *ses, const nlmeans_plan *plan, cudafx_image *dst)
 {
   cfx_context *cx = ses->call.cx;
   nlm_ctx *m = &ses->m;
   m->plan = plan;
   const int halo = plan->search_radius + plan->patch_radius;
+  cfx_stripe_fn fn = plan->vst ? vst_stripe : nlmeans_stripe;
   cudafx_status s;
+  if (plan->vst)
+    {
+      /* The transform's tables, for the stripes' kernels (the counts are
+       * done with the slot). */
+      void *d_vst;
+      if ((s = cfx_buffer (cx, CFX_SLOT_AUX, sizeof (nlmeans_vst), &d_vst, "nl-means")) ||
+          (s = cfx_check (cudaMemcpyAsync (d_vst, plan->vst, sizeof (nlmeans_vst), cudaMemcpyHostToDevice,
+                                           cx->stream), "nl-means", "copy to device")))
+        return session_status (ses, s);
+      m->d_vst = (const nlmeans_vst *) d_vst;
+    }
   if (ses->loaded && halo <= ses->image.halo)
     {
-      if (!(s = cfx_apply (cx, "nl-means", &ses->image, nlmeans_stripe, m, dst, m->o)))
+      if (!(s = cfx_apply (cx, "nl-means", &ses->image, fn, m, dst, m->o)))
         s = cudafx_progress (m->o, 1.0);
       return session_status (ses, s);
     }
   return session_status (ses, cfx_run_stripes (cx, "nl-means", ses->src, dst, halo, CUDAFX_BORDER_CLAMP,
-                                                ses->scratch_row, nlmeans_stripe, m, m->o));
+                                                ses->scratch_row, fn, m, m->o));
 }
 
 extern "C" void

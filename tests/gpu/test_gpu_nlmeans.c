@@ -7,8 +7,15 @@
  * u8 and within 1e-5 (0..1 scale) on f32 for every kernel kind (u8 flat and
  * Gaussian patches, f32), channel layout, patch radius 1..5, search radii up
  * to 20, tiles, stripes and chunks; under camera noise the same noise model
- * and the output within 1 (u8) or 1/255 (f32) of the CPU. */
+ * and the output within 1 (u8) or 1/255 (f32) of the CPU, the noise-model
+ * fit's histograms (a backend operation, core/backend.h) the same counts. */
 #include "../unit/harness.h"
+
+/* The backends' tables: test-gpu is built only with nvcc. */
+#ifndef CUDAFX_HAVE_CUDA
+#define CUDAFX_HAVE_CUDA 1
+#endif
+#include "../../core/backend.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -112,6 +119,67 @@ TEST (gpu_nlmeans_estimate_equals_cpu)
   setenv ("CUDAFX_CUDA_MEM_LIMIT", "64K", 1);
   estimates_match ("striped");
   unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+}
+
+/* The fit's histograms of img counted on backend b with every stride-th
+ * row, into hist (colours x NLMEANS_FIT_BINS). */
+static cudafx_status
+count_levels (const cudafx_backend_ops *b, const cudafx_image *img, int max_halo, int stride, uint64_t *hist)
+{
+  cudafx_options o = harness_cpu_options ();
+  nlmeans_session *ses = NULL;
+  cudafx_status s = b->nlmeans_open (img, img->channels - img->has_alpha, max_halo, 0, &o, &ses);
+  if (!s)
+    s = b->nlmeans_count_levels (ses, stride, hist);
+  if (ses)
+    b->nlmeans_close (ses);
+  return s;
+}
+
+/* The noise-model fit's histograms: the same counts on both backends, for
+ * sizes down to 2x2 and 1xN, every layout, u8 and f32, strides 1 to 7, on
+ * a kept image (max_halo > 0) and stripe by stripe under a memory cap. */
+TEST (gpu_nlmeans_fit_counts_equal_cpu)
+{
+  static const struct { int w, h; } sizes[] = { { 2, 2 }, { 3, 3 }, { 1, 40 }, { 40, 1 }, { 50, 3 }, { 301, 203 } };
+  static const int strides[] = { 1, 2, 3, 7 };
+  harness_rng rng = { 77 };
+  for (int capped = 0; capped < 2; capped++)
+    {
+      if (capped)
+        setenv ("CUDAFX_CUDA_MEM_LIMIT", "64K", 1);
+      for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (size_t li = 0; li < sizeof layouts / sizeof *layouts; li++)
+          for (int type = 0; type < 2; type++)
+            {
+              cudafx_image img = harness_image_new (sizes[si].w, sizes[si].h, layouts[li].channels,
+                                                    layouts[li].alpha, type, 4 * (si % 2));
+              fill_noisy (&img, 3 + 5.0 * ((si + li) % 4), &rng);
+              const size_t n = (size_t) (layouts[li].channels - layouts[li].alpha) * NLMEANS_FIT_BINS;
+              uint64_t *want = calloc (n, sizeof *want), *got = calloc (n, sizeof *got);
+              for (int k = 0; k < 4 && want && got; k++)
+                {
+                  const int stride = strides[(si + k) % 4], halo = k % 2 ? 12 : 0;
+                  memset (got, 0xff, n * sizeof *got);
+                  cudafx_status s1 = count_levels (&cudafx_cpu_backend, &img, halo, stride, want);
+                  cudafx_status s2 = count_levels (&cudafx_cuda_backend, &img, halo, stride, got);
+                  uint64_t total = 0;
+                  for (size_t i = 0; i < n; i++)
+                    total += want[i];
+                  CHECK (!s1 && !s2 && !memcmp (want, got, n * sizeof *want),
+                         "%dx%d c%d%s %s stride %d halo %d%s: fit counts differ (status %d/%d, %llu counted)",
+                         img.width, img.height, img.channels, img.has_alpha ? "+alpha" : "",
+                         type ? "f32" : "u8", stride, halo, capped ? " striped" : "", s1, s2,
+                         (unsigned long long) total);
+                }
+              free (want);
+              free (got);
+              harness_image_free (&img);
+              if (harness_failures () > 5)
+                break;
+            }
+      unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+    }
 }
 
 /* nl-means on both backends: the same info exactly, outputs within 1 (u8)
@@ -232,9 +300,9 @@ TEST (gpu_nlmeans_kernels_match_cpu)
 }
 
 /* Camera noise (variance a x + b in linear light, tests/quality's level
- * 16) on a ramp: automatic mode fits the same noise model on both (the fit
- * runs on the CPU) and denoises the transformed image on the GPU, whole and
- * striped, every layout, u8 and f32. */
+ * 16) on a ramp: automatic mode fits the same noise model on both (from
+ * histograms each backend counts) and transforms, denoises and transforms
+ * back on the GPU, whole and striped, every layout, u8 and f32. */
 TEST (gpu_nlmeans_camera_noise_matches_cpu)
 {
   const double a = 1.42e-2, b = 3.4e-4;
