@@ -600,6 +600,41 @@ weighted_sum (float *restrict out, const float *const *in, const float *w, int n
     }
 }
 
+/* Exact sums: out[x] = sum over tap rows r of the integer sum over terms
+ * row_end[r-1] <= t < row_end[r] of w[t] * in[t][x], for x < len rounded
+ * up to TILE. A row's sum is exact in floats (the plan's budget), so it may
+ * fuse multiply and add; the rows add up in int32 lanes; the total leaves
+ * as a float. */
+typedef int32_t vec16i __attribute__ ((vector_size (64)));
+
+CUDAFX_CPU_CLONES __attribute__ ((optimize ("fp-contract=fast"))) static void
+exact_sum (float *restrict out, const float *const *in, const float *w, const int *row_end, int rows,
+           size_t len)
+{
+  for (size_t x0 = 0; x0 < len; x0 += TILE)
+    {
+      vec16i total[TILE / 16] = { 0 };
+      for (int r = 0, t = 0; r < rows; r++)
+        {
+          vec16 a[TILE / 16] = { 0 };
+          for (; t < row_end[r]; t++)
+            {
+              const float *s = in[t] + x0;
+              const float wt = w[t];
+              for (int v = 0; v < TILE / 16; v++)
+                a[v] = a[v] + wt * load16 (s + 16 * v);
+            }
+          for (int v = 0; v < TILE / 16; v++)
+            total[v] += __builtin_convertvector (a[v], vec16i);
+        }
+      for (int v = 0; v < TILE / 16; v++)
+        {
+          const vec16 f = __builtin_convertvector (total[v], vec16);
+          memcpy (out + x0 + 16 * v, &f, sizeof f);
+        }
+    }
+}
+
 /* 32 lanes of 16 bits: one AVX-512 register. */
 typedef uint16_t vecu16 __attribute__ ((vector_size (64)));
 #define TILE16 256
@@ -794,30 +829,19 @@ sum_ring (const convolve_job *job, workspace *ws, int y, int x0, int x1)
     }
   if (pl->exact)
     {
-      /* a tap row at a time, exact in floats; the rows' sums add up in
-       * integers (ws->aacc), then become the float the result starts from */
-      const size_t len = round_tile ((size_t) w * c);
-      int32_t *restrict total = (int32_t *) ws->aacc;
-      float *restrict part = ws->acc;
-      memset (total, 0, sizeof (int32_t) * len);
+      int row_end[CUDAFX_MAX_KERNEL_SIZE], terms = 0;
       for (int j = 0; j < n; j++)
         {
           const float *row = ws->ring[(((y - r + j) % n) + n) % n];
-          int terms = 0;
           for (int i = 0; i < n; i++)
             if (pl->taps[j * n + i] != 0.0f)
               {
                 in[terms] = row + (size_t) i * c;
                 wt[terms++] = pl->taps[j * n + i];
               }
-          if (!terms)
-            continue;
-          weighted_sum (part, in, wt, terms, len);
-          for (size_t x = 0; x < len; x++)
-            total[x] += (int32_t) part[x];
+          row_end[j] = terms;
         }
-      for (size_t x = 0; x < len; x++)
-        part[x] = (float) total[x];
+      exact_sum (ws->acc, in, wt, row_end, n, (size_t) w * c);
       return;
     }
   for (int plane = 0; plane < (job->src->has_alpha ? 2 : 1); plane++)
@@ -1006,8 +1030,7 @@ convolve_job_run (convolve_job *job, const cudafx_options *o)
   job->strip = (int) (strip < w ? strip : w);
   /* rows are read TILE-rounded, plus 2r pixels of border */
   job->row_len = round_tile ((size_t) job->strip * c);
-  /* exact sums keep their integer totals where the coverage would be */
-  job->arow_len = alpha ? round_tile (job->strip) : pl->exact ? job->row_len : 0;
+  job->arow_len = alpha ? round_tile (job->strip) : 0;
   job->pad_len = job->row_len + 2 * r * c;
   job->apad_len = alpha ? job->arow_len + 2 * r : 0;
   job->ring_len = pl->separable ? job->row_len : job->pad_len;
