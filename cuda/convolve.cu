@@ -812,7 +812,7 @@ convolve_exact_kernel (cfx_stripe s, exact_args<N> a, cudafx_border border)
             w[4 * q] = f.x, w[4 * q + 1] = f.y, w[4 * q + 2] = f.z, w[4 * q + 3] = f.w;
           }
       };
-      auto add_row = [&] (const float (&w)[4 * Q], int j, int k) {
+      auto add_row = [&] (const float (&w)[4 * Q], const float *taps, int k) {
         float part[DIRECT_P];
 #pragma unroll
         for (int p = 0; p < DIRECT_P; p++)
@@ -821,7 +821,7 @@ convolve_exact_kernel (cfx_stripe s, exact_args<N> a, cudafx_border border)
         for (int i = 0; i < N; i++)
 #pragma unroll
           for (int p = 0; p < DIRECT_P; p++)
-            part[p] = __fmaf_rn (a.taps[j * N + i], w[C0 + p + i], part[p]);
+            part[p] = __fmaf_rn (taps[i], w[C0 + p + i], part[p]);
 #pragma unroll
         for (int p = 0; p < DIRECT_P; p++)
           total[k][p] += __float_as_int (part[p]) - ROW_START_BITS;
@@ -836,20 +836,26 @@ convolve_exact_kernel (cfx_stripe s, exact_args<N> a, cudafx_border border)
 #pragma unroll
               for (int k = 0; k < DIRECT_R; k++)
                 if (t - k >= 0 && t - k < N)
-                  add_row (w, t - k, k);
+                  add_row (w, a.taps + (t - k) * N, k); /* taps as operands */
             }
         }
       else
         {
 #pragma unroll 1
           for (int j = 0; j < N; j++)
+            {
+              float taps[N]; /* loaded once for the four output rows (the loop's index picks them) */
 #pragma unroll
-            for (int k = 0; k < DIRECT_R; k++)
-              {
-                float w[4 * Q];
-                load (j + k, w);
-                add_row (w, j, k);
-              }
+              for (int i = 0; i < N; i++)
+                taps[i] = a.taps[j * N + i];
+#pragma unroll
+              for (int k = 0; k < DIRECT_R; k++)
+                {
+                  float w[4 * Q];
+                  load (j + k, w);
+                  add_row (w, taps, k);
+                }
+            }
         }
 #pragma unroll
       for (int k = 0; k < DIRECT_R; k++)
