@@ -24,10 +24,10 @@
  *              k[pr][pc]), v[j] = (float) (k[j][pc] / k[pr][pc] / d);
  *   gaussian:  g[i] = exp (-(i-R)² / 2σ²) / sum, R = ceil (3σ), h[i] = (float) g[i],
  *              v[j] = (float) (g[j] / d) with d = sum over the 2-D kernel g gᵀ.
- * - Every weighted sum starts from 0.0f and adds w * x term by term in tap
- *   order (direct: row-major; horizontal: left to right; vertical: top to
- *   bottom), a float multiply then a float add, never fused
- *   (-ffp-contract=off). Taps equal to 0 are skipped, which changes nothing
+ * - Every weighted sum (the fixed point and exact sums below aside) starts
+ *   from 0.0f and adds w * x term by term in tap order (direct: row-major;
+ *   horizontal: left to right; vertical: top to bottom), a float multiply
+ *   then a float add, never fused (-ffp-contract=off). Taps equal to 0 are skipped, which changes nothing
  *   for finite data.
  * - u8 output: v = sum + offset; v = v > 0 ? v : 0; v = v < 255 ? v : 255;
  *   result (int) (v + 0.5f). f32 output: sum + offset, not clamped.
