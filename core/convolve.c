@@ -24,10 +24,10 @@
  *              k[pr][pc]), v[j] = (float) (k[j][pc] / k[pr][pc] / d);
  *   gaussian:  g[i] = exp (-(i-R)² / 2σ²) / sum, R = ceil (3σ), h[i] = (float) g[i],
  *              v[j] = (float) (g[j] / d) with d = sum over the 2-D kernel g gᵀ.
- * - Every weighted sum starts from 0.0f and adds w * x term by term in tap
- *   order (direct: row-major; horizontal: left to right; vertical: top to
- *   bottom), a float multiply then a float add, never fused
- *   (-ffp-contract=off). Taps equal to 0 are skipped, which changes nothing
+ * - Every weighted sum (the fixed point and exact sums below aside) starts
+ *   from 0.0f and adds w * x term by term in tap order (direct: row-major;
+ *   horizontal: left to right; vertical: top to bottom), a float multiply
+ *   then a float add, never fused (-ffp-contract=off). Taps equal to 0 are skipped, which changes nothing
  *   for finite data.
  * - u8 output: v = sum + offset; v = v > 0 ? v : 0; v = v < 255 ? v : 255;
  *   result (int) (v + 0.5f). f32 output: sum + offset, not clamped.
@@ -43,6 +43,23 @@
  * dropped fractions), so the vertical sum is the result times 256 and the
  * output is to_u8 ((float) sum * (1 / 256.0f) + offset). Within 1 of the
  * float arithmetic; a constant image stays constant.
+ *
+ * Exact sums (u8 without alpha, direct, when the taps are precise enough):
+ * taps w = k / d become integers q = w * 2^S: w * 2^S rounded down, then
+ * raised by 1 at the largest fractions (ties: row-major order) until they
+ * sum to round (sum w * 2^S), so a kernel summing to 1 sums to 2^S (a
+ * constant image stays constant, the identity is the identity). S is the
+ * largest (at most 30) for which every tap row's positive and negative
+ * parts each stay within 2^22 / 255. The result is the integer sum
+ * q * x, order-free: a tap row at a time in floats, exact within 2^22
+ * (the GPU starts a row from 1.5 * 2^23 and reads the integer off the
+ * encoding), the rows added in int32; then v = (float) sum * 2^-S + offset
+ * and to_u8 as above. The plan takes this path only when the rounding's
+ * worst case over u8 images, 255 * max (sum of positive, sum of negative
+ * q / 2^S - w), plus a bound of the float arithmetic's own error, is at
+ * most 1/2: the result is then within 1 of the float arithmetic's. Since
+ * the sum is exact, the GPU may fuse multiply and add (one instruction a
+ * tap instead of two).
  *
  * Alpha (GIMP 2.x Convolution Matrix "alpha weighting"): colour is
  * premultiplied by the raw alpha a before convolving, so transparent pixels
@@ -78,6 +95,12 @@
 #define STRIP_FLOATS 2048
 /* Relative tolerance for "zero sum" and "rank 1", against sum|k| and max|k|. */
 #define KERNEL_EPS 1e-9
+
+static size_t
+round_tile (size_t n)
+{
+  return (n + TILE - 1) / TILE * TILE;
+}
 
 void
 cudafx_convolve_params_init (cudafx_convolve_params *p)
@@ -344,6 +367,106 @@ plan_fixed_point (const kernel_def *k, double d, convolve_plan *plan)
          && fixed_point_taps (v, n, plan->fixed_taps + n, &plan->fixed_bias[1]);
 }
 
+/* Exact direct sums (see the top of this file): a tap row's partial sums
+ * stay within 2^22 units, where floats from 1.5 * 2^23 count units exactly. */
+#define EXACT_ROW_BUDGET 0x1p22
+/* Tap i's fraction left by rounding down, for the largest-remainder pass. */
+typedef struct {
+  double frac;
+  int    i;
+} tap_fraction;
+
+static int
+by_fraction (const void *a_, const void *b_)
+{
+  const tap_fraction *a = a_, *b = b_;
+  return a->frac != b->frac ? (a->frac < b->frac ? 1 : -1) : a->i - b->i;
+}
+
+/* q[0..n) = w * 2^s rounded down, then raised by 1 at the largest
+ * fractions (ties: lower index) until they sum to round (sum w * 2^s). */
+static void
+round_taps (const double *w, int n, int s, long *q)
+{
+  tap_fraction r[CONVOLVE_MAX_TAPS_2D];
+  double sum = 0;
+  long total = 0;
+  for (int i = 0; i < n; i++)
+    {
+      const double v = ldexp (w[i], s);
+      q[i] = (long) floor (v);
+      r[i].frac = v - (double) q[i];
+      r[i].i = i;
+      sum += w[i];
+      total += q[i];
+    }
+  long raise = lround (ldexp (sum, s)) - total;
+  raise = raise < 0 ? 0 : raise > n ? n : raise;
+  qsort (r, n, sizeof *r, by_fraction);
+  for (long k = 0; k < raise; k++)
+    q[r[k].i]++;
+}
+
+/* The largest of a row's positive and negative sums (units or taps). */
+static double
+row_reach (const double *v, int n)
+{
+  double pos = 0, neg = 0;
+  for (int i = 0; i < n; i++)
+    {
+      pos += v[i] > 0 ? v[i] : 0;
+      neg += v[i] < 0 ? -v[i] : 0;
+    }
+  return pos > neg ? pos : neg;
+}
+
+/* The integer taps of a direct u8 n×n kernel w, when an S fits the row
+ * budget and keeps the result within 1/2 of the float arithmetic's value
+ * (see the top of this file); stores them as floats with 2^-S. */
+static int
+plan_exact (const double *w, int n, convolve_plan *plan)
+{
+  long q[CONVOLVE_MAX_TAPS_2D];
+  double reach = 0, abs_sum = 0;
+  for (int j = 0; j < n; j++)
+    reach = fmax (reach, row_reach (w + j * n, n));
+  for (int i = 0; i < n * n; i++)
+    abs_sum += fabs (w[i]);
+  if (!(abs_sum > 0) || !isfinite (abs_sum))
+    return 0;
+  /* from the unrounded taps (rounding adds at most one unit a tap) down to
+   * the first S whose rounded rows fit */
+  int s = (int) floor (log2 ((EXACT_ROW_BUDGET / 255 - n) / reach));
+  for (s = s > 30 ? 30 : s; s >= 0; s--)
+    {
+      double units[CUDAFX_MAX_KERNEL_SIZE], worst = 0;
+      round_taps (w, n * n, s, q);
+      for (int j = 0; j < n; j++)
+        {
+          for (int i = 0; i < n; i++)
+            units[i] = (double) q[j * n + i];
+          worst = fmax (worst, row_reach (units, n));
+        }
+      if (255 * worst <= EXACT_ROW_BUDGET)
+        break;
+    }
+  if (s < 0)
+    return 0;
+  /* the rounding's worst case over u8 images (255 where it adds up), and a
+   * bound of the float arithmetic's own error (n² + 1 roundings of at most
+   * 2^-24 of the largest sum) */
+  double err[CONVOLVE_MAX_TAPS_2D];
+  for (int i = 0; i < n * n; i++)
+    err[i] = ldexp ((double) q[i], -s) - w[i];
+  const double error = 255 * row_reach (err, n * n) + (n * n + 1) * 0x1p-24 * 255 * abs_sum;
+  if (error > 0.5)
+    return 0;
+  for (int i = 0; i < n * n; i++)
+    plan->taps[i] = (float) q[i];
+  plan->sum_scale = (float) ldexp (1, -s);
+  return 1;
+}
+
 static cudafx_status
 make_plan (const cudafx_convolve_params *p, const cudafx_image *src, convolve_plan *plan)
 {
@@ -388,6 +511,15 @@ make_plan (const cudafx_convolve_params *p, const cudafx_image *src, convolve_pl
         plan->abs_taps[i] = (float) fabs (k->matrix[i]);
       }
   plan->fixed16 = type == CUDAFX_U8 && !src->has_alpha && k->outer && plan_fixed_point (k, d, plan);
+  plan->sum_scale = 1.0f;
+  plan->exact = 0;
+  if (type == CUDAFX_U8 && !src->has_alpha && !k->outer)
+    {
+      double w[CONVOLVE_MAX_TAPS_2D];
+      for (int i = 0; i < n * n; i++)
+        w[i] = k->matrix[i] / d;
+      plan->exact = plan_exact (w, n, plan);
+    }
   for (int i = 0; i < (k->outer ? 2 * n : n * n); i++)
     if (!isfinite (plan->taps[i]))
       {
@@ -465,6 +597,41 @@ weighted_sum (float *restrict out, const float *const *in, const float *w, int n
             a[v] = a[v] + wt * load16 (s + 16 * v);
         }
       memcpy (out + x0, a, sizeof a);
+    }
+}
+
+/* Exact sums: out[x] = sum over tap rows r of the integer sum over terms
+ * row_end[r-1] <= t < row_end[r] of w[t] * in[t][x], for x < len rounded
+ * up to TILE. A row's sum is exact in floats (the plan's budget), so it may
+ * fuse multiply and add; the rows add up in int32 lanes; the total leaves
+ * as a float. */
+typedef int32_t vec16i __attribute__ ((vector_size (64)));
+
+CUDAFX_CPU_CLONES __attribute__ ((optimize ("fp-contract=fast"))) static void
+exact_sum (float *restrict out, const float *const *in, const float *w, const int *row_end, int rows,
+           size_t len)
+{
+  for (size_t x0 = 0; x0 < len; x0 += TILE)
+    {
+      vec16i total[TILE / 16] = { 0 };
+      for (int r = 0, t = 0; r < rows; r++)
+        {
+          vec16 a[TILE / 16] = { 0 };
+          for (; t < row_end[r]; t++)
+            {
+              const float *s = in[t] + x0;
+              const float wt = w[t];
+              for (int v = 0; v < TILE / 16; v++)
+                a[v] = a[v] + wt * load16 (s + 16 * v);
+            }
+          for (int v = 0; v < TILE / 16; v++)
+            total[v] += __builtin_convertvector (a[v], vec16i);
+        }
+      for (int v = 0; v < TILE / 16; v++)
+        {
+          const vec16 f = __builtin_convertvector (total[v], vec16);
+          memcpy (out + x0 + 16 * v, &f, sizeof f);
+        }
     }
 }
 
@@ -660,6 +827,23 @@ sum_ring (const convolve_job *job, workspace *ws, int y, int x0, int x1)
       weighted_sum_u16 ((uint16_t *) ws->acc, qin, qw, terms, pl->fixed_bias[1], (size_t) w * c);
       return;
     }
+  if (pl->exact)
+    {
+      int row_end[CUDAFX_MAX_KERNEL_SIZE], terms = 0;
+      for (int j = 0; j < n; j++)
+        {
+          const float *row = ws->ring[(((y - r + j) % n) + n) % n];
+          for (int i = 0; i < n; i++)
+            if (pl->taps[j * n + i] != 0.0f)
+              {
+                in[terms] = row + (size_t) i * c;
+                wt[terms++] = pl->taps[j * n + i];
+              }
+          row_end[j] = terms;
+        }
+      exact_sum (ws->acc, in, wt, row_end, n, (size_t) w * c);
+      return;
+    }
   for (int plane = 0; plane < (job->src->has_alpha ? 2 : 1); plane++)
     {
       float **ring = plane ? ws->aring : ws->ring;
@@ -741,7 +925,7 @@ store_row (const convolve_job *job, workspace *ws, int y, int x0, int x1)
     }
   else
     for (size_t i = 0; i < n; i++)
-      acc[i] = acc[i] + off;
+      acc[i] = acc[i] * pl->sum_scale + off; /* scale 1 but for exact sums */
 
   if (src->type == CUDAFX_U8)
     for (size_t i = 0; i < n; i++)
@@ -822,12 +1006,6 @@ size_mul_add (size_t a, size_t b, size_t c, size_t *out)
     return 0;
   *out = a * b + c;
   return 1;
-}
-
-static size_t
-round_tile (size_t n)
-{
-  return (n + TILE - 1) / TILE * TILE;
 }
 
 static cudafx_status

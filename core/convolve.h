@@ -33,6 +33,10 @@ typedef struct {
   int      fixed16;
   uint16_t fixed_taps[2 * CONVOLVE_FIXED_MAX_TAPS]; /* horizontal then vertical, x 65536 */
   uint16_t fixed_bias[2];                           /* per pass: nonzero taps / 2 */
+  /* u8 without alpha, direct: taps holds integers, the sums are exact and
+   * the result is sum * sum_scale + offset (see core/convolve.c) */
+  int   exact;
+  float sum_scale;                                  /* 2^-S */
 } convolve_plan;
 
 #endif

@@ -35,6 +35,13 @@
  * bound by instruction issue: a multiply and an add a tap, which the CPU's
  * rounding forbids fusing.
  *
+ * u8 direct kernels without alpha whose plan made the sums exact
+ * (plan->exact: integer taps, see core/convolve.c) take the same scheme
+ * with one fused multiply-add a tap (convolve_exact_kernel, built for 3x3,
+ * 5x5 and 15x15; other sizes, the direct kernel with EXACT): a tap row sums
+ * in floats from 1.5 * 2^23, where they count units exactly, and its
+ * integer, read off the encoding, joins the output's int32 total.
+ *
  * Separable u8 without alpha with non-negative taps (plan->fixed16: the
  * Gaussian, the blurs): the CPU's 16-bit fixed point, exactly. Each pass is
  * bias + sum of (value * tap) >> 16; an accumulator starts at 2^39 + bias *
@@ -297,11 +304,18 @@ finish_pixel (const cfx_stripe &s, const convolve_plan &pl, int x, int y, float 
   else
 #pragma unroll
     for (int c = 0; c < CH; c++)
-      acc[c] = acc[c] + pl.offset;
+      acc[c] = acc[c] * pl.sum_scale + pl.offset; /* scale 1 but for exact sums */
 #pragma unroll
   for (int c = 0; c < CH; c++)
     store (out + c, acc[c]);
 }
+
+/* Exact sums (plan->exact): a tap row's sum starts from ROW_START, where
+ * floats count units exactly within 2^22 (the plan keeps a row's parts
+ * within that), so fused multiply-adds are exact too; the row's integer is
+ * the encoding less ROW_START_BITS. */
+constexpr float ROW_START = 0x1.8p23f;
+constexpr int ROW_START_BITS = 0x4b400000;
 
 /* Direct 2-D sum over a block tile: each thread DIRECT_P outputs along a row
  * times DIRECT_R down a column. Tile row t of the thread's rows feeds its
@@ -309,8 +323,10 @@ finish_pixel (const cfx_stripe &s, const convolve_plan &pl, int x, int y, float 
  * row-major order, as on the CPU. N: the kernel size when it is built for
  * one, else 0: a tile row's taps then unroll fully (no loop or bounds
  * tests), and for 3x3 and 5x5 the rows too, so the taps become instruction
- * operands. */
-template <typename T, int CH, bool ALPHA, int N>
+ * operands. EXACT (u8 without alpha, exact sums of a size the exact kernel
+ * is not built for): each tile row's sums start from ROW_START and go into
+ * the integer totals when the row is done. */
+template <typename T, int CH, bool ALPHA, int N, bool EXACT = false>
 __global__ void __launch_bounds__ (WARP * MAX_WARPS)
 convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
 {
@@ -329,6 +345,7 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
   if (x0 >= s.width || y0 >= s.rows)
     return;
   float acc[DIRECT_R][DIRECT_P][CH], cover[DIRECT_R][DIRECT_P];
+  int total[DIRECT_R][DIRECT_P][CH]; /* EXACT: the rows' sums; acc holds the current row's */
 #pragma unroll
   for (int k = 0; k < DIRECT_R; k++)
 #pragma unroll
@@ -337,7 +354,10 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
         cover[k][p] = 0.0f;
 #pragma unroll
         for (int c = 0; c < CH; c++)
-          acc[k][p][c] = 0.0f;
+          {
+            acc[k][p][c] = EXACT ? ROW_START : 0.0f;
+            total[k][p][c] = 0;
+          }
       }
 #pragma unroll (N && N <= 5 ? N + DIRECT_R : 1) /* larger, the code outgrows the instruction cache */
   for (int t = 0; t < n + DIRECT_R - 1; t++)
@@ -370,7 +390,8 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
                     for (int p = 0; p < DIRECT_P; p++)
 #pragma unroll
                       for (int c = 0; c < CH; c++)
-                        acc[k][p][c] = acc[k][p][c] + w * win[c].v[p + ii];
+                        acc[k][p][c] = EXACT ? __fmaf_rn (w, win[c].v[p + ii], acc[k][p][c])
+                                             : acc[k][p][c] + w * win[c].v[p + ii];
                   if (ALPHA)
                     {
                       const float aw = pl.abs_taps[j * n + i];
@@ -382,13 +403,29 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
                 }
             }
         }
+      if (EXACT) /* tile row t was tap row t - k of output row k (or no row: adds 0) */
+#pragma unroll
+        for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+          for (int p = 0; p < DIRECT_P; p++)
+#pragma unroll
+            for (int c = 0; c < CH; c++)
+              {
+                total[k][p][c] += __float_as_int (acc[k][p][c]) - ROW_START_BITS;
+                acc[k][p][c] = ROW_START;
+              }
     }
 #pragma unroll
   for (int k = 0; k < DIRECT_R; k++)
 #pragma unroll
     for (int p = 0; p < DIRECT_P; p++)
       if (y0 + k < s.rows && x0 + p < s.width)
-        finish_pixel<T, CH, ALPHA> (s, pl, x0 + p, y0 + k, acc[k][p], cover[k][p]);
+        {
+#pragma unroll
+          for (int c = 0; EXACT && c < CH; c++)
+            acc[k][p][c] = __int2float_rn (total[k][p][c]);
+          finish_pixel<T, CH, ALPHA> (s, pl, x0 + p, y0 + k, acc[k][p], cover[k][p]);
+        }
 }
 
 /* The small direct kernels' arguments: the taps alone, so that a launch
@@ -398,6 +435,12 @@ struct small_args
 {
   float taps[N * N];
   float offset;
+  void set (const convolve_plan &pl)
+  {
+    for (int i = 0; i < N * N; i++)
+      taps[i] = pl.taps[i];
+    offset = pl.offset;
+  }
 };
 
 constexpr int SMALL_LEFT = 4; /* tile columns left of the block's first output: a whole group */
@@ -528,9 +571,9 @@ template <typename T> constexpr int small_blocks = sizeof (T) == 1 ? 3 : 2;
  * while others load, at the cost of loading the halo rows more often. */
 template <typename T> constexpr int small_warps = sizeof (T) == 1 ? MAX_WARPS : 2;
 
-/* Fills the small kernels' tile: th rows of G groups of four pixels from
- * group m0 of the stripe's input row by on, CH planes of floats (plane
- * floats apart). A thread loads a batch of groups before converting any.
+/* Fills the small and exact kernels' tile: th rows of G groups of four
+ * pixels from group m0 of the stripe's input row by on, CH planes of floats
+ * (plane floats apart, rows 4 G floats). A thread loads a batch of groups before converting any.
  * INTERIOR: every group lies inside the rows (no border map). */
 template <typename T, int CH, int G, bool INTERIOR>
 __device__ __forceinline__ void
@@ -573,7 +616,7 @@ fill_small_tile (const cfx_stripe &s, int m0, int by, int th, cudafx_border bord
             break;
 #pragma unroll
           for (int c = 0; c < CH; c++)
-            tile4[(c * plane + (u / G) * SMALL_TW) / 4 + u % G]
+            tile4[(c * plane + (u / G) * 4 * G) / 4 + u % G]
               = make_float4 (g[b].get (c), g[b].get (CH + c), g[b].get (2 * CH + c), g[b].get (3 * CH + c));
         }
     }
@@ -709,6 +752,123 @@ convolve_small_kernel (cfx_stripe s, small_args<N> a, cudafx_border border)
     store_small_u8<CH> (s, x0, y0, pixel);
   else
     store_small_f32<CH> (s, x0, y0, out);
+}
+
+/* The exact kernels' tile: the block's outputs plus whole groups on each
+ * side, at least the radius. */
+template <int N> constexpr int exact_left = (N / 2 + 3) / 4 * 4;
+template <int N> constexpr int exact_tw = WARP * DIRECT_P + 2 * exact_left<N>;
+
+/* The exact kernels' arguments: the integer taps (as floats), the offset
+ * and 2^-S. */
+template <int N>
+struct exact_args : small_args<N>
+{
+  float scale;
+};
+
+/* u8 direct sums without alpha when the plan made them exact (3x3, 5x5 and
+ * 15x15): the small kernels' scheme (tile of float planes aligned to
+ * groups, DIRECT_P x DIRECT_R outputs a thread, channels one after the
+ * other, results leaving as whole words) with one fused multiply-add a tap.
+ * Output row k takes tap row j from tile row j + k; each such row sums from
+ * ROW_START and its integer joins the output's total. Up to 5x5 the tile
+ * rows come in order, each read once and fed to every output row it
+ * belongs to, all unrolled (taps as operands); 15x15 loops over the tap
+ * rows, reading the four tile rows of one (unrolled, its code outgrows the
+ * instruction cache). The result is (float) total * 2^-S + offset, as on
+ * the CPU. */
+template <int CH, int N>
+__global__ void __launch_bounds__ (WARP * MAX_WARPS, small_blocks<unsigned char>)
+convolve_exact_kernel (cfx_stripe s, exact_args<N> a, cudafx_border border)
+{
+  constexpr int r = N / 2, LEFT = exact_left<N>, TW = exact_tw<N>, G = TW / 4;
+  constexpr int C0 = LEFT - r;                        /* window column of output 0's tap 0 */
+  constexpr int Q = (C0 + DIRECT_P + N - 2) / 4 + 1;  /* float4s a window */
+  extern __shared__ float4 tile4[];
+  float *tile = (float *) tile4; /* [CH][th][TW]; tile column tc is pixel bx - LEFT + tc */
+  const int th = blockDim.y * DIRECT_R + N - 1, plane = th * TW;
+  const int bx = blockIdx.x * WARP * DIRECT_P, by = blockIdx.y * blockDim.y * DIRECT_R;
+  if (bx >= LEFT && bx + TW - LEFT <= s.width)
+    fill_small_tile<unsigned char, CH, G, true> (s, bx / 4 - LEFT / 4, by, th, border, tile4, plane);
+  else
+    fill_small_tile<unsigned char, CH, G, false> (s, bx / 4 - LEFT / 4, by, th, border, tile4, plane);
+  __syncthreads ();
+  const int x0 = bx + threadIdx.x * DIRECT_P, y0 = by + threadIdx.y * DIRECT_R;
+  if (x0 >= s.width || y0 >= s.rows)
+    return;
+  unsigned pixel[DIRECT_R][DIRECT_P] = {}; /* each output pixel's bytes, channel 0 highest */
+#pragma unroll 1
+  for (int c = 0; c < CH; c++)
+    {
+      const float *rows = tile + c * plane + threadIdx.y * DIRECT_R * TW;
+      int total[DIRECT_R][DIRECT_P] = {};
+      auto load = [&] (int t, float (&w)[4 * Q]) {
+        const float4 *src = (const float4 *) (rows + t * TW) + threadIdx.x;
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+          {
+            const float4 f = src[q];
+            w[4 * q] = f.x, w[4 * q + 1] = f.y, w[4 * q + 2] = f.z, w[4 * q + 3] = f.w;
+          }
+      };
+      auto add_row = [&] (const float (&w)[4 * Q], const float *taps, int k) {
+        float part[DIRECT_P];
+#pragma unroll
+        for (int p = 0; p < DIRECT_P; p++)
+          part[p] = ROW_START;
+#pragma unroll
+        for (int i = 0; i < N; i++)
+#pragma unroll
+          for (int p = 0; p < DIRECT_P; p++)
+            part[p] = __fmaf_rn (taps[i], w[C0 + p + i], part[p]);
+#pragma unroll
+        for (int p = 0; p < DIRECT_P; p++)
+          total[k][p] += __float_as_int (part[p]) - ROW_START_BITS;
+      };
+      if constexpr (N <= 5)
+        {
+#pragma unroll
+          for (int t = 0; t < DIRECT_R + N - 1; t++)
+            {
+              float w[4 * Q];
+              load (t, w);
+#pragma unroll
+              for (int k = 0; k < DIRECT_R; k++)
+                if (t - k >= 0 && t - k < N)
+                  add_row (w, a.taps + (t - k) * N, k); /* taps as operands */
+            }
+        }
+      else
+        {
+#pragma unroll 1
+          for (int j = 0; j < N; j++)
+            {
+              float taps[N]; /* loaded once for the four output rows (the loop's index picks them) */
+#pragma unroll
+              for (int i = 0; i < N; i++)
+                taps[i] = a.taps[j * N + i];
+#pragma unroll
+              for (int k = 0; k < DIRECT_R; k++)
+                {
+                  float w[4 * Q];
+                  load (j + k, w);
+                  add_row (w, taps, k);
+                }
+            }
+        }
+#pragma unroll
+      for (int k = 0; k < DIRECT_R; k++)
+#pragma unroll
+        for (int p = 0; p < DIRECT_P; p++)
+          {
+            float v = __int2float_rn (total[k][p]) * a.scale;
+            if (a.offset != 0.0f) /* v + 0.0f is v, up to the sign of a zero */
+              v = v + a.offset;
+            pixel[k][p] = __byte_perm (pixel[k][p], u8_bits (v), 0x2104); /* << 8, new byte in */
+          }
+    }
+  store_small_u8<CH> (s, x0, y0, pixel);
 }
 
 /* Horizontal pass over every input row of the stripe: CH sums (plus the
@@ -975,28 +1135,48 @@ launch_fixed (cfx_context *cx, const fixed_args &f, cudafx_border border, const 
 }
 
 
+/* Launches a kernel of the small kernels' scheme (N x N taps, a tile of
+ * row_bytes a row, DIRECT_R output rows a warp) with at most max_warps
+ * warps a block. */
+template <int N, typename Args>
+cudafx_status
+launch_grouped (cfx_context *cx, void (*kernel) (cfx_stripe, Args, cudafx_border), const Args &a,
+                size_t row_bytes, int max_warps, cudafx_border border, const cfx_stripe *s, const char *name)
+{
+  size_t shared;
+  int warps = warps_that_fit (cx, row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
+  if (warps > max_warps)
+    {
+      warps = max_warps;
+      shared = row_bytes * (N - 1) + warps * row_bytes * DIRECT_R;
+    }
+  cudafx_status st = allow_shared (cx, kernel, shared);
+  if (st)
+    return st;
+  dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P), (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
+  kernel<<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
+  return cfx_check_launch ("convolve", name);
+}
+
 template <typename T, int CH, int N>
 cudafx_status
 launch_small (cfx_context *cx, const convolve_plan &pl, cudafx_border border, const cfx_stripe *s)
 {
   small_args<N> a;
-  for (int i = 0; i < N * N; i++)
-    a.taps[i] = pl.taps[i];
-  a.offset = pl.offset;
-  const size_t row_bytes = sizeof (float) * CH * SMALL_TW;
-  size_t shared;
-  int warps = warps_that_fit (cx, row_bytes * (N - 1), row_bytes * DIRECT_R, &shared);
-  if (warps > small_warps<T>)
-    {
-      warps = small_warps<T>;
-      shared = row_bytes * (N - 1) + warps * row_bytes * DIRECT_R;
-    }
-  cudafx_status st = allow_shared (cx, convolve_small_kernel<T, CH, N>, shared);
-  if (st)
-    return st;
-  dim3 grid ((s->width + WARP * DIRECT_P - 1) / (WARP * DIRECT_P), (s->rows + warps * DIRECT_R - 1) / (warps * DIRECT_R));
-  convolve_small_kernel<T, CH, N><<<grid, dim3 (WARP, warps), shared, s->stream>>> (*s, a, border);
-  return cfx_check_launch ("convolve", "convolve_small_kernel");
+  a.set (pl);
+  return launch_grouped<N> (cx, convolve_small_kernel<T, CH, N>, a, sizeof (float) * CH * SMALL_TW,
+                            small_warps<T>, border, s, "convolve_small_kernel");
+}
+
+template <int CH, int N>
+cudafx_status
+launch_exact (cfx_context *cx, const convolve_plan &pl, cudafx_border border, const cfx_stripe *s)
+{
+  exact_args<N> a;
+  a.set (pl);
+  a.scale = pl.sum_scale;
+  return launch_grouped<N> (cx, convolve_exact_kernel<CH, N>, a, sizeof (float) * CH * exact_tw<N>, MAX_WARPS,
+                            border, s, "convolve_exact_kernel");
 }
 
 struct convolve_ctx
@@ -1015,6 +1195,14 @@ launch (const convolve_ctx *cx, const cfx_stripe *s)
   for (int i = 0; !pl.separable && i < pl.size * pl.size; i++)
     zero_tap |= pl.taps[i] == 0.0f || pl.abs_taps[i] == 0.0f;
   const bool skip_zero = sizeof (T) == sizeof (float) && zero_tap;
+  if constexpr (sizeof (T) == 1 && !ALPHA)
+    if (pl.exact) /* u8 direct without alpha; other sizes: the direct kernel below */
+      switch (pl.size)
+        {
+        case 3: return launch_exact<CH, 3> (cx->cx, pl, cx->border, s);
+        case 5: return launch_exact<CH, 5> (cx->cx, pl, cx->border, s);
+        case 15: return launch_exact<CH, 15> (cx->cx, pl, cx->border, s);
+        }
   if (!ALPHA && !pl.separable && !skip_zero && (pl.size == 3 || pl.size == 5))
     return pl.size == 3 ? launch_small<T, CH, 3> (cx->cx, pl, cx->border, s)
                         : launch_small<T, CH, 5> (cx->cx, pl, cx->border, s);
@@ -1031,6 +1219,9 @@ launch (const convolve_ctx *cx, const cfx_stripe *s)
                   : pl.size == 5 ? convolve_direct_kernel<T, CH, ALPHA, 5>
                   : pl.size == 15 ? convolve_direct_kernel<T, CH, ALPHA, 15>
                                   : convolve_direct_kernel<T, CH, ALPHA, 0>;
+      if constexpr (sizeof (T) == 1 && !ALPHA)
+        if (pl.exact)
+          kernel = convolve_direct_kernel<T, CH, false, 0, true>;
       cudafx_status st = allow_shared (cx->cx, kernel, shared);
       if (st)
         return st;

@@ -164,22 +164,46 @@ oracle (const cudafx_image *src, const double *k, int n, const cudafx_convolve_p
   return acc / d + p->offset;
 }
 
-/* Whether a u8 case may run in the engine's 16-bit fixed point (core/convolve.c:
- * u8 without alpha, taps k / d all >= 0 and summing to at most 1); such
- * cases are within 1 of the oracle, their rounding checked statistically by
- * convolve_fixed_point_rounds_like_float. Rank 1 is also required there; a
- * dense kernel counted here only loosens its own check. */
+/* Whether k is an outer product (every 2x2 minor vanishes, relative to the
+ * largest entry). */
+static int
+is_rank_1 (const double *k, int n)
+{
+  double big = 0;
+  for (int i = 0; i < n * n; i++)
+    big = fmax (big, fabs (k[i]));
+  for (int a = 0; a < n; a++)
+    for (int c = a + 1; c < n; c++)
+      for (int b = 0; b < n; b++)
+        for (int e = b + 1; e < n; e++)
+          if (fabs (k[a * n + b] * k[c * n + e] - k[a * n + e] * k[c * n + b]) > 1e-8 * big * big)
+            return 0;
+  return 1;
+}
+
+/* Whether a u8 case may run in fixed point (core/convolve.c), within 1 of
+ * the oracle rather than correctly rounded from float sums: u8 without
+ * alpha, either separable with taps k / d all >= 0 summing to at most 1
+ * (16-bit, rank 1 also required there; a dense kernel counted here only
+ * loosens its own check), or direct (not rank 1: exact integer sums, which
+ * the engine takes when its taps are precise enough). Their rounding is
+ * checked statistically by convolve_fixed_point_rounds_like_float and
+ * convolve_exact_sums_round_like_float. */
 static int
 may_run_in_fixed_point (const cudafx_image *src, const double *k, int n, double d)
 {
   double sum = 0;
+  int negative = 0;
+  if (src->type != CUDAFX_U8 || src->has_alpha)
+    return 0;
+  if (!is_rank_1 (k, n))
+    return 1;
   for (int i = 0; i < n * n; i++)
     {
-      if (k[i] / d < 0)
-        return 0;
+      negative |= k[i] / d < 0;
       sum += k[i] / d;
     }
-  return src->type == CUDAFX_U8 && !src->has_alpha && sum <= 1 + 1e-6;
+  return !negative && sum <= 1 + 1e-6;
 }
 
 /* Checks dst against the oracle and that dst's row padding is still poisoned.
@@ -187,8 +211,8 @@ may_run_in_fixed_point (const cudafx_image *src, const double *k, int n, double 
  * exactly, except where the unrounded value lies within a few float ulps of
  * a rounding boundary (x.5), where either neighbour is right. */
 static void
-check_against_oracle (const cudafx_image *src, const cudafx_image *dst,
-                      const cudafx_convolve_params *p, const char *what)
+check_against_oracle_as (const cudafx_image *src, const cudafx_image *dst,
+                         const cudafx_convolve_params *p, const char *what, int may_be_fixed)
 {
   int n;
   double *k = expected_kernel (p, &n), abs_sum = 0, sum = 0;
@@ -202,7 +226,7 @@ check_against_oracle (const cudafx_image *src, const cudafx_image *dst,
   double tol = 1e-5 * 255 * abs_sum / fabs (d) + 1e-4;
   /* u8: a few float ulps of the largest possible sum (measured: below 1e-5) */
   double round_band = 4 * 0x1p-24 * 255 * abs_sum / fabs (d) + 1e-6;
-  const int fixed = may_run_in_fixed_point (src, k, n, d);
+  const int fixed = may_be_fixed && may_run_in_fixed_point (src, k, n, d);
   for (int y = 0; y < src->height && harness_failures () < 5; y++)
     {
       for (int x = 0; x < src->width; x++)
@@ -234,6 +258,13 @@ check_against_oracle (const cudafx_image *src, const cudafx_image *dst,
         CHECK (bytes[b] == 0xA5, "%s: row %d padding byte %zu overwritten", what, y, b);
     }
   free (k);
+}
+
+static void
+check_against_oracle (const cudafx_image *src, const cudafx_image *dst,
+                      const cudafx_convolve_params *p, const char *what)
+{
+  check_against_oracle_as (src, dst, p, what, 1);
 }
 
 /* ---- running the engine over many layouts ------------------------------- */
@@ -291,6 +322,53 @@ TEST (convolve_presets_match_oracle)
         }
 }
 
+/* A fixed-point u8 result (3 channels, no alpha): every value within 1 of
+ * the oracle, and over the values the clamp leaves alone, rarely off the
+ * correctly rounded result (at most 1 in 50) and without bias. */
+static void
+check_rounds_like_float (const cudafx_image *src, const cudafx_image *dst,
+                         const cudafx_convolve_params *p, int ci)
+{
+  int n, off_by_one = 0, count = 0;
+  double *k = expected_kernel (p, &n), bias = 0;
+  for (int y = 0; y < src->height; y++)
+    for (int x = 0; x < src->width; x++)
+      for (int c = 0; c < 3; c++)
+        {
+          double want = oracle (src, k, n, p, x, y, c), got = harness_get (dst, x, y, c);
+          if (want <= 0 || want >= 255)
+            {
+              CHECK (got == (want <= 0 ? 0 : 255), "case %d: (%d,%d,%d) got %g want %.4f", ci,
+                     x, y, c, got, want);
+              continue;
+            }
+          CHECK (fabs (got - want) < 1, "case %d: (%d,%d,%d) got %g want %.4f", ci, x, y, c,
+                 got, want);
+          off_by_one += got != floor (want + 0.5);
+          bias += got - want;
+          count++;
+        }
+  CHECK (count > 1000, "case %d: only %d values inside 0..255", ci, count);
+  CHECK (off_by_one <= count / 50, "case %d: %d of %d values not correctly rounded", ci,
+         off_by_one, count);
+  CHECK (fabs (bias / count) < 0.02, "case %d: mean error %g", ci, bias / count);
+  free (k);
+}
+
+/* Runs p on a random w×h RGB u8 image and checks it as above. */
+static void
+run_rounding_case (const cudafx_convolve_params *p, int w, int h, harness_rng *rng, int ci)
+{
+  cudafx_image src = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+  harness_image_random (&src, rng);
+  cudafx_options o = harness_options ();
+  CHECK (cudafx_convolve (&src, &dst, p, &o) == CUDAFX_OK, "%s", cudafx_error_message ());
+  check_rounds_like_float (&src, &dst, p, ci);
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
 /* u8 non-negative separable kernels run in 16-bit fixed point: besides the
  * ±1 of every u8 case, its rounding must be unbiased and rarely off the
  * correctly rounded result, up to its largest size (127 taps, sigma 21). */
@@ -315,31 +393,80 @@ TEST (convolve_fixed_point_rounds_like_float)
       p.kernel = binomial;
       p.kernel_size = 5;
       p.offset = ci % 2 ? 0 : 0.3;
-      cudafx_image src = harness_image_new (cases[ci].w, cases[ci].h, 3, 0, CUDAFX_U8, 0);
-      cudafx_image dst = harness_image_new (cases[ci].w, cases[ci].h, 3, 0, CUDAFX_U8, 0);
-      harness_image_random (&src, &rng);
-      cudafx_options o = harness_options ();
-      CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "%s", cudafx_error_message ());
-      int n, off_by_one = 0, count = 0;
-      double *k = expected_kernel (&p, &n), bias = 0;
-      for (int y = 0; y < src.height; y++)
-        for (int x = 0; x < src.width; x++)
-          for (int c = 0; c < 3; c++, count++)
-            {
-              double want = oracle (&src, k, n, &p, x, y, c), got = harness_get (&dst, x, y, c);
-              want = want < 0 ? 0 : want > 255 ? 255 : want;
-              CHECK (fabs (got - want) < 1, "case %d: (%d,%d,%d) got %g want %.4f", ci, x, y, c,
-                     got, want);
-              off_by_one += got != floor (want + 0.5);
-              bias += got - want;
-            }
-      CHECK (off_by_one <= count / 50, "case %d: %d of %d values not correctly rounded", ci,
-             off_by_one, count);
-      CHECK (fabs (bias / count) < 0.02, "case %d: mean error %g", ci, bias / count);
-      free (k);
-      harness_image_free (&src);
-      harness_image_free (&dst);
+      run_rounding_case (&p, cases[ci].w, cases[ci].h, &rng, ci);
     }
+}
+
+/* u8 direct kernels without alpha run as exact integer sums of taps
+ * rounded to multiples of 2^-S: within 1 of the oracle (checked in every
+ * case above), and like convolve_fixed_point_rounds_like_float, rarely off
+ * the correctly rounded result and without bias; signed kernels, offsets,
+ * zero sums, and sizes up to 15x15 with the benchmark's kind of kernel. */
+TEST (convolve_exact_sums_round_like_float)
+{
+  static double k[15 * 15];
+  harness_rng rng = { 2121 };
+  /* centre: the random taps' mean times n (1.5: about zero sum) */
+  static const struct { cudafx_preset preset; int n; double divisor, offset, centre; } cases[] = {
+    { CUDAFX_PRESET_SHARPEN_5X5, 5, 0, 0, 0 },   { CUDAFX_PRESET_LAPLACIAN_5X5, 5, 15.7, 128, 0 },
+    { CUDAFX_PRESET_HIGH_PASS_5X5, 5, 7.3, 128, 0 }, { CUDAFX_PRESET_CUSTOM, 3, 1, 0, 1.2 },
+    { CUDAFX_PRESET_CUSTOM, 5, 1, 0, 1.2 },      { CUDAFX_PRESET_CUSTOM, 5, 0, -20, 1.2 },
+    { CUDAFX_PRESET_CUSTOM, 7, 3, 10, 1.2 },     { CUDAFX_PRESET_CUSTOM, 15, 0, 0, 1.2 },
+    { CUDAFX_PRESET_CUSTOM, 15, 1, 128, 1.5 },
+  };
+  for (int ci = 0; ci < N_OF (cases); ci++)
+    {
+      const int n = cases[ci].n;
+      /* dense, mixed signs: a sum of uniforms, scaled by 1/n as the benchmark's normal values */
+      for (int i = 0; i < n * n; i++)
+        k[i] = (harness_uniform (&rng) + harness_uniform (&rng) + harness_uniform (&rng)
+                - cases[ci].centre) / n;
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      p.preset = cases[ci].preset;
+      p.kernel = k;
+      p.kernel_size = n;
+      p.divisor = cases[ci].divisor;
+      p.offset = cases[ci].offset;
+      p.border = ci % 4;
+      run_rounding_case (&p, 80, 48, &rng, ci);
+    }
+}
+
+/* A direct kernel whose taps no S makes precise enough falls back to the
+ * float sums, correctly rounded: a 31x31 kernel of 0.01s but for a pair
+ * +-1000 side by side, which limits S to 7, where the 0.01 / 9.6 taps
+ * round to 0 or 1/128 (off by several units on this image). The image's
+ * rows are constant, so the pair cancels and the results stay inside
+ * 0..255. */
+TEST (convolve_imprecise_exact_taps_fall_back_to_float)
+{
+  static double k[31 * 31];
+  harness_rng rng = { 3131 };
+  for (int i = 0; i < 31 * 31; i++)
+    k[i] = 0.01;
+  k[0] = 1000;
+  k[1] = -1000;
+  cudafx_convolve_params p;
+  cudafx_convolve_params_init (&p);
+  p.preset = CUDAFX_PRESET_CUSTOM;
+  p.kernel = k;
+  p.kernel_size = 31;
+  cudafx_image src = harness_image_new (40, 33, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (40, 33, 3, 0, CUDAFX_U8, 0);
+  for (int y = 0; y < src.height; y++)
+    for (int c = 0; c < 3; c++)
+      {
+        const int v = (int) (256 * harness_uniform (&rng));
+        for (int x = 0; x < src.width; x++)
+          harness_set (&src, x, y, c, v);
+      }
+  harness_image_poison (&dst);
+  cudafx_options o = harness_options ();
+  CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "%s", cudafx_error_message ());
+  check_against_oracle_as (&src, &dst, &p, "31x31 imprecise", 0);
+  harness_image_free (&src);
+  harness_image_free (&dst);
 }
 
 TEST (convolve_gaussian_larger_than_31_taps)
