@@ -550,7 +550,9 @@ host_copy (const host_rows *h, int rows, const cudafx_options *o)
  * the rows outside it made up by border in pinned staging `up` first (row
  * v < 0 at up + (v + halo) * row_bytes, row v >= height at up + (halo + v -
  * height) * row_bytes: 2 * halo rows in all, so that concurrent uploads of
- * the top and bottom stripes never share them). */
+ * the top and bottom stripes never share them). Those few rows are copied on
+ * this thread: a parallel region costs more than they do, and its threads
+ * spin on beside the host's own (a GEGL operation's next gegl_buffer_set). */
 static cudafx_status
 upload_direct (const char *filter, const cudafx_image *src, cudafx_border border, int halo, int v0, int n,
                unsigned char *up, unsigned char *d, size_t pitch, cudaStream_t stream)
@@ -563,7 +565,7 @@ upload_direct (const char *filter, const cudafx_image *src, cudafx_border border
   if (v0 < a)
     {
       host_rows h = { src, up + (size_t) (v0 + halo) * row_bytes, v0, row_bytes, border, true };
-      host_copy (&h, a - v0, NULL);
+      copy_host_rows (&h, 0, a - v0);
       s = cfx_check (cudaMemcpy2DAsync (d, pitch, h.pinned, row_bytes, row_bytes, a - v0, cudaMemcpyHostToDevice,
                                         stream),
                      filter, "copy to device");
@@ -575,7 +577,7 @@ upload_direct (const char *filter, const cudafx_image *src, cudafx_border border
   if (!s && b < v1)
     {
       host_rows h = { src, up + (size_t) (halo + b - src->height) * row_bytes, b, row_bytes, border, true };
-      host_copy (&h, v1 - b, NULL);
+      copy_host_rows (&h, 0, v1 - b);
       s = cfx_check (cudaMemcpy2DAsync (d + (size_t) (b - v0) * pitch, pitch, h.pinned, row_bytes, row_bytes,
                                         v1 - b, cudaMemcpyHostToDevice, stream),
                      filter, "copy to device");
