@@ -630,9 +630,14 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fr
   return self->scratch[i];
 }
 
-/* A region's rows moved between a buffer and memory, band by band on
- * GEGL's threads: one thread's gegl_buffer_get or _set moves a 12 MP u8
- * region at a few GB/s, a fraction of what the machine's memory moves. */
+/* A region's rows moved between a buffer and memory. With the GPU's work
+ * a millisecond or two, these moves take most of a call: band by band on
+ * GEGL's threads they run several times faster than one thread's
+ * gegl_buffer_get or _set. On the CPU, where the filter keeps every core
+ * busy and the moves are a small part, one thread moves them: threads
+ * making the tiles of a new output buffer contend, and on a busy machine
+ * of few cores that set took ten times longer (docs/BENCHMARKS.md,
+ * 2026-11-26). */
 typedef struct
 {
   GeglBuffer          *buffer;
@@ -664,12 +669,15 @@ move_band (const GeglRectangle *band, gpointer data)
 
 static void
 move_region (GeglBuffer *buffer, const GeglRectangle *rect, int level, const Babl *format,
-             guint8 *pixels, gsize stride, gboolean to_buffer)
+             guint8 *pixels, gsize stride, gboolean to_buffer, gboolean threaded)
 {
   region_move m = { buffer, rect, level, format, pixels, stride, to_buffer };
 
-  gegl_parallel_distribute_area (rect, MOVE_THREAD_COST, GEGL_SPLIT_STRATEGY_HORIZONTAL, move_band,
-                                 &m);
+  if (threaded)
+    gegl_parallel_distribute_area (rect, MOVE_THREAD_COST, GEGL_SPLIT_STRATEGY_HORIZONTAL,
+                                   move_band, &m);
+  else
+    move_band (rect, &m);
 }
 
 /* Filters area of the input (all of it for whole outputs) with its halo of
@@ -687,7 +695,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   cudafx_options   options;
   int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
   int              bpp = babl_format_get_bytes_per_pixel (self->format);
-  gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE;
+  gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE, threaded;
   gsize            stride, bytes;
 
   *identity = !at_level_args (&args, level, halo);
@@ -714,7 +722,9 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
                    _("not enough memory for a %d×%d region"), read.width, read.height);
       goto out;
     }
-  move_region (input, &read, level, self->format, src.data, stride, FALSE);
+  /* Pinned memory: the CUDA backend has started (and runs the filter unless it fails). */
+  threaded = cudafx_host_pinned (src.data, bytes) && cudafx_host_pinned (dst.data, bytes);
+  move_region (input, &read, level, self->format, src.data, stride, FALSE, threaded);
   src.width = read.width;
   src.height = read.height;
   src.channels = babl_format_get_n_components (self->format);
@@ -732,7 +742,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   move_region (output, &out, level, self->format,
                (guint8 *) dst.data + (gsize) (out.y - read.y) * dst.stride
                                    + (gsize) (out.x - read.x) * bpp,
-               dst.stride, TRUE);
+               dst.stride, TRUE, threaded);
   ok = TRUE;
 out:
   if (src_fresh)
