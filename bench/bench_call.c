@@ -5,7 +5,9 @@
  * u8 <= 1.2x, f32 <= 1.5x). 12 MP RGB (4000x3000), u8 and f32, median r1
  * and two area filters; median wall times of --runs calls after a warm-up,
  * with the report's kernel and transfer times.
- *   build-gpu/bench-call [--runs N] [--device K]   (K counted from 1 as options.device)
+ *   build-gpu/bench-call [--runs N] [--device K] [--host-memory]
+ * (K counted from 1 as options.device; --host-memory: the images in
+ * cudafx_host_alloc memory, which the backend copies without staging)
  * A benchmark, never a test: nothing is asserted. */
 #include "../core/cudafx.h"
 
@@ -94,24 +96,32 @@ run_filter (int f, const cudafx_image *src, cudafx_image *dst, const cudafx_opti
 int
 main (int argc, char **argv)
 {
-  int runs = 15, device = 1;
-  for (int i = 1; i + 1 < argc; i += 2)
-    if (!strcmp (argv[i], "--runs"))
-      runs = atoi (argv[i + 1]);
-    else if (!strcmp (argv[i], "--device"))
-      device = atoi (argv[i + 1]);
+  int runs = 15, device = 1, host_memory = 0;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp (argv[i], "--host-memory"))
+      host_memory = 1;
+    else if (i + 1 < argc && !strcmp (argv[i], "--runs"))
+      runs = atoi (argv[++i]);
+    else if (i + 1 < argc && !strcmp (argv[i], "--device"))
+      device = atoi (argv[++i]);
   runs = runs < 1 ? 1 : runs > MAX_RUNS - 1 ? MAX_RUNS - 1 : runs;
 
   char name[128], why[256];
   cudafx_backend_describe (name, sizeof name);
-  printf ("whole call vs bare pinned round trip, %dx%d RGB, %s (device %d), median of %d runs\n", W, H, name,
-          device, runs);
+  if (host_memory)
+    cudafx_backend_warm_up (); /* then cudafx_host_alloc pins */
+  printf ("whole call vs bare pinned round trip, %dx%d RGB, %s (device %d), median of %d runs, images in %s\n", W,
+          H, name, device, runs,
+          !host_memory ? "plain memory" : cudafx_host_pinnable () ? "pinned cudafx_host_alloc memory"
+                                                                  : "cudafx_host_alloc memory, not pinned");
   printf ("%-22s %-4s %9s %9s %9s %9s %7s\n", "filter", "type", "bare ms", "call ms", "kernel", "copies",
           "ratio");
   for (int type = CUDAFX_U8; type <= CUDAFX_F32; type++)
     {
       size_t px = cudafx_type_size ((cudafx_type) type) * C;
-      unsigned char *a = malloc ((size_t) W * H * px), *b = malloc ((size_t) W * H * px);
+      const size_t bytes = (size_t) W * H * px;
+      unsigned char *a = host_memory ? cudafx_host_alloc (bytes) : malloc (bytes);
+      unsigned char *b = host_memory ? cudafx_host_alloc (bytes) : malloc (bytes);
       if (!a || !b)
         return 1;
       cudafx_image src = { a, W, H, C, 0, (cudafx_type) type, W * px }, dst = src;
@@ -148,8 +158,16 @@ main (int argc, char **argv)
           printf ("%-22s %-4s %9.2f %9.2f %9.2f %9.2f %7.2f\n", filters[f].name, type == CUDAFX_U8 ? "u8" : "f32",
                   bare, call, report.kernel_ms, report.transfer_ms, call / bare);
         }
-      free (a);
-      free (b);
+      if (host_memory)
+        {
+          cudafx_host_free (a);
+          cudafx_host_free (b);
+        }
+      else
+        {
+          free (a);
+          free (b);
+        }
     }
   return 0;
 }

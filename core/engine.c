@@ -269,6 +269,56 @@ cudafx_backend_warm_up (void)
   cudafx_clear_error ();
 }
 
+#ifdef CUDAFX_HAVE_CUDA
+/* Pinning asks the CUDA backend, only where CUDA may be used at all. */
+static int
+may_pin (void)
+{
+  return requested_backend (NULL) != CUDAFX_BACKEND_CPU;
+}
+#endif
+
+void *
+cudafx_host_alloc (size_t bytes)
+{
+  void *p = NULL;
+#ifdef CUDAFX_HAVE_CUDA
+  if (may_pin ())
+    p = cudafx_cuda_host_alloc (bytes);
+#endif
+  return p ? p : malloc (bytes ? bytes : 1);
+}
+
+void
+cudafx_host_free (void *p)
+{
+#ifdef CUDAFX_HAVE_CUDA
+  if (p && cudafx_cuda_host_free (p))
+    return;
+#endif
+  free (p);
+}
+
+int
+cudafx_host_pinned (const void *p, size_t bytes)
+{
+#ifdef CUDAFX_HAVE_CUDA
+  return p && cudafx_cuda_host_pinned (p, bytes);
+#else
+  return 0;
+#endif
+}
+
+int
+cudafx_host_pinnable (void)
+{
+#ifdef CUDAFX_HAVE_CUDA
+  return may_pin () && cudafx_cuda_host_pinnable ();
+#else
+  return 0;
+#endif
+}
+
 static void
 report_cpu (const cudafx_options *o, const char *fallback)
 {

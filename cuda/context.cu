@@ -173,6 +173,95 @@ cfx_check_launch (const char *filter, const char *kernel)
   return cfx_check (cudaGetLastError (), filter, kernel);
 }
 
+/* ---- host memory the device copies directly -------------------------------- */
+
+/* The pinned blocks of cudafx_host_alloc (a fixed table: nothing here is
+ * destroyed at exit, when a host may still free its blocks), so that the
+ * stripe runner knows an image it may copy straight to and from the device;
+ * and the device of the first context made ready (-1 before that): pinning
+ * needs the driver, and asking for it earlier would wait for CUDA's
+ * start-up. `failed`: a pinning failed, so hosts stop asking. */
+constexpr int CFX_PINNED_BLOCKS = 256;
+static struct
+{
+  std::mutex        lock;
+  unsigned char    *ptr[CFX_PINNED_BLOCKS];
+  size_t            size[CFX_PINNED_BLOCKS];
+  std::atomic<int>  device{ -1 };
+  std::atomic<bool> failed{ false };
+} pinned_host;
+
+extern "C" int
+cudafx_cuda_host_pinnable (void)
+{
+  return pinned_host.device.load () >= 0 && !pinned_host.failed.load ();
+}
+
+extern "C" void *
+cudafx_cuda_host_alloc (size_t bytes)
+{
+  void *p = NULL;
+  if (!bytes || !cudafx_cuda_host_pinnable ())
+    return NULL;
+  std::lock_guard<std::mutex> guard (pinned_host.lock);
+  int i = 0;
+  while (i < CFX_PINNED_BLOCKS && pinned_host.ptr[i])
+    i++;
+  if (i == CFX_PINNED_BLOCKS)
+    return NULL; /* plain memory: slower copies, nothing worse */
+  /* Portable: pinned for every device's context, whichever one a call uses. */
+  if (cudaSetDevice (pinned_host.device.load ()) != cudaSuccess ||
+      cudaHostAlloc (&p, bytes, cudaHostAllocPortable) != cudaSuccess)
+    {
+      cudaGetLastError (); /* keep the failure from a later call's check */
+      pinned_host.failed.store (true);
+      return NULL;
+    }
+  pinned_host.ptr[i] = (unsigned char *) p;
+  pinned_host.size[i] = bytes;
+  return p;
+}
+
+extern "C" int
+cudafx_cuda_host_free (void *p)
+{
+  {
+    std::lock_guard<std::mutex> guard (pinned_host.lock);
+    int i = 0;
+    while (i < CFX_PINNED_BLOCKS && pinned_host.ptr[i] != p)
+      i++;
+    if (i == CFX_PINNED_BLOCKS)
+      return 0;
+    pinned_host.ptr[i] = NULL;
+    pinned_host.size[i] = 0;
+  }
+  cudaFreeHost (p);
+  cudaGetLastError ();
+  return 1;
+}
+
+extern "C" int
+cudafx_cuda_host_pinned (const void *p, size_t bytes)
+{
+  const unsigned char *q = (const unsigned char *) p;
+  std::lock_guard<std::mutex> guard (pinned_host.lock);
+  for (int i = 0; i < CFX_PINNED_BLOCKS; i++)
+    if (pinned_host.ptr[i] && q >= pinned_host.ptr[i] && bytes <= pinned_host.size[i] &&
+        (size_t) (q - pinned_host.ptr[i]) <= pinned_host.size[i] - bytes)
+      return 1;
+  return 0;
+}
+
+/* Whether img's rows lie in pinned memory, for copies without staging. */
+static bool
+host_direct (const cudafx_image *img)
+{
+  if (!img || img->height < 1)
+    return false;
+  size_t row_bytes = (size_t) img->width * img->channels * cudafx_type_size (img->type);
+  return cudafx_cuda_host_pinned (img->data, (size_t) (img->height - 1) * img->stride + row_bytes);
+}
+
 /* ---- a call ---------------------------------------------------------------- */
 
 cudafx_status
@@ -210,6 +299,7 @@ cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o)
       return s;
     }
   cx->ready = true;
+  pinned_host.device.store (cx->device);
   return CUDAFX_OK;
 }
 
@@ -596,6 +686,46 @@ host_copy (cfx_context *cx, const host_rows *h, int rows, const cudafx_options *
   p->finished.wait (g, [&] { return p->done == p->chunks; });
 }
 
+/* Rows [v0, v0 + n) of a src that lies in pinned memory (host_direct) to
+ * the device at d (pitch) on stream: the image's own rows straight from src,
+ * the rows outside it made up by border in pinned staging `up` first (row
+ * v < 0 at up + (v + halo) * row_bytes, row v >= height at up + (halo + v -
+ * height) * row_bytes: 2 * halo rows in all, so that concurrent uploads of
+ * the top and bottom stripes never share them). Those few rows are copied on
+ * this thread: a parallel region costs more than they do, and its threads
+ * spin on beside the host's own (a GEGL operation's next gegl_buffer_set). */
+static cudafx_status
+upload_direct (const char *filter, const cudafx_image *src, cudafx_border border, int halo, int v0, int n,
+               unsigned char *up, unsigned char *d, size_t pitch, cudaStream_t stream)
+{
+  const size_t row_bytes = row_bytes_of (src);
+  /* [v0, a) above the image, [a, b) in it, [b, v1) below it. */
+  const int v1 = v0 + n, a = v0 > 0 ? (v0 < v1 ? v0 : v1) : (0 < v1 ? 0 : v1);
+  const int b = v1 < src->height ? (v1 > a ? v1 : a) : (src->height > a ? src->height : a);
+  cudafx_status s = CUDAFX_OK;
+  if (v0 < a)
+    {
+      host_rows h = { src, up + (size_t) (v0 + halo) * row_bytes, v0, row_bytes, border, true };
+      copy_host_rows (&h, 0, a - v0);
+      s = cfx_check (cudaMemcpy2DAsync (d, pitch, h.pinned, row_bytes, row_bytes, a - v0, cudaMemcpyHostToDevice,
+                                        stream),
+                     filter, "copy to device");
+    }
+  if (!s && a < b)
+    s = cfx_check (cudaMemcpy2DAsync (d + (size_t) (a - v0) * pitch, pitch, cudafx_row (src, a), src->stride,
+                                      row_bytes, b - a, cudaMemcpyHostToDevice, stream),
+                   filter, "copy to device");
+  if (!s && b < v1)
+    {
+      host_rows h = { src, up + (size_t) (halo + b - src->height) * row_bytes, b, row_bytes, border, true };
+      copy_host_rows (&h, 0, v1 - b);
+      s = cfx_check (cudaMemcpy2DAsync (d + (size_t) (b - v0) * pitch, pitch, h.pinned, row_bytes, row_bytes,
+                                        v1 - b, cudaMemcpyHostToDevice, stream),
+                     filter, "copy to device");
+    }
+  return s;
+}
+
 /* Each stripe's copies at least this large, so the copy engines run near
  * their peak; more stripes shorten the pipeline's fill and drain. */
 constexpr size_t CFX_PIPE_MIN_BYTES = 2u << 20;
@@ -649,9 +779,14 @@ stripe_upload (cfx_context *cx, const char *filter, const cudafx_image *src, cud
   st->rows = n;
   const size_t row_bytes = row_bytes_of (src);
   const int v0 = y0 - st->halo, total = n + 2 * st->halo, chunk = chunk_rows (row_bytes, total);
+  const bool direct = host_direct (src);
   unsigned char *up;
-  cudafx_status s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * total, (void **) &up, NULL, filter);
-  for (int r = 0; r < total && !s; r += chunk)
+  cudafx_status s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * (direct ? 2 * st->halo : total), (void **) &up,
+                                 NULL, filter);
+  if (direct && !s && !(s = cfx_check (cudaEventRecord (cx->ev[0], cx->stream), filter, "event")))
+    s = upload_direct (filter, src, border, st->halo, v0, total, up, (unsigned char *) st->d_src, st->src_pitch,
+                       cx->stream);
+  for (int r = 0; r < total && !s && !direct; r += chunk)
     {
       const int m = chunk < total - r ? chunk : total - r;
       host_rows h = { src, up + (size_t) r * row_bytes, v0 + r, row_bytes, border, true };
@@ -682,6 +817,17 @@ stripe_download (cfx_context *cx, const char *filter, const cfx_stripe *st, cuda
 {
   const size_t row_bytes = (size_t) st->width * st->channels * cudafx_type_size (st->type);
   const int chunk = chunk_rows (row_bytes, st->rows);
+  if (host_direct (dst))
+    {
+      cudafx_status s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, st->y0), dst->stride, st->d_dst,
+                                                      st->dst_pitch, row_bytes, st->rows, cudaMemcpyDeviceToHost,
+                                                      cx->stream),
+                                   filter, "copy to host");
+      if (!s)
+        s = cfx_check (cudaEventRecord (cx->ev[4], cx->stream), filter, "event");
+      cudafx_status w = cfx_check (cudaStreamSynchronize (cx->stream), filter, "kernel");
+      return s ? s : w;
+    }
   unsigned char *down;
   cudafx_status s = cfx_staging (cx, CFX_STAGING_DOWN, row_bytes * st->rows, (void **) &down, NULL, filter);
   int issued = 0;
@@ -764,6 +910,15 @@ pipe_finish (cfx_context *cx, const char *filter, cudafx_status s)
   return s ? s : w ? w : k;
 }
 
+/* The host side of the pipeline: pinned staging in (up) and out (down),
+ * or the image's own rows where they are pinned (then `up` holds only the
+ * rows the border makes up, as upload_direct lays them out). */
+struct pipe_memory
+{
+  unsigned char *up, *down;
+  bool           src_direct, dst_direct;
+};
+
 /* Stripe k of n_stripes through the pipeline: the rows it adds to the
  * device (the input stripe with its lower halo; the first also its upper
  * halo) are copied into pinned memory by threads and uploaded on the side
@@ -772,32 +927,36 @@ pipe_finish (cfx_context *cx, const char *filter, cudafx_status s)
  * upper halo is already there from the stripe before. */
 static cudafx_status
 pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, cudafx_border border,
-            int k, int rows, cfx_stripe st, unsigned char *up, unsigned char *down, cfx_stripe_fn fn, void *ctx,
+            int k, int rows, cfx_stripe st, const pipe_memory *m, cfx_stripe_fn fn, void *ctx,
             const cudafx_options *o)
 {
   const int halo = st.halo, y0 = k * rows, n = rows < src->height - y0 ? rows : src->height - y0;
   const int u0 = k ? y0 + halo : -halo, u1 = y0 + n + halo;
   const size_t row_bytes = row_bytes_of (src);
-  host_rows h = { src, up + (size_t) (u0 + halo) * row_bytes, u0, row_bytes, border, true };
-  host_copy (cx, &h, u1 - u0, o);
+  host_rows h = { src, m->up + (size_t) (u0 + halo) * row_bytes, u0, row_bytes, border, true };
+  if (!m->src_direct)
+    host_copy (cx, &h, u1 - u0, o);
+  unsigned char *d_up = (unsigned char *) st.d_src + (size_t) (u0 + halo) * st.src_pitch;
   st.d_src += (size_t) y0 * st.src_pitch;
   if (dst)
     st.d_dst += (size_t) y0 * st.dst_pitch;
   st.y0 = y0;
   st.rows = n;
+  unsigned char *down = m->dst_direct ? cudafx_row (dst, y0) : m->down + (size_t) y0 * row_bytes;
+  const size_t down_stride = m->dst_direct ? dst->stride : row_bytes;
   cudafx_status s;
   if ((s = cfx_check (cudaEventRecord (pipe_event (cx, k, 0), cx->side), filter, "event")) ||
-      (s = cfx_check (cudaMemcpy2DAsync ((unsigned char *) st.d_src + (size_t) (u0 - y0 + halo) * st.src_pitch,
-                                         st.src_pitch, h.pinned, row_bytes, row_bytes, u1 - u0,
-                                         cudaMemcpyHostToDevice, cx->side),
-                      filter, "copy to device")) ||
+      (s = m->src_direct ? upload_direct (filter, src, border, halo, u0, u1 - u0, m->up, d_up, st.src_pitch, cx->side)
+                         : cfx_check (cudaMemcpy2DAsync (d_up, st.src_pitch, h.pinned, row_bytes, row_bytes, u1 - u0,
+                                                         cudaMemcpyHostToDevice, cx->side),
+                                      filter, "copy to device")) ||
       (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 1), cx->side), filter, "event")) ||
       (s = cfx_check (cudaStreamWaitEvent (cx->stream, pipe_event (cx, k, 1), 0), filter, "event wait")) ||
       (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 2), cx->stream), filter, "event")) ||
       (s = fn (ctx, &st)) ||
       (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 3), cx->stream), filter, "event")) ||
-      (dst && (s = cfx_check (cudaMemcpy2DAsync (down + (size_t) y0 * row_bytes, row_bytes, st.d_dst, st.dst_pitch,
-                                                 row_bytes, n, cudaMemcpyDeviceToHost, cx->stream),
+      (dst && (s = cfx_check (cudaMemcpy2DAsync (down, down_stride, st.d_dst, st.dst_pitch, row_bytes, n,
+                                                 cudaMemcpyDeviceToHost, cx->stream),
                               filter, "copy to host"))))
     return s;
   return cfx_check (cudaEventRecord (pipe_event (cx, k, 4), cx->stream), filter, "event");
@@ -807,16 +966,16 @@ pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx
  * then progress. */
 static cudafx_status
 pipe_collect (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, int k, int rows,
-              unsigned char *down, const cudafx_options *o)
+              const pipe_memory *m, const cudafx_options *o)
 {
   const int y0 = k * rows, n = rows < src->height - y0 ? rows : src->height - y0;
   cudafx_status s = cfx_check (cudaEventSynchronize (pipe_event (cx, k, 4)), filter, "kernel");
   if (s)
     return s;
-  if (dst)
+  if (dst && !m->dst_direct)
     {
       const size_t row_bytes = row_bytes_of (src);
-      host_rows h = { dst, down + (size_t) y0 * row_bytes, y0, row_bytes, CUDAFX_BORDER_CLAMP, false };
+      host_rows h = { dst, m->down + (size_t) y0 * row_bytes, y0, row_bytes, CUDAFX_BORDER_CLAMP, false };
       host_copy (cx, &h, n, o);
     }
   return cudafx_progress (o, (double) (y0 + n) / src->height);
@@ -830,7 +989,8 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
   const int rows = (src->height + n_stripes - 1) / n_stripes;
   const size_t pitch = stripe_pitch (src), row_bytes = row_bytes_of (src);
   const size_t in_rows = src->height + 2 * (size_t) halo;
-  unsigned char *d_src, *d_dst = NULL, *up, *down = NULL;
+  unsigned char *d_src, *d_dst = NULL;
+  pipe_memory m = { NULL, NULL, host_direct (src), dst && host_direct (dst) };
   void *d_scratch = NULL;
   cudafx_status s;
   if ((s = cfx_buffer (cx, CFX_SLOT_SRC, pitch * in_rows, (void **) &d_src, filter)) ||
@@ -842,8 +1002,10 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
       cfx_release_buffers (cx);
       return s;
     }
-  if ((s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * in_rows, (void **) &up, NULL, filter)) ||
-      (dst && (s = cfx_staging (cx, CFX_STAGING_DOWN, row_bytes * src->height, (void **) &down, NULL, filter))))
+  if ((s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * (m.src_direct ? 2 * (size_t) halo : in_rows),
+                        (void **) &m.up, NULL, filter)) ||
+      (dst && !m.dst_direct &&
+       (s = cfx_staging (cx, CFX_STAGING_DOWN, row_bytes * src->height, (void **) &m.down, NULL, filter))))
     return s;
   const cfx_stripe whole = { d_src, pitch, d_dst, pitch, 0, rows, halo, src->width, src->height,
                              src->channels, src->type, d_scratch, cx->stream };
@@ -861,18 +1023,18 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
           if (cfx_inject (point))
             s = cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA stripe %d failed: injected fault", filter, issued);
           else
-            s = pipe_issue (cx, filter, src, dst, border, issued, rows, whole, up, down, fn, ctx, o);
+            s = pipe_issue (cx, filter, src, dst, border, issued, rows, whole, &m, fn, ctx, o);
           issued++;
           cudaError_t q = cudaSuccess;
           while (!s && collected < issued - 1 &&
                  (q = cudaEventQuery (pipe_event (cx, collected, 4))) != cudaErrorNotReady &&
                  !(s = cfx_check (q, filter, "kernel")))
-            s = pipe_collect (cx, filter, src, dst, collected++, rows, down, o);
+            s = pipe_collect (cx, filter, src, dst, collected++, rows, &m, o);
           if (q == cudaErrorNotReady)
             cudaGetLastError (); /* "not ready" is no error: keep it from a later launch's check */
         }
       else
-        s = pipe_collect (cx, filter, src, dst, collected++, rows, down, o);
+        s = pipe_collect (cx, filter, src, dst, collected++, rows, &m, o);
     }
   s = pipe_finish (cx, filter, s);
   if (s)

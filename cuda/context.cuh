@@ -14,7 +14,8 @@
  *   engine many times) and a device-memory budget (CUDAFX_CUDA_MEM_LIMIT caps
  *   it so tests can force striping);
  * - pinned host staging buffers, grow-only, mapped into the device's
- *   address space;
+ *   address space; an image in cudafx_host_alloc's pinned memory needs
+ *   none (its blocks are listed in context.cu);
  * - the kernels' shared-memory attributes already set;
  * - the threads that copy between pageable images and the pinned staging
  *   buffers (context.cu says why they are not OpenMP's);
@@ -137,7 +138,8 @@ typedef cudafx_status (*cfx_stripe_fn) (void *ctx, const cfx_stripe *s);
  * budget, the stripes are pipelined through pinned staging buffers: a
  * stripe's upload, the previous stripe's kernel and download, and the host's
  * copies between pageable and pinned memory all overlap (CUDAFX_CUDA_STRIPES
- * forces their number, for tests). Otherwise stripes sized to the budget run
+ * forces their number, for tests); src or dst in cudafx_host_alloc's pinned
+ * memory is copied straight, without the host's copies. Otherwise stripes sized to the budget run
  * one after the other. fn sees the same rows either way and runs on
  * s->stream, stripes in order. Kernel and transfer times go to o's report;
  * progress after each stripe. */

@@ -68,11 +68,13 @@ typedef struct
 
   /* The region's pixels in and out, kept between calls: a large region's
    * fresh memory costs its page faults on every call (on a 12 MP image,
-   * more than the GPU's work). Taken with a try-lock; a second caller at
-   * the same time allocates its own. */
+   * more than the GPU's work), and pinning it (cudafx_host_alloc, once CUDA
+   * has started) lets the GPU copy it without staging. Taken with a
+   * try-lock; a second caller at the same time allocates its own. */
   GMutex           scratch_lock;
   guint8          *scratch[2];
   gsize            scratch_size[2];
+  gboolean         scratch_pinnable[2]; /* whether pinning was possible when taken */
 } CudafxOp;
 
 typedef struct
@@ -609,20 +611,73 @@ pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi, i
 }
 
 /* bytes of scratch i when the caller holds scratch_lock, else fresh memory
- * (*fresh set); NULL if there is not enough memory. */
+ * (*fresh set); NULL if there is not enough memory. Scratch taken before
+ * CUDA started is taken again, pinned, once it has (once: if pinning then
+ * fails, the plain memory stays). */
 static guint8 *
 region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fresh)
 {
   *fresh = !locked;
   if (!locked)
     return g_try_malloc (bytes);
-  if (self->scratch_size[i] < bytes)
+  if (self->scratch_size[i] < bytes || (!self->scratch_pinnable[i] && cudafx_host_pinnable ()))
     {
-      g_free (self->scratch[i]);
-      self->scratch[i] = g_try_malloc (bytes);
+      cudafx_host_free (self->scratch[i]);
+      self->scratch_pinnable[i] = cudafx_host_pinnable ();
+      self->scratch[i] = cudafx_host_alloc (bytes);
       self->scratch_size[i] = self->scratch[i] ? bytes : 0;
     }
   return self->scratch[i];
+}
+
+/* A region's rows moved between a buffer and memory. With the GPU's work
+ * a millisecond or two, these moves take most of a call: band by band on
+ * GEGL's threads they run several times faster than one thread's
+ * gegl_buffer_get or _set. On the CPU, where the filter keeps every core
+ * busy and the moves are a small part, one thread moves them: threads
+ * making the tiles of a new output buffer contend, and on a busy machine
+ * of few cores that set took ten times longer (docs/BENCHMARKS.md,
+ * 2026-11-26). */
+typedef struct
+{
+  GeglBuffer          *buffer;
+  const GeglRectangle *rect;   /* at level */
+  int                  level;
+  const Babl          *format;
+  guint8              *pixels; /* rect's first pixel */
+  gsize                stride;
+  gboolean             to_buffer;
+} region_move;
+
+static void
+move_band (const GeglRectangle *band, gpointer data)
+{
+  const region_move *m = data;
+  int                bpp = babl_format_get_bytes_per_pixel (m->format);
+  guint8            *p = m->pixels + (gsize) (band->y - m->rect->y) * m->stride
+                         + (gsize) (band->x - m->rect->x) * bpp;
+
+  if (m->to_buffer)
+    gegl_buffer_set (m->buffer, band, m->level, m->format, p, m->stride);
+  else
+    gegl_buffer_get (m->buffer, band, 1.0 / (1 << m->level), m->format, p, m->stride,
+                     GEGL_ABYSS_NONE);
+}
+
+/* Pixels per thread below which another thread costs more than it saves. */
+#define MOVE_THREAD_COST (64 * 1024)
+
+static void
+move_region (GeglBuffer *buffer, const GeglRectangle *rect, int level, const Babl *format,
+             guint8 *pixels, gsize stride, gboolean to_buffer, gboolean threaded)
+{
+  region_move m = { buffer, rect, level, format, pixels, stride, to_buffer };
+
+  if (threaded)
+    gegl_parallel_distribute_area (rect, MOVE_THREAD_COST, GEGL_SPLIT_STRATEGY_HORIZONTAL,
+                                   move_band, &m);
+  else
+    move_band (rect, &m);
 }
 
 /* Filters area of the input (all of it for whole outputs) with its halo of
@@ -640,7 +695,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   cudafx_options   options;
   int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
   int              bpp = babl_format_get_bytes_per_pixel (self->format);
-  gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE;
+  gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE, threaded;
   gsize            stride, bytes;
 
   *identity = !at_level_args (&args, level, halo);
@@ -667,8 +722,9 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
                    _("not enough memory for a %d×%d region"), read.width, read.height);
       goto out;
     }
-  gegl_buffer_get (input, &read, 1.0 / (1 << level), self->format, src.data, stride,
-                   GEGL_ABYSS_NONE);
+  /* Pinned memory: the CUDA backend has started (and runs the filter unless it fails). */
+  threaded = cudafx_host_pinned (src.data, bytes) && cudafx_host_pinned (dst.data, bytes);
+  move_region (input, &read, level, self->format, src.data, stride, FALSE, threaded);
   src.width = read.width;
   src.height = read.height;
   src.channels = babl_format_get_n_components (self->format);
@@ -683,10 +739,10 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   cudafx_options_init (&options);
   if (!cudafx_proc_run (&args, &src, &dst, &options, NULL, error))
     goto out;
-  gegl_buffer_set (output, &out, level, self->format,
-                   (guint8 *) dst.data + (gsize) (out.y - read.y) * dst.stride
-                                       + (gsize) (out.x - read.x) * bpp,
-                   dst.stride);
+  move_region (output, &out, level, self->format,
+               (guint8 *) dst.data + (gsize) (out.y - read.y) * dst.stride
+                                   + (gsize) (out.x - read.x) * bpp,
+               dst.stride, TRUE, threaded);
   ok = TRUE;
 out:
   if (src_fresh)
@@ -751,8 +807,8 @@ finalize (GObject *object)
   forget_noise (self);
   g_mutex_clear (&self->lock);
   g_mutex_clear (&self->scratch_lock);
-  g_free (self->scratch[0]);
-  g_free (self->scratch[1]);
+  cudafx_host_free (self->scratch[0]);
+  cudafx_host_free (self->scratch[1]);
   g_free (self->kernel_text);
   g_free (self->palette_path);
   g_free (self->invalid);

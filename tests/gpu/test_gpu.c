@@ -66,12 +66,41 @@ static const struct { const char *name; run_fn run; double tolerance; } gpu_filt
   { "quantize", run_quantize, 0 },
 };
 
-/* Runs every GPU filter on a random image of `type` with `backend` on
- * options.device `device`, and checks the status, the backend reported and
- * (on success) equality with the CPU. */
+/* Where compare_on's images live: the harness's plain memory, or
+ * cudafx_host_alloc's (pinned once CUDA has started) for src, dst or both. */
+enum { PLAIN = 0, HOST_SRC = 1, HOST_DST = 2 };
+
+/* img's pixels moved into cudafx_host_alloc memory, the layout kept. */
 static void
-compare_on (cudafx_type type, int device, cudafx_backend backend, cudafx_status expect, cudafx_backend expect_used,
-            const char *fallback_part)
+into_host_memory (cudafx_image *img)
+{
+  size_t bytes = img->stride * img->height;
+  void *p = cudafx_host_alloc (bytes);
+  if (!p)
+    {
+      fprintf (stderr, "test-gpu: out of host memory\n");
+      exit (2);
+    }
+  memcpy (p, img->data, bytes);
+  harness_image_free (img);
+  img->data = p;
+}
+
+static void
+free_image (cudafx_image *img, int in_host_memory)
+{
+  if (in_host_memory)
+    cudafx_host_free (img->data);
+  else
+    harness_image_free (img);
+}
+
+/* Runs every GPU filter on a random image of `type` with `backend` on
+ * options.device `device`, its images in `memory`, and checks the status,
+ * the backend reported and (on success) equality with the CPU. */
+static void
+compare_in (int memory, cudafx_type type, int device, cudafx_backend backend, cudafx_status expect,
+            cudafx_backend expect_used, const char *fallback_part)
 {
   harness_rng rng = { 7 };
   const char *type_name = type == CUDAFX_F32 ? "f32" : "u8", *stripes = getenv ("CUDAFX_CUDA_STRIPES");
@@ -80,6 +109,10 @@ compare_on (cudafx_type type, int device, cudafx_backend backend, cudafx_status 
   cudafx_image ref = harness_image_new (301, 203, 3, 0, type, pad);
   cudafx_image out = harness_image_new (301, 203, 3, 0, type, pad);
   harness_image_random (&src, &rng);
+  if (memory & HOST_SRC)
+    into_host_memory (&src);
+  if (memory & HOST_DST)
+    into_host_memory (&out);
   for (size_t i = 0; i < sizeof gpu_filters / sizeof gpu_filters[0]; i++)
     {
       cudafx_options cpu = harness_cpu_options ();
@@ -107,12 +140,19 @@ compare_on (cudafx_type type, int device, cudafx_backend backend, cudafx_status 
                          : type == CUDAFX_F32 ? (gpu_filters[i].tolerance ? 1.0 : 1e-5 * 255)
                                               : gpu_filters[i].tolerance;
       double diff = harness_max_diff (&ref, &out);
-      CHECK (diff <= tolerance, "%s %s device %d, %s stripes: differs from the CPU by %g", gpu_filters[i].name,
-             type_name, device, stripes ? stripes : "default", diff);
+      CHECK (diff <= tolerance, "%s %s device %d, %s stripes, memory %d: differs from the CPU by %g",
+             gpu_filters[i].name, type_name, device, stripes ? stripes : "default", memory, diff);
     }
-  harness_image_free (&src);
+  free_image (&src, memory & HOST_SRC);
   harness_image_free (&ref);
-  harness_image_free (&out);
+  free_image (&out, memory & HOST_DST);
+}
+
+static void
+compare_on (cudafx_type type, int device, cudafx_backend backend, cudafx_status expect, cudafx_backend expect_used,
+            const char *fallback_part)
+{
+  compare_in (PLAIN, type, device, backend, expect, expect_used, fallback_part);
 }
 
 static void
@@ -277,6 +317,74 @@ TEST (gpu_faults_fall_back_to_cpu)
   unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
   /* and the device works again afterwards */
   compare_with_cpu (CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+}
+
+/* Images in cudafx_host_alloc memory, pinned once CUDA has started, go to
+ * and from the device without staging: equal to the CPU in one stripe or
+ * many, pipelined or under a memory cap, with the border's made-up rows at
+ * both ends (every border), src or dst alone in it too. */
+TEST (gpu_host_memory_is_pinned_and_matches_the_cpu)
+{
+  static const char *const stripes[] = { "1", "2", "7", "16" };
+  const size_t n = 1 << 20;
+  cudafx_backend_warm_up ();
+  CHECK (cudafx_host_pinnable (), "CUDA started, yet cudafx_host_alloc would not pin");
+  unsigned char *p = cudafx_host_alloc (n);
+  CHECK (p && cudafx_host_pinned (p, n) && cudafx_host_pinned (p + 1, n - 1) && !cudafx_host_pinned (p, n + 1) &&
+           !cudafx_host_pinned (p + 1, n) && !cudafx_host_pinned (p - 1, 2),
+         "a pinned block's bounds are not what cudafx_host_pinned says");
+  cudafx_host_free (p);
+  CHECK (!cudafx_host_pinned (p, 1), "a freed block still pinned");
+
+  for (int memory = HOST_SRC; memory <= (HOST_SRC | HOST_DST); memory++)
+    {
+      compare_in (memory, CUDAFX_U8, 0, CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+      setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
+      compare_in (memory, CUDAFX_U8, 0, CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+      unsetenv ("CUDAFX_CUDA_STRIPES");
+      setenv ("CUDAFX_CUDA_MEM_LIMIT", "64K", 1);
+      compare_in (memory, CUDAFX_U8, 0, CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+      unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+    }
+  for (int i = 0; i < 4; i++)
+    {
+      setenv ("CUDAFX_CUDA_STRIPES", stripes[i], 1);
+      compare_in (HOST_SRC | HOST_DST, CUDAFX_U8, 0, CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+      compare_in (HOST_SRC | HOST_DST, CUDAFX_F32, 0, CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
+    }
+  unsetenv ("CUDAFX_CUDA_STRIPES");
+
+  /* Every border, its made-up rows wider than a tall kernel's reach. */
+  harness_rng rng = { 29 };
+  cudafx_image src = harness_image_new (97, 41, 4, 1, CUDAFX_U8, 3);
+  cudafx_image ref = harness_image_new (97, 41, 4, 1, CUDAFX_U8, 3);
+  cudafx_image out = harness_image_new (97, 41, 4, 1, CUDAFX_U8, 3);
+  harness_image_random (&src, &rng);
+  into_host_memory (&src);
+  into_host_memory (&out);
+  static const cudafx_border borders[] = { CUDAFX_BORDER_CLAMP, CUDAFX_BORDER_MIRROR, CUDAFX_BORDER_WRAP,
+                                           CUDAFX_BORDER_BLACK };
+  for (int b = 0; b < 4; b++)
+    for (int s = 0; s < 2; s++)
+      {
+        cudafx_convolve_params cp;
+        cudafx_convolve_params_init (&cp);
+        cp.preset = CUDAFX_PRESET_GAUSSIAN;
+        cp.sigma = 4; /* a 25-row kernel */
+        cp.border = borders[b];
+        setenv ("CUDAFX_CUDA_STRIPES", stripes[s * 2 + 1], 1);
+        cudafx_options cpu = harness_cpu_options (), gpu = harness_cpu_options ();
+        gpu.backend = CUDAFX_BACKEND_CUDA;
+        harness_image_poison (&out);
+        CHECK (cudafx_convolve (&src, &ref, &cp, &cpu) == CUDAFX_OK &&
+                 cudafx_convolve (&src, &out, &cp, &gpu) == CUDAFX_OK && harness_max_diff (&ref, &out) == 0,
+               "convolve border %d, %s stripes, in host memory: not the CPU's pixels (%s)", (int) borders[b],
+               stripes[s * 2 + 1], cudafx_error_message ());
+      }
+  unsetenv ("CUDAFX_CUDA_STRIPES");
+  free_image (&src, 1);
+  harness_image_free (&ref);
+  free_image (&out, 1);
 }
 
 /* One layout on both backends; 1 when the CUDA result differs from the CPU's. */

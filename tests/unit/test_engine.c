@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 TEST (engine_table_has_every_filter)
@@ -169,4 +170,58 @@ TEST (engine_warm_up_beside_a_filter_call)
   harness_image_free (&src);
   harness_image_free (&ref);
   harness_image_free (&dst);
+}
+
+/* cudafx_host_alloc's memory holds images like any other: a filter on it
+ * gives the same pixels. Without CUDA, and with CUDAFX_BACKEND=cpu where
+ * there is CUDA, nothing is pinned nor pinnable. */
+TEST (engine_host_memory)
+{
+  harness_rng  rng = { 23 };
+  cudafx_image src = harness_image_new (53, 37, 3, 0, CUDAFX_U8, 7);
+  cudafx_image ref = harness_image_new (53, 37, 3, 0, CUDAFX_U8, 7);
+  cudafx_image in = src, out = ref;
+  const size_t bytes = src.stride * src.height;
+  const char  *env = getenv ("CUDAFX_BACKEND");
+  char        *saved = env ? strdup (env) : NULL;
+  cudafx_median_params p;
+  cudafx_options o = harness_options (), cpu = harness_cpu_options ();
+
+  harness_image_random (&src, &rng);
+  cudafx_median_params_init (&p);
+  p.radius = 2;
+  CHECK (cudafx_median (&src, &ref, &p, &cpu) == CUDAFX_OK, "cpu: %s", cudafx_error_message ());
+  in.data = cudafx_host_alloc (bytes);
+  out.data = cudafx_host_alloc (bytes);
+  CHECK (in.data && out.data, "no host memory");
+  if (in.data && out.data)
+    {
+      memcpy (in.data, src.data, bytes);
+      memset (out.data, 0xA5, bytes);
+      CHECK (cudafx_median (&in, &out, &p, &o) == CUDAFX_OK && harness_same_pixels (&ref, &out),
+             "median on host memory: %s", cudafx_error_message ());
+    }
+#ifndef CUDAFX_HAVE_CUDA
+  CHECK (!cudafx_host_pinnable () && !cudafx_host_pinned (in.data, 1),
+         "pinned memory without CUDA");
+#endif
+  cudafx_host_free (in.data);
+  cudafx_host_free (out.data);
+  cudafx_host_free (NULL);
+  in.data = cudafx_host_alloc (0);
+  CHECK (in.data != NULL, "no memory for 0 bytes");
+  cudafx_host_free (in.data);
+
+  setenv ("CUDAFX_BACKEND", "cpu", 1);
+  in.data = cudafx_host_alloc (bytes);
+  CHECK (in.data && !cudafx_host_pinnable () && !cudafx_host_pinned (in.data, bytes),
+         "CUDAFX_BACKEND=cpu: pinned memory");
+  cudafx_host_free (in.data);
+  if (saved)
+    setenv ("CUDAFX_BACKEND", saved, 1);
+  else
+    unsetenv ("CUDAFX_BACKEND");
+  free (saved);
+  harness_image_free (&src);
+  harness_image_free (&ref);
 }
