@@ -134,8 +134,8 @@ $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(CUDA_DEFS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/test-unit: $(UNIT_OBJS) $(BUILD)/cli/batch.o $(LIB)
-	$(CC) $(CFLAGS) $(UNIT_OBJS) $(BUILD)/cli/batch.o $(LIB) $(LIB_LIBS) -lpthread -o $@
+$(BUILD)/test-unit: $(UNIT_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB) $(LIB_LIBS) -lpthread -o $@
 
 # The GPU median's selection networks, checked exhaustively on the host.
 $(BUILD)/test-median-network: tests/unit/median_network.cc cuda/median_network.h
@@ -148,8 +148,8 @@ $(BUILD)/tests-gpu/%.o: tests/gpu/%.c
 	$(CC) $(CFLAGS) $(DEPFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
 # The unit tests plus the CUDA-machinery tests, for the CUDA backend.
-$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(LIB)
-	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(LIB) $(LIB_LIBS) -lpthread -o $@
+$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB) $(LIB_LIBS) -lpthread -o $@
 
 $(BUILD)/cli/%.o: cli/%.c
 	@mkdir -p $(@D)

@@ -24,6 +24,7 @@
 #include "backend.h"
 #include "batch.h"
 #include "image_io.h"
+#include "image_pool.h"
 
 #define GETTEXT_PACKAGE "cudafx"
 #include <glib.h>
@@ -819,7 +820,7 @@ save_file (cli_batch *b, cli_file *f)
   char *error = NULL;
   int status;
 
-  g_free (f->pic.image.data); /* save the result in the input's formats */
+  cfx_image_free (f->pic.image.data); /* save the result in the input's formats */
   f->pic.image.data = f->dst.data;
   f->dst.data = NULL;
   if (cfx_output_save_image (f->out_file, &f->pic, b->c->strip, &error))
@@ -872,7 +873,7 @@ file_finish (void *ctx, int index, int status)
   cfx_output_discard (f->palette_file);
   cfx_output_discard (f->out_file);
   f->palette_file = f->out_file = NULL;
-  g_free (f->dst.data);
+  cfx_image_free (f->dst.data);
   f->dst.data = NULL;
   cfx_picture_clear (&f->pic);
 }
@@ -959,6 +960,10 @@ run_filter (const cli_command *c)
         workers = n > 1 && b.devices > 1 ? b.devices : 1;
       if (workers == 1)
         b.devices = 0; /* the default device, which CUDAFX_DEVICE may name */
+      /* A batch keeps its image memory for the next files (pinned once
+       * CUDA is up); codecs-only runs too, the baseline it is measured by. */
+      if (n > 1)
+        cfx_image_memory (cli_image_pool_take, cli_image_pool_give);
       cli_stages stages = { file_load, file_filter, file_save, file_finish, &b };
       cli_pipeline_config config = {
         .codec_threads = c->threads ? c->threads : cores > 0 ? (int) cores : 1,
@@ -978,6 +983,8 @@ run_filter (const cli_command *c)
       g_free (b.files[i].result);
     }
   g_free (b.files);
+  cfx_image_memory (NULL, NULL);
+  cli_image_pool_clear ();
   cfx_image_io_shutdown ();
   return status;
 }

@@ -69,10 +69,29 @@ blob_set (cfx_blob *b, const void *data, size_t size)
   b->size = b->data ? size : 0;
 }
 
+static void *(*image_take) (size_t bytes);
+static void (*image_give) (void *data);
+
+void
+cfx_image_memory (void *(*take) (size_t bytes), void (*give) (void *data))
+{
+  image_take = take;
+  image_give = give;
+}
+
+void
+cfx_image_free (void *data)
+{
+  if (image_give)
+    image_give (data);
+  else
+    g_free (data);
+}
+
 void
 cfx_picture_clear (cfx_picture *pic)
 {
-  g_free (pic->image.data);
+  cfx_image_free (pic->image.data);
   g_free (pic->meta.icc.data);
   g_free (pic->meta.exif.data);
   g_free (pic->meta.xmp.data);
@@ -90,7 +109,7 @@ cfx_image_alloc (cudafx_image *img, int width, int height)
   img->width = width;
   img->height = height;
   img->stride = row;
-  img->data = g_try_malloc (total);
+  img->data = image_take ? image_take (total) : g_try_malloc (total);
   return img->data ? 0 : -1;
 }
 

@@ -43,6 +43,12 @@ void cfx_picture_clear (cfx_picture *pic);
 /* Allocates img's pixels for width x height in its channels and type
  * (overflow-checked). Returns 0 or -1. */
 int cfx_image_alloc (cudafx_image *img, int width, int height);
+/* Frees pixels from cfx_image_alloc (NULL: nothing). */
+void cfx_image_free (void *data);
+/* Where cfx_image_alloc takes pixels and cfx_image_free gives them back:
+ * take and give, or with NULLs the heap (g_try_malloc, g_free). Set while
+ * no image is held. */
+void cfx_image_memory (void *(*take) (size_t bytes), void (*give) (void *data));
 
 /* Reads and decodes the file at path. max_pixels > 0 refuses larger images
  * before their pixels are allocated (0: no limit beyond memory). Returns 0,

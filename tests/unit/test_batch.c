@@ -8,6 +8,7 @@
 #include "harness.h"
 
 #include "../../cli/batch.h"
+#include "../../cli/image_pool.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -164,4 +165,27 @@ TEST (batch_no_items)
   cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, &r };
   cli_pipeline_config config = { 2, 3, 0, 0 };
   CHECK (cli_pipeline_run (&stages, 0, &config) == 0, "an empty batch failed");
+}
+
+/* The batch's image memory (cli/image_pool.c): a block given back serves
+ * the next request of its size; a request of another size frees the spares
+ * that cannot serve it, so the pool holds only what is in flight. Without
+ * CUDA (the CPU tests) nothing is pinned. */
+TEST (image_pool_reuses_blocks_of_a_size)
+{
+  void *a = cli_image_pool_take (4096), *b = cli_image_pool_take (4096);
+  CHECK (a && b && a != b, "two blocks held at once are distinct");
+  memset (a, 1, 4096);
+  memset (b, 2, 4096);
+  cli_image_pool_give (a);
+  CHECK (cli_image_pool_take (4096) == a, "the spare block of that size is not reused");
+  cli_image_pool_give (b);
+  void *c = cli_image_pool_take (8192);
+  CHECK (c && c != a, "a larger request got a held block");
+  memset (c, 3, 8192);
+  cli_image_pool_give (a);
+  cli_image_pool_give (c);
+  CHECK (cli_image_pool_take (8192) == c, "the spare block of the larger size is not reused");
+  cli_image_pool_give (c);
+  cli_image_pool_clear ();
 }
