@@ -10,11 +10,16 @@
 
 #include "../core/i18n.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 enum { QUEUED, DECODED, COMPUTED, FINISHED };
 
@@ -134,12 +139,32 @@ take_item (pipeline *p, int worker, int *next_state)
   return item;
 }
 
+/* The calling thread's priority lowered by `by` nice levels. Linux keeps a
+ * nice value per thread (setpriority on its thread id); elsewhere the call
+ * would lower the whole process, so it does nothing there. */
+static void
+lower_thread_priority (int by)
+{
+#ifdef __linux__
+  id_t tid = (id_t) syscall (SYS_gettid);
+  errno = 0;
+  int nice = getpriority (PRIO_PROCESS, tid);
+  if (errno == 0)
+    setpriority (PRIO_PROCESS, tid, nice + by); /* best effort: only the order of waking changes */
+#else
+  (void) by;
+#endif
+}
+
 static void *
 pipeline_thread (void *arg)
 {
   pipeline *p = ((thread_arg *) arg)->p;
   int worker = ((thread_arg *) arg)->worker;
   const cli_stages *st = p->stages;
+
+  if (worker < 0 && p->config->codec_nice > 0)
+    lower_thread_priority (p->config->codec_nice);
 
   pthread_mutex_lock (&p->lock);
   while (!p->stop)

@@ -28,6 +28,7 @@ typedef struct {
   int workers;       /* >= 1 */
   int window;        /* most items decoded and not yet finished; 0: codec_threads + 2 * workers */
   int progress;      /* show "[done/total] ... left" on stderr, redrawn as items finish */
+  int codec_nice;    /* codec threads lower their priority by this much (Linux; 0: not) */
 } cli_pipeline_config;
 
 /* Runs every item through the stages; returns how many failed, or -1 when

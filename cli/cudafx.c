@@ -907,6 +907,20 @@ plan_outputs (const cli_command *c, cli_file *files)
   return status;
 }
 
+/* A batch on CUDA: the codec threads, as many as the cores, keep every core
+ * busy, and a worker woken by the GPU's end of a step would wait for a
+ * core's time slice before it gives the GPU its next step; a lower priority
+ * for the codecs lets it run at once (docs/BENCHMARKS.md, 2026-11-26).
+ * CUDAFX_BENCH_CODEC_NICE sets the levels, for bench_e2e's comparison. */
+static int
+codec_nice (const cli_batch *b)
+{
+  const char *env = getenv ("CUDAFX_BENCH_CODEC_NICE");
+  if (env)
+    return atoi (env);
+  return b->devices || cli_cuda_devices () > 0 ? 5 : 0;
+}
+
 static int
 run_filter (const cli_command *c)
 {
@@ -969,6 +983,7 @@ run_filter (const cli_command *c)
         .codec_threads = c->threads ? c->threads : cores > 0 ? (int) cores : 1,
         .workers = workers,
         .progress = c->output_dir && n > 1 && isatty (STDERR_FILENO),
+        .codec_nice = codec_nice (&b),
       };
       int failed = cli_pipeline_run (&stages, n, &config);
       if (failed < 0)

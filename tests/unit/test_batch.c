@@ -95,7 +95,9 @@ static int
 run (record *r, int codecs, int workers, int window)
 {
   cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, r };
-  cli_pipeline_config config = { codecs, workers, window, 0 };
+  /* The codec threads' lower priority changes only who runs first. */
+  cli_pipeline_config config = { .codec_threads = codecs, .workers = workers, .window = window,
+                                 .codec_nice = 1 };
   pthread_mutex_init (&r->lock, NULL);
   return cli_pipeline_run (&stages, ITEMS, &config);
 }
@@ -163,7 +165,7 @@ TEST (batch_no_items)
   record r;
   memset (&r, 0, sizeof r);
   cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, &r };
-  cli_pipeline_config config = { 2, 3, 0, 0 };
+  cli_pipeline_config config = { .codec_threads = 2, .workers = 3 };
   CHECK (cli_pipeline_run (&stages, 0, &config) == 0, "an empty batch failed");
 }
 
