@@ -3,8 +3,9 @@
  * procedures from the engine's argument table and the hosts' own arguments
  * (plugin/common/procedures.c), reading each run's arguments back from the procedure
  * config (args.c), showing the dialog (dialog.c, a module of its own loaded
- * only then) in interactive runs, and handing pixels to region.c. Quantize can also create a palette resource
- * (which it returns) and convert the image to indexed mode with it.
+ * only then) in interactive runs, and handing pixels to region.c. Quantize
+ * can also create a palette resource (which it returns) and convert the image
+ * to indexed mode with it.
  * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */
 #include "i18n.h"
 #include <gmodule.h>
@@ -97,9 +98,9 @@ add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
 }
 
 /* Runs the filter's dialog from CUDAFX_DIALOGS_MODULE beside the executable.
- * GIMP starts a plug-in process for every call; linking libgimpui and GTK
- * into it made every call, Script-Fu's included, load and link about 27
- * more libraries that only a dialog uses (docs/BENCHMARKS.md, 2026-11-26).
+ * GIMP starts a plug-in process for every call: linked with libgimpui, every
+ * call, Script-Fu's included, would load and link GTK and the rest of the
+ * dialogs' 27 libraries, a quarter of a call's CPU time (docs/BENCHMARKS.md).
  * *chosen: the user's OK. FALSE with an error when the module cannot load. */
 static gboolean
 run_dialog (GimpProcedure *procedure, GimpProcedureConfig *config, GimpDrawable *drawable,
@@ -116,6 +117,8 @@ run_dialog (GimpProcedure *procedure, GimpProcedureConfig *config, GimpDrawable 
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
                    _("%s: the dialog could not be loaded from %s (%s); reinstall the plug-in"),
                    cudafx_filters[filter].procedure, path, g_module_error ());
+      if (module)
+        g_module_close (module);
       g_free (path);
       return FALSE;
     }
