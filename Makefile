@@ -94,7 +94,7 @@ XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=c
 # The GIMP plug-ins whose development files this machine has.
 GIMP3_OK   := $(shell pkg-config --exists gimpui-3.0 && echo yes)
 GIMP210_OK := $(shell pkg-config --exists gimpui-2.0 && echo yes)
-PLUGINS    := $(if $(GIMP3_OK),$(BUILD)/gimp3-native/cudafx) $(if $(GIMP210_OK),$(BUILD)/gimp210/cudafx)
+PLUGINS    := $(if $(GIMP3_OK),$(BUILD)/gimp3-native/cudafx $(BUILD)/gimp3-native/cudafx-dialogs.so) $(if $(GIMP210_OK),$(BUILD)/gimp210/cudafx)
 
 all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) $(GEGL_MODULE) $(PLUGINS) locale
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI and GEGL module skipped: GEGL or a codec library not found (libgegl-dev libpng-dev libjpeg62-turbo-dev libtiff-dev libwebp-dev libnetpbm-dev))$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
@@ -337,7 +337,10 @@ quality: $(SHLIB)
 # GIMP 3 plug-in: compiled and linked inside a Debian 13 chroot that
 # tests/gimp/chroot.sh creates once (root, network to the host's Debian mirror)
 # and keeps outside the clone; the engine library comes from the host.
-GIMP3_SRCS := $(wildcard plugin/gimp3/*.c plugin/common/*.c)
+# The dialogs are a module of their own (libgimpui, GTK) that the plug-in
+# loads only for interactive runs; the plug-in exports the engine to it.
+GIMP3_UI_SRCS := plugin/gimp3/dialog.c
+GIMP3_SRCS := $(filter-out $(GIMP3_UI_SRCS),$(wildcard plugin/gimp3/*.c plugin/common/*.c))
 GIMP3_HDRS := $(wildcard plugin/gimp3/*.h plugin/common/*.h)
 GIMP3_INC  := -Icore -Iplugin/common -Iplugin/gimp3
 
@@ -345,25 +348,34 @@ $(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB) \
                        tests/gimp/build-plugin.sh tests/gimp/chroot.sh
 	tests/gimp/build-plugin.sh $@ $(LIB) "$(LIB_LIBS)" "$(GIMP3_INC)" $(GIMP3_SRCS) $(GIMP3_HDRS)
 
+$(BUILD)/gimp3/cudafx-dialogs.so: $(GIMP3_UI_SRCS) $(GIMP3_HDRS) core/cudafx.h \
+                                  tests/gimp/build-plugin.sh tests/gimp/chroot.sh
+	tests/gimp/build-plugin.sh --dialogs $@ "$(GIMP3_INC)" $(GIMP3_UI_SRCS) $(GIMP3_HDRS)
+
 # The GEGL operations module for GIMP 3, built in the same chroot against its GEGL.
 $(BUILD)/gimp3/cudafx-gegl.so: $(GEGL_MODULE_SRCS) $(GEGL_MODULE_HDRS) $(LIB) \
                                tests/gimp/build-plugin.sh tests/gimp/chroot.sh
 	tests/gimp/build-plugin.sh --module $@ $(LIB) "$(LIB_LIBS)" "-Icore -Iplugin/common" \
 	  $(GEGL_MODULE_SRCS) $(GEGL_MODULE_HDRS)
 
-plugin: $(BUILD)/gimp3/cudafx $(BUILD)/gimp3/cudafx-gegl.so locale
+plugin: $(BUILD)/gimp3/cudafx $(BUILD)/gimp3/cudafx-dialogs.so $(BUILD)/gimp3/cudafx-gegl.so locale
 
 # The same plug-in built natively where the system has GIMP 3's development
 # files (libgimp-3.0-dev); install.sh uses it.
 $(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB)
 	@pkg-config --exists gimpui-3.0 || { echo "plugin-3-native needs GIMP 3's development files (libgimp-3.0-dev)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Werror=implicit-function-declaration $(GIMP3_INC) \
-	  $$(pkg-config --cflags gimpui-3.0) $(GIMP3_SRCS) $(LIB) $$(pkg-config --libs gimpui-3.0) \
-	  $(LIB_LIBS) -o $@
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration $(GIMP3_INC) -Wl,--export-dynamic \
+	  $$(pkg-config --cflags gimp-3.0) $(GIMP3_SRCS) -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive \
+	  $$(pkg-config --libs gimp-3.0) $(LIB_LIBS) -o $@
+
+$(BUILD)/gimp3-native/cudafx-dialogs.so: $(GIMP3_UI_SRCS) $(GIMP3_HDRS) core/cudafx.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -fPIC -Werror=implicit-function-declaration $(GIMP3_INC) \
+	  $$(pkg-config --cflags gimpui-3.0) $(GIMP3_UI_SRCS) $$(pkg-config --libs gimpui-3.0) -o $@
 
 .PHONY: plugin-3-native
-plugin-3-native: $(BUILD)/gimp3-native/cudafx locale
+plugin-3-native: $(BUILD)/gimp3-native/cudafx $(BUILD)/gimp3-native/cudafx-dialogs.so locale
 
 # Headless GIMP 3 tests of the plug-in, then of the GEGL operations as live
 # filters (in the chroot); each suite ends with "N passed, N failed".

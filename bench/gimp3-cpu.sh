@@ -11,8 +11,8 @@
 # writing, the undo copy); and the median on a 64×64 image, procedure and
 # direct merge, for what a call costs whatever the image (the difference:
 # the plug-in process). Then the engine's own time for the same jobs (the
-# CLI's --json "ms", CUDAFX_BACKEND=cpu). Prints each call's times and, last,
-# their medians.
+# CLI's --json "ms", CUDAFX_BACKEND=cpu). Prints each call's times, the load
+# average before and after, and, last, the medians.
 #   bench/gimp3-cpu.sh [BUILD] [REPEATS]
 set -euo pipefail
 build=${1:-build} repeats=${2:-3}
@@ -55,9 +55,11 @@ script="(define img (car (gimp-file-load RUN-NONINTERACTIVE \"$inside/12mp.png\"
   $(time_call merge-gegl-gaussian-blur-5 "(gimp-drawable-merge-new-filter layer \"gegl:gaussian-blur\" 0 LAYER-MODE-REPLACE 1.0 \"std-dev-x\" 5.0 \"std-dev-y\" 5.0)")
   $(time_call proc-cudafx-nl-means-auto "(plug-in-cudafx-nl-means #:run-mode RUN-NONINTERACTIVE #:image img #:drawables (vector layer))")
   $(time_call merge-cudafx-nl-means-auto "(gimp-drawable-merge-new-filter layer \"cudafx:nl-means\" 0 LAYER-MODE-REPLACE 1.0 \"auto\" TRUE)")"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 timeout 1800 tests/gimp/chroot.sh run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" XDG_DATA_HOME="$inside/data" \
-  gimp-console-3.0 -i --batch-interpreter=plug-in-script-fu-eval -b "(begin $script)" --quit 2>&1 \
-  | grep '^TIME' | tee "$work/times" || true
+  gimp-console-3.0 -i --batch-interpreter=plug-in-script-fu-eval -b "(begin $script)" --quit \
+  >"$work/gimp.log" 2>&1 || true
+grep '^TIME' "$work/gimp.log" | tee "$work/times" || { tail -n 20 "$work/gimp.log"; exit 1; }
 for job in "median --radius 1" "convolve --preset gaussian --sigma 5" "nl-means"; do
   # shellcheck disable=SC2086
   for i in $(seq "$repeats"); do
@@ -66,6 +68,7 @@ for job in "median --radius 1" "convolve --preset gaussian --sigma 5" "nl-means"
     echo "TIME engine-${job// /_} $ms" | tee -a "$work/times"
   done
 done
+echo "load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "medians of $repeats, ms:"
 # Sorted by call, then time: the middle of each call's list is its median.
 sort -k2,2 -k3,3n "$work/times" | awk '{ t[$2] = t[$2] " " $3; n[$2]++ }

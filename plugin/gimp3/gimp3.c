@@ -2,11 +2,13 @@
 /* cudafx — the GIMP 3 front end: one plug-in executable registering the four
  * procedures from the engine's argument table and the hosts' own arguments
  * (plugin/common/procedures.c), reading each run's arguments back from the procedure
- * config (args.c), showing the dialog (dialog.c) in interactive runs,
- * and handing pixels to region.c. Quantize can also create a palette resource
- * (which it returns) and convert the image to indexed mode with it.
+ * config (args.c), showing the dialog (dialog.c, a module of its own loaded
+ * only then) in interactive runs, and handing pixels to region.c. Quantize
+ * can also create a palette resource (which it returns) and convert the image
+ * to indexed mode with it.
  * Follows the shape of GIMP 3's own filters (plug-ins/common/despeckle.c). */
 #include "i18n.h"
+#include <gmodule.h>
 #include <libgimp/gimp.h>
 
 #include "args.h"
@@ -93,6 +95,38 @@ add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
                                                FALSE, G_PARAM_READWRITE);
       break;
     }
+}
+
+/* Runs the filter's dialog from CUDAFX_DIALOGS_MODULE beside the executable.
+ * GIMP starts a plug-in process for every call: linked with libgimpui, every
+ * call, Script-Fu's included, would load and link GTK and the rest of the
+ * dialogs' 27 libraries, a quarter of a call's CPU time (docs/BENCHMARKS.md).
+ * *chosen: the user's OK. FALSE with an error when the module cannot load. */
+static gboolean
+run_dialog (GimpProcedure *procedure, GimpProcedureConfig *config, GimpDrawable *drawable,
+            int filter, gboolean *chosen, GError **error)
+{
+  gchar           *folder = g_path_get_dirname (gimp_get_progname ());
+  gchar           *path = g_build_filename (folder, CUDAFX_DIALOGS_MODULE, NULL);
+  GModule         *module = g_module_open (path, G_MODULE_BIND_LOCAL);
+  cudafx_dialog_fn run = NULL;
+
+  g_free (folder);
+  if (!module || !g_module_symbol (module, CUDAFX_DIALOG_SYMBOL, (gpointer *) &run))
+    {
+      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
+                   _("%s: the dialog could not be loaded from %s (%s); reinstall the plug-in"),
+                   cudafx_filters[filter].procedure, path, g_module_error ());
+      if (module)
+        g_module_close (module);
+      g_free (path);
+      return FALSE;
+    }
+  g_free (path);
+  /* GTK and its types stay registered: the module is never unloaded. */
+  g_module_make_resident (module);
+  *chosen = run (procedure, config, drawable, filter);
+  return TRUE;
 }
 
 static int
@@ -259,7 +293,7 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   GimpPalette     *palette = NULL;
   GimpValueArray  *values;
   GError          *error = NULL;
-  gboolean         ok, live = FALSE, available = FALSE;
+  gboolean         ok, live = FALSE, available = FALSE, chosen = FALSE;
 
   if (!drawables || !drawables[0] || drawables[1])
     {
@@ -272,7 +306,10 @@ cudafx_run (GimpProcedure *procedure, GimpRunMode run_mode, GimpImage *image,
   if (run_mode == GIMP_RUN_INTERACTIVE)
     {
       gegl_init (NULL, NULL); /* the dialog's preview reads the drawable */
-      if (!cudafx_dialog_run (procedure, config, drawables[0], (int) (desc - cudafx_filters)))
+      if (!run_dialog (procedure, config, drawables[0], (int) (desc - cudafx_filters), &chosen,
+                       &error))
+        return failure (procedure, error);
+      if (!chosen)
         return gimp_procedure_new_return_values (procedure, GIMP_PDB_CANCEL, NULL);
     }
 

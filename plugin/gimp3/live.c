@@ -102,7 +102,7 @@ cudafx_live_apply (GimpDrawable *drawable, const cudafx_proc_args *args, gboolea
           break; /* a given palette is never live (cudafx_run takes the procedure's way) */
         }
     }
-  gimp_drawable_filter_update (filter);
+  /* Appending and merging send the config to GIMP themselves. */
   if (keep_live)
     gimp_drawable_append_filter (drawable, filter);
   else

@@ -3,16 +3,26 @@
 # Builds the GIMP 3 plug-in inside the Debian 13 chroot (GIMP 3's libraries
 # are newer than the host's) against the engine library built on the host.
 #   tests/gimp/build-plugin.sh [--module] OUT ENGINE_LIB "ENGINE_LINK_FLAGS" "INCLUDE_FLAGS" FILE...
+#   tests/gimp/build-plugin.sh --dialogs OUT "INCLUDE_FLAGS" FILE...
 # The FILEs (the host's sources and headers, .c ones compiled) and the public
-# headers of core/ are copied into the chroot, keeping their paths. --module
-# builds the GEGL operations module (a shared object against the chroot's
-# GEGL, only GEGL's entry points exported) instead of the plug-in.
+# headers of core/ are copied into the chroot, keeping their paths. The
+# plug-in links libgimp without its UI, the whole engine, and exports its
+# symbols: --dialogs builds the dialogs' module (libgimpui, GTK) that the
+# plug-in loads for interactive runs and that takes the engine and the glue
+# from it. --module builds the GEGL operations module (a shared object
+# against the chroot's GEGL, only GEGL's entry points exported).
 set -euo pipefail
-pkg=gimpui-3.0 link=
-if [ "${1:-}" = --module ]; then
-  pkg=gegl-0.4 link="-shared -fPIC -fvisibility=hidden -Wl,--exclude-libs,ALL -Wl,-z,defs"
-  shift
-fi
+pkg=gimp-3.0 link="-Wl,--export-dynamic" whole="-Wl,--whole-archive libcudafx.a -Wl,--no-whole-archive"
+case "${1:-}" in
+  --module)
+    pkg=gegl-0.4 link="-shared -fPIC -fvisibility=hidden -Wl,--exclude-libs,ALL -Wl,-z,defs"
+    whole=libcudafx.a
+    shift ;;
+  --dialogs)
+    pkg=gimpui-3.0 link="-shared -fPIC" whole=
+    out=$2 includes=$3; shift 3
+    set -- "$out" "" "" "$includes" "$@" ;;
+esac
 out=$1 lib=$2 libs=$3 includes=$4; shift 4
 here=$(cd "$(dirname "$0")" && pwd)
 root=$("$here/chroot.sh" ensure)
@@ -22,7 +32,7 @@ trap 'rm -rf "$work"' EXIT
 tar -cf - core/cudafx.h core/i18n.h "$@" | tar -xf - -C "$work"
 sources=()
 for f in "$@"; do [[ $f == *.c ]] && sources+=("$f"); done
-cp "$lib" "$work/libcudafx.a"
+[ -z "$lib" ] || cp "$lib" "$work/libcudafx.a"
 # A CUDA engine links cudart statically: bring the archive along, and use the
 # chroot's libstdc++ runtime (it has no C++ development files).
 if [[ $libs =~ ([^ ]*/libcudart_static.a) ]]; then
@@ -34,7 +44,7 @@ inside=${work#"$root"}
 
 "$here/chroot.sh" run /bin/sh -c "cd $inside && gcc -O2 -g -std=gnu11 -Wall -Wextra \
   -Wno-unused-parameter -Werror=implicit-function-declaration $includes $link \
-  \$(pkg-config --cflags $pkg) ${sources[*]} libcudafx.a \$(pkg-config --libs $pkg) $libs -o product"
+  \$(pkg-config --cflags $pkg) ${sources[*]} $whole \$(pkg-config --libs $pkg) $libs -o product"
 mkdir -p "$(dirname "$out")"
 cp "$work/product" "$out"
 echo "built $out (in $root)"
