@@ -908,10 +908,11 @@ plan_outputs (const cli_command *c, cli_file *files)
 }
 
 /* A batch on CUDA: the codec threads, as many as the cores, keep every core
- * busy, and a worker woken by the GPU's end of a step would wait for a
- * core's time slice before it gives the GPU its next step; a lower priority
- * for the codecs lets it run at once (docs/BENCHMARKS.md, 2026-11-26).
- * CUDAFX_BENCH_CODEC_NICE sets the levels, for bench_e2e's comparison. */
+ * busy, and a worker woken by the GPU's end of a step may wait for a core's
+ * time slice before it gives the GPU its next step; with the codecs at a
+ * lower priority it runs first (3-7 % less a photo on one GPU, within the
+ * runs' spread: docs/BENCHMARKS.md, 2026-11-26, run D).
+ * CUDAFX_BENCH_CODEC_NICE sets the levels, for that comparison. */
 static int
 codec_nice (const cli_batch *b)
 {
