@@ -910,16 +910,16 @@ plan_outputs (const cli_command *c, cli_file *files)
 /* A batch on CUDA: the codec threads, as many as the cores, keep every core
  * busy, and a worker woken by the GPU's end of a step may wait for a core's
  * time slice before it gives the GPU its next step; with the codecs at a
- * lower priority it runs first (3-7 % less a photo on one GPU, within the
- * runs' spread: docs/BENCHMARKS.md, 2026-11-26, run D).
- * CUDAFX_BENCH_CODEC_NICE sets the levels, for that comparison. */
+ * lower priority it runs first (what that gains: docs/BENCHMARKS.md,
+ * 2026-11-26, run D). CUDAFX_BENCH_CODEC_NICE sets the levels, for that
+ * comparison. */
 static int
-codec_nice (const cli_batch *b)
+codec_nice (void)
 {
   const char *env = getenv ("CUDAFX_BENCH_CODEC_NICE");
   if (env)
     return atoi (env);
-  return b->devices || cli_cuda_devices () > 0 ? 5 : 0;
+  return cli_cuda_devices () > 0 ? 5 : 0;
 }
 
 static int
@@ -984,7 +984,7 @@ run_filter (const cli_command *c)
         .codec_threads = c->threads ? c->threads : cores > 0 ? (int) cores : 1,
         .workers = workers,
         .progress = c->output_dir && n > 1 && isatty (STDERR_FILENO),
-        .codec_nice = codec_nice (&b),
+        .codec_nice = codec_nice (),
       };
       int failed = cli_pipeline_run (&stages, n, &config);
       if (failed < 0)

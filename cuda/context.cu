@@ -542,8 +542,9 @@ constexpr int CFX_COPY_THREADS = 16;
 /* The context's copy threads. Not an OpenMP team: its threads spin after
  * each parallel region (libgomp's active wait) and the region's end waits
  * for every one of them, so in a CLI batch, whose codec threads keep every
- * core busy, each of a 12 MP call's 32 copy rounds cost about 3 ms and the
- * copies 95 ms of the call's 116 (docs/BENCHMARKS.md, 2026-11-26). These
+ * core busy, each of a call's copy rounds waited for descheduled team
+ * members and the copies took most of the call (docs/BENCHMARKS.md,
+ * "The 64-photo batch on one GPU"). These
  * watch briefly for the next round, then sleep on a condition variable
  * (CFX_COPY_SPIN); the caller copies too and
  * waits only for the rows a helper has taken, never for a helper that has
@@ -592,8 +593,8 @@ copy_chunks (cfx_copy_pool *p, unsigned round, const host_rows *job, int rows, i
 /* How long a helper watches for the next round before it sleeps: the
  * rounds of one call follow each other within tens of microseconds (a
  * chunk's time on the copy engine), and waking a sleeping helper costs about
- * as long as a u8 round's copying (a lone 12 MP u8 call took 0.65 ms more
- * with helpers that always slept, docs/BENCHMARKS.md). */
+ * as long as a u8 round's copying (docs/BENCHMARKS.md has what helpers that
+ * always slept cost a lone call). */
 constexpr auto CFX_COPY_SPIN = std::chrono::microseconds (100);
 
 static void
