@@ -420,7 +420,9 @@ cudafx_create_procedure (GimpPlugIn *plug_in, const gchar *name)
 }
 
 /* Translations (domain "cudafx") live in locale/ beside the executable when
- * installed with it; without that folder, run untranslated without warnings. */
+ * installed with it; without that folder, run untranslated without warnings.
+ * libgimp wants the folder relative to the plug-in's own (an absolute one
+ * makes it print a warning and disable localization). */
 static gboolean
 cudafx_set_i18n (GimpPlugIn *plug_in, const gchar *procedure_name, gchar **gettext_domain,
                  gchar **catalog_dir)
@@ -429,8 +431,9 @@ cudafx_set_i18n (GimpPlugIn *plug_in, const gchar *procedure_name, gchar **gette
 
   if (!locale)
     return FALSE;
+  g_free (locale);
   *gettext_domain = g_strdup (CUDAFX_DOMAIN);
-  *catalog_dir = locale;
+  *catalog_dir = g_strdup ("locale");
   return TRUE;
 }
 
