@@ -685,11 +685,11 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  * slower here: the lanes' searches diverge and each step waits for the
  * longest; docs/BENCHMARKS.md has the measurements), the pixels loaded a
  * step ahead and prefetched into L1, and for larger palettes the search
- * shared by the block's warps (dither_warps): each warp runs the whole step
- * for the same 32 rows (the same arithmetic, so the same values), searches
- * its slice of the palette, and the slices' nearest meet in shared memory
- * (one barrier a step); a warp's search alone bounded a step, and one warp
- * issues on one of the SM's four schedulers.
+ * shared by the block's DITHER_SEARCH_WARPS warps: each warp runs the whole
+ * step for the same 32 rows (the same arithmetic, so the same values),
+ * searches its slice of the palette, and the slices' nearest meet in shared
+ * memory (one barrier a step): one warp alone issued on one of the SM's four
+ * schedulers, and its search of the whole palette bounded the step.
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
  * the rows done to mapped host memory; the host calls the progress callback
@@ -700,13 +700,12 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
 
 constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
 constexpr int DITHER_CHUNK = 8;     /* pixels of a boundary row published and loaded at once */
-constexpr int DITHER_SEARCH_WARPS = 4; /* warps of a group sharing a larger palette's search, at most */
+constexpr int DITHER_SEARCH_WARPS = 4; /* warps of a group sharing a larger palette's search: one a scheduler */
 constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
 constexpr int DITHER_PREFETCH_EVERY = 8; /* pixels between prefetches: at most 128 bytes, so every line */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
 constexpr int DITHER_REG_ENTRIES = 16; /* palettes up to this size: the centres in registers */
 constexpr int DITHER_GROUP = 8;     /* entries of a larger palette compared at once */
-constexpr int DITHER_SLICE = 32;    /* entries a warp of a shared search takes at least */
 constexpr unsigned FULL_WARP = 0xffffffffu;
 
 __constant__ float c_pal_value[CUDAFX_MAX_COLORS][3]; /* entries on the 0..255 scale */
@@ -728,18 +727,6 @@ size_t
 dither_bound_rows (int rows)
 {
   return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
-}
-
-/* Warps of a group's block for a palette of k entries: one for a palette in
- * registers; a larger one's search shared by up to DITHER_SEARCH_WARPS, each
- * with a slice of DITHER_SLICE entries at least. */
-int
-dither_warps (int k)
-{
-  if (k <= DITHER_REG_ENTRIES)
-    return 1;
-  int warps = (k + DITHER_SLICE - 1) / DITHER_SLICE;
-  return warps < DITHER_SEARCH_WARPS ? warps : DITHER_SEARCH_WARPS;
 }
 
 /* The nearest search: one warp has no other work to hide latencies behind,
@@ -815,35 +802,38 @@ first_at (const float (&d)[DITHER_GROUP], float nearest)
 
 /* nearest_entry over `pairs` pairs of groups in shared memory, two groups
  * (2 * DITHER_GROUP distances) at a time; best: the nearest's distance.
- * Scanning the entries in order, the first nearest changes only to an entry
- * strictly nearer than all before: the nearest of the pair's first group
- * when it is below best (its first occurrence), else that of the second
- * when it is below both. */
+ * Scanning the entries in order, the first nearest lies in the first group
+ * whose nearest is strictly nearer than every group's before it: the scan
+ * keeps only that group (no branch), and computes its distances again at
+ * the end to find the first at that distance. */
 __device__ __forceinline__ int
 nearest_in_groups (const float4 *centre, int pairs, float fx, float fy, float fz, float &best)
 {
   best = INFINITY;
-  int label = 0;
+  int group = 0;
+  /* unrolled as far as pairs goes (four at 256 entries): the next pair's
+   * loads then overlap this pair's arithmetic */
+  static_assert (CUDAFX_MAX_COLORS <= 4 * 2 * DITHER_GROUP * DITHER_SEARCH_WARPS, "pairs above 4");
+#pragma unroll 4
   for (int g = 0; g < 2 * pairs; g += 2)
     {
       float d0[DITHER_GROUP], d1[DITHER_GROUP];
       float m0 = group_distances (centre + g * DITHER_GROUP, fx, fy, fz, d0);
       float m1 = group_distances (centre + (g + 1) * DITHER_GROUP, fx, fy, fz, d1);
-      if (m0 < best || m1 < best)
+      if (m0 < best)
         {
-          if (m0 <= m1)
-            {
-              best = m0;
-              label = g * DITHER_GROUP + first_at (d0, m0);
-            }
-          else
-            {
-              best = m1;
-              label = (g + 1) * DITHER_GROUP + first_at (d1, m1);
-            }
+          best = m0;
+          group = g;
+        }
+      if (m1 < best)
+        {
+          best = m1;
+          group = g + 1;
         }
     }
-  return label;
+  float d[DITHER_GROUP];
+  group_distances (centre + group * DITHER_GROUP, fx, fy, fz, d);
+  return group * DITHER_GROUP + first_at (d, best);
 }
 
 /* Pixel x of a source row as stored: the codes of a u8 row, or the bits of
@@ -908,8 +898,8 @@ shfl_up_error (float4 e)
 
 /* DIMS: v.dims as a constant, so that the pixel's arrays stay in registers.
  * One block a group of rows: one warp (SEARCH_REGISTERS), or with
- * SEARCH_GROUPS blockDim.x / 32 warps that each search one slice of the
- * palette (dither_warps). */
+ * SEARCH_GROUPS DITHER_SEARCH_WARPS warps that each search one slice of the
+ * palette. */
 template <int DIMS, int SEARCH>
 __global__ void __launch_bounds__ (DITHER_SEARCH_WARPS * 32)
 dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dither_args a)
@@ -928,7 +918,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   __shared__ float2 s_nearest[2][DITHER_SEARCH_WARPS][DITHER_ROWS];
   __shared__ int s_group;
   const int lane = threadIdx.x % 32, w = v.width;
-  const int warps = SEARCH == SEARCH_REGISTERS ? 1 : blockDim.x / 32;
+  constexpr int warps = SEARCH == SEARCH_REGISTERS ? 1 : DITHER_SEARCH_WARPS;
   const int warp = SEARCH == SEARCH_REGISTERS ? 0 : threadIdx.x / 32;
   /* pairs of groups of entries each warp searches: its slice, entries warp * slice .. */
   const int pairs = (k + 2 * DITHER_GROUP * warps - 1) / (2 * DITHER_GROUP * warps);
@@ -1015,8 +1005,9 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       if (has_row && x + 1 >= 0 && x + 1 < w)
         ahead = load_raw<DIMS> (v, srow, x + 1);
       const bool active = has_row && x >= 0 && x < w;
-      if (!active && warps == 1)
-        continue; /* no other warp waits for this lane's part of the step */
+      if constexpr (warps == 1)
+        if (!active)
+          continue;
 
       float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
       const bool votes = a.everyone_votes || px.w != 0.0f;
@@ -1063,7 +1054,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         {
           float best;
           label = warp * slice + nearest_in_groups (s_centre + warp * slice, pairs, f[0], f[1], f[2], best);
-          if (warps > 1)
+          if constexpr (warps > 1)
             {
               /* the slices in index order, each taken only when strictly
                * nearer: the first of the nearest, as one scan would find */
@@ -1071,13 +1062,12 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
               __syncthreads ();
               float2 first = s_nearest[parity][0][lane];
 #pragma unroll
-              for (int j = 1; j < DITHER_SEARCH_WARPS; j++)
-                if (j < warps)
-                  {
-                    const float2 c = s_nearest[parity][j][lane];
-                    if (c.x < first.x)
-                      first = c;
-                  }
+              for (int j = 1; j < warps; j++)
+                {
+                  const float2 c = s_nearest[parity][j][lane];
+                  if (c.x < first.x)
+                    first = c;
+                }
               label = __float_as_int (first.y);
             }
         }
@@ -1306,7 +1296,7 @@ launch_dither (quantize_session *q, const stripe_view &v, int i, int y0, int k)
       (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), q->cx->stream), FILTER,
                       "memset")))
     return s;
-  unsigned blocks = a.groups, threads = dither_warps (k) * 32;
+  unsigned blocks = a.groups, threads = (k <= DITHER_REG_ENTRIES ? 1 : DITHER_SEARCH_WARPS) * 32;
   unsigned char *d = q->d_dst;
   if (k <= DITHER_REG_ENTRIES)
     {
