@@ -652,12 +652,13 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  *
  * The sequential scan as a wavefront, every float addition in the scan's
  * order (core/quantize.c, dither_row, says why that order is enough). A warp
- * owns DITHER_ROWS = 32 consecutive rows of the stripe, lane r row r, and
- * walks them in lockstep with a skew of two pixels a row: at step t lane r
- * takes pixel x = t - 2r. Pixel (x, y) needs the errors of pixels x-1, x,
- * x+1 of row y-1 and of its left neighbour: the lane above finished x+1 one
- * step earlier and hands each error down by a shuffle, so every lane keeps a
- * window of three of the row above's errors; the left one is its own last.
+ * (each warp of the block, see Speed) owns DITHER_ROWS = 32 consecutive rows
+ * of the stripe, lane r row r, and walks them in lockstep with a skew of two
+ * pixels a row: at step t lane r takes pixel x = t - 2r. Pixel (x, y) needs
+ * the errors of pixels x-1, x, x+1 of row y-1 and of its left neighbour: the
+ * lane above finished x+1 one step earlier and hands each error down by a
+ * shuffle, so every lane keeps a window of three of the row above's errors;
+ * the left one is its own last.
  *
  * Between groups (one block each): lane 0's row above is the last row of
  * the previous group of rows (or of the previous stripe). The block of that
