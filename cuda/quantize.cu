@@ -730,13 +730,15 @@ dither_bound_rows (int rows)
   return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
 }
 
-/* The nearest search: one warp has no other work to hide latencies behind,
- * so the distances to many entries are computed at once, with no branch
- * per entry. Small palettes sit in registers; larger ones in shared memory
- * as float4 (one load an entry, the same address for every lane), in groups
- * of DITHER_GROUP padded at the end with entries at infinity, whose
- * distance is infinite and never wins. Exact: the same distances as
- * nearest_entry, and the same winner (the first of the nearest). */
+/* The nearest search: a warp has no other work on its scheduler to hide
+ * latencies behind, so the distances to many entries are computed at once,
+ * with no branch per entry. Small palettes sit in registers; larger ones in
+ * shared memory as float4 (one load an entry, the same address for every
+ * lane), in slices of whole groups of DITHER_GROUP, one a warp, padded at
+ * the end with entries at infinity, whose distance is infinite and never
+ * wins (a slice of padding alone yields infinity, which loses to slice 0's).
+ * Exact: the same distances as nearest_entry, and the same winner (the
+ * first of the nearest). */
 enum dither_search { SEARCH_REGISTERS, SEARCH_GROUPS };
 
 /* nearest_entry over centres held in registers (DITHER_REG_ENTRIES, padded):
