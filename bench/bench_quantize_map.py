@@ -8,7 +8,10 @@ mapping's kernels only: a given palette runs no k-means) and whole-call ms,
 medians of --runs after a warm-up.
 
     python3 bench/bench_quantize_map.py --backend cuda --runs 7
-    python3 bench/bench_quantize_map.py --backend cpu --runs 3"""
+    python3 bench/bench_quantize_map.py --backend cpu --runs 3
+
+--check maps each workload once more on the CPU (all cores) and prints whether
+the outputs are equal: the CPU's Floyd-Steinberg on 12 MP takes seconds."""
 import argparse
 import os
 import statistics
@@ -34,6 +37,7 @@ def main():
     ap.add_argument("--spaces", default="rgb,oklab")
     ap.add_argument("--dithers", default=",".join(DITHERS))
     ap.add_argument("--lib", help="the engine library (default build/libcudafx.so)")
+    ap.add_argument("--check", action="store_true", help="compare each output with the CPU's (slow)")
     args = ap.parse_args()
 
     src = cv2.cvtColor(cv2.imread(os.path.join(ROOT, "tests", "data", "astronaut.png")), cv2.COLOR_BGR2RGB)
@@ -49,7 +53,7 @@ def main():
                 def call():
                     return eng.quantize(img, palette=palette, color_space=space, dither=dither,
                                         backend=args.backend, threads=args.threads)
-                call()
+                out = call()[0]
                 kernel, whole = [], []
                 for _ in range(args.runs):
                     t = time.perf_counter()
@@ -59,7 +63,13 @@ def main():
                     if report.backend_used != pycudafx.BACKENDS[args.backend]:
                         sys.exit("ran on another backend: " + report.fallback.decode())
                 name = "map K=%d %s %s" % (len(palette), space, dither)
-                print("%-44s %10.3f %10.2f" % (name, statistics.median(kernel), statistics.median(whole)),
+                same = ""
+                if args.check:
+                    ref = eng.quantize(img, palette=palette, color_space=space, dither=dither, backend="cpu",
+                                       threads=os.cpu_count())[0]
+                    differ = int(np.count_nonzero(np.any(ref != out, axis=-1)))
+                    same = "  CPU: same" if differ == 0 else "  CPU: %d pixels DIFFER" % differ
+                print("%-44s %10.3f %10.2f%s" % (name, statistics.median(kernel), statistics.median(whole), same),
                       flush=True)
 
 

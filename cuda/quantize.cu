@@ -652,39 +652,45 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
  *
  * The sequential scan as a wavefront, every float addition in the scan's
  * order (core/quantize.c, dither_row, says why that order is enough). A warp
- * owns DITHER_ROWS = 32 consecutive rows of the stripe, lane r row r, and
- * walks them in lockstep with a skew of two pixels a row: at step t lane r
- * takes pixel x = t - 2r. Pixel (x, y) needs the errors of pixels x-1, x,
- * x+1 of row y-1 and of its left neighbour: the lane above finished x+1 one
- * step earlier and hands each error down by a shuffle, so every lane keeps a
- * window of three of the row above's errors; the left one is its own last.
+ * (each warp of the block, see Speed) owns DITHER_ROWS = 32 consecutive rows
+ * of the stripe, lane r row r, and walks them in lockstep with a skew of two
+ * pixels a row: at step t lane r takes pixel x = t - 2r. Pixel (x, y) needs
+ * the errors of pixels x-1, x, x+1 of row y-1 and of its left neighbour: the
+ * lane above finished x+1 one step earlier and hands each error down by a
+ * shuffle, so every lane keeps a window of three of the row above's errors;
+ * the left one is its own last.
  *
- * Between warps: lane 0's row above is the last row of the previous group of
- * rows (or of the previous stripe). The warp of that group stores its last
- * row's errors in a boundary row in global memory and publishes how many are
- * there (a fence, then a volatile store) every DITHER_CHUNK pixels and at
- * the row's end; the warp below reads that count (volatile loads, then a
- * fence) only when it starts a new chunk of the row above, which its lanes
- * then load together into shared memory. A warp trails the one above by 2 *
- * 32 + DITHER_CHUNK pixels, so the kernel takes about width + 2 * height +
- * groups * DITHER_CHUNK steps (chunks of 8 instead of 32: a sixth fewer at
- * 12 MP). Warps take their groups in order from a
- * ticket (an atomic counter), not from blockIdx: a warp only ever waits for a
- * group taken earlier, by a warp that is already running, so the kernel
- * cannot deadlock whatever the scheduling or how many warps are resident.
+ * Between groups (one block each): lane 0's row above is the last row of
+ * the previous group of rows (or of the previous stripe). The block of that
+ * group stores its last row's errors in a boundary row in global memory and
+ * publishes how many are there (a fence, then a volatile store) every
+ * DITHER_CHUNK pixels and at the row's end; each warp of the block below
+ * reads that count (volatile loads, then a fence) only when it starts a new
+ * chunk of the row above, which its lanes then load together into shared
+ * memory. A group trails the one above by 2 * 32 + DITHER_CHUNK pixels, so
+ * the kernel takes about width + 2 * height + groups * DITHER_CHUNK steps
+ * (chunks of 8 instead of 32: a sixth fewer at 12 MP). Blocks take their
+ * groups in order from a ticket (an atomic counter), not from blockIdx: a
+ * block only ever waits for a group taken earlier, by a block that is
+ * already running, so the kernel cannot deadlock whatever the scheduling or
+ * how many blocks are resident.
  *
  * An error travels as a float4: the channels' errors, and w = 1 when the
  * pixel voted (transparent pixels and pixels outside the image pass none).
  *
- * Speed: a step's work is one chain of dependent operations (the error
- * sums, features, the nearest search, the entry's value, the shuffle to the
- * next lane) and a warp has no other warp to hide its latencies behind (one
- * warp a block, so that each has an SM and its load/store unit to itself):
- * hence the branch-free nearest search over many entries at once (the
- * CPU's search pruned by sorted first features, core/quantize.h, is slower
- * here: the lanes' searches diverge and each step waits for the longest;
- * docs/BENCHMARKS.md has the measurements), and the pixels loaded a step
- * ahead and prefetched into L1.
+ * Speed: the steps are the critical path, and a step's work is one chain of
+ * dependent operations (the error sums, features, the nearest search, the
+ * entry's value, the shuffle to the next lane); a group's block has an SM to
+ * itself. Hence the branch-free nearest search over many entries at once
+ * (the CPU's search pruned by sorted first features, core/quantize.h, is
+ * slower here: the lanes' searches diverge and each step waits for the
+ * longest; docs/BENCHMARKS.md has the measurements), the pixels loaded a
+ * step ahead and prefetched into L1, and for larger palettes the search
+ * shared by the block's DITHER_SEARCH_WARPS warps: each warp runs the whole
+ * step for the same 32 rows (the same arithmetic, so the same values),
+ * searches its slice of the palette, and the slices' nearest meet in shared
+ * memory (one barrier a step): one warp alone issued on one of the SM's four
+ * schedulers, and its search of the whole palette bounded the step.
  *
  * Progress and cancel: each group's last lane, at the end of its row, writes
  * the rows done to mapped host memory; the host calls the progress callback
@@ -695,7 +701,7 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
 
 constexpr int DITHER_ROWS = 32;     /* rows per warp: one per lane */
 constexpr int DITHER_CHUNK = 8;     /* pixels of a boundary row published and loaded at once */
-constexpr int DITHER_WARPS = 1;     /* warps per block */
+constexpr int DITHER_SEARCH_WARPS = 4; /* warps of a group sharing a larger palette's search: one a scheduler */
 constexpr int DITHER_PREFETCH = 32; /* pixels ahead a lane prefetches its row into L1 */
 constexpr int DITHER_PREFETCH_EVERY = 8; /* pixels between prefetches: at most 128 bytes, so every line */
 constexpr int DITHER_MARKS = 32;    /* progress calls per stripe, at most */
@@ -724,13 +730,15 @@ dither_bound_rows (int rows)
   return (size_t) (rows + DITHER_ROWS - 1) / DITHER_ROWS + 1;
 }
 
-/* The nearest search: one warp has no other work to hide latencies behind,
- * so the distances to many entries are computed at once, with no branch
- * per entry. Small palettes sit in registers; larger ones in shared memory
- * as float4 (one load an entry, the same address for every lane), in groups
- * of DITHER_GROUP padded at the end with entries at infinity, whose
- * distance is infinite and never wins. Exact: the same distances as
- * nearest_entry, and the same winner (the first of the nearest). */
+/* The nearest search: a warp has no other work on its scheduler to hide
+ * latencies behind, so the distances to many entries are computed at once,
+ * with no branch per entry. Small palettes sit in registers; larger ones in
+ * shared memory as float4 (one load an entry, the same address for every
+ * lane), in slices of whole groups of DITHER_GROUP, one a warp, padded at
+ * the end with entries at infinity, whose distance is infinite and never
+ * wins (a slice of padding alone yields infinity, which loses to slice 0's).
+ * Exact: the same distances as nearest_entry, and the same winner (the
+ * first of the nearest). */
 enum dither_search { SEARCH_REGISTERS, SEARCH_GROUPS };
 
 /* nearest_entry over centres held in registers (DITHER_REG_ENTRIES, padded):
@@ -796,63 +804,83 @@ first_at (const float (&d)[DITHER_GROUP], float nearest)
 }
 
 /* nearest_entry over `pairs` pairs of groups in shared memory, two groups
- * (2 * DITHER_GROUP distances) at a time. Scanning the entries in order, the
- * first nearest changes only to an entry strictly nearer than all before:
- * the nearest of the pair's first group when it is below best (its first
- * occurrence), else that of the second when it is below both. */
+ * (2 * DITHER_GROUP distances) at a time; best: the nearest's distance.
+ * Scanning the entries in order, the first nearest lies in the first group
+ * whose nearest is strictly nearer than every group's before it: the scan
+ * keeps only that group (no branch), and computes its distances again at
+ * the end to find the first at that distance. */
 __device__ __forceinline__ int
-nearest_in_groups (const float4 *centre, int pairs, float fx, float fy, float fz)
+nearest_in_groups (const float4 *centre, int pairs, float fx, float fy, float fz, float &best)
 {
-  float best = INFINITY;
-  int label = 0;
+  best = INFINITY;
+  int group = 0;
+  /* unrolled as far as pairs goes (four at 256 entries): the next pair's
+   * loads then overlap this pair's arithmetic */
+  static_assert (CUDAFX_MAX_COLORS <= 4 * 2 * DITHER_GROUP * DITHER_SEARCH_WARPS, "pairs above 4");
+#pragma unroll 4
   for (int g = 0; g < 2 * pairs; g += 2)
     {
       float d0[DITHER_GROUP], d1[DITHER_GROUP];
       float m0 = group_distances (centre + g * DITHER_GROUP, fx, fy, fz, d0);
       float m1 = group_distances (centre + (g + 1) * DITHER_GROUP, fx, fy, fz, d1);
-      if (m0 < best || m1 < best)
+      if (m0 < best)
         {
-          if (m0 <= m1)
-            {
-              best = m0;
-              label = g * DITHER_GROUP + first_at (d0, m0);
-            }
-          else
-            {
-              best = m1;
-              label = (g + 1) * DITHER_GROUP + first_at (d1, m1);
-            }
+          best = m0;
+          group = g;
+        }
+      if (m1 < best)
+        {
+          best = m1;
+          group = g + 1;
         }
     }
-  return label;
+  float d[DITHER_GROUP];
+  group_distances (centre + group * DITHER_GROUP, fx, fy, fz, d);
+  return group * DITHER_GROUP + first_at (d, best);
 }
 
-/* Pixel x of a source row: its colour channels on the 0..255 scale (u8
- * codes as floats, exact) and in w its alpha as stored. */
+/* Pixel x of a source row as stored: the codes of a u8 row, or the bits of
+ * an f32 row's floats; the alpha in w (0 without one). pixel_value converts
+ * it: apart, so that the dither can load a pixel a step before it converts
+ * it (a conversion right after the load waits for the load). */
 template <int DIMS>
-__device__ __forceinline__ float4
-load_pixel (const stripe_view &v, const unsigned char *srow, int x)
+__device__ __forceinline__ uint4
+load_raw (const stripe_view &v, const unsigned char *srow, int x)
 {
   size_t at = (size_t) x * v.channels;
-  float c[3] = { 0.0f, 0.0f, 0.0f }, alpha = 0.0f;
+  unsigned c[4] = { 0, 0, 0, 0 };
   if (v.u8)
     {
 #pragma unroll
       for (int i = 0; i < DIMS; i++)
-        c[i] = (float) srow[at + i];
+        c[i] = srow[at + i];
       if (v.has_alpha)
-        alpha = (float) srow[at + v.channels - 1];
+        c[3] = srow[at + v.channels - 1];
     }
   else
     {
-      const float *px = (const float *) srow + at;
+      const unsigned *px = (const unsigned *) srow + at;
 #pragma unroll
       for (int i = 0; i < DIMS; i++)
-        c[i] = px[i] * 255.0f;
+        c[i] = px[i];
       if (v.has_alpha)
-        alpha = px[v.channels - 1];
+        c[3] = px[v.channels - 1];
     }
-  return make_float4 (c[0], c[1], c[2], alpha);
+  return make_uint4 (c[0], c[1], c[2], c[3]);
+}
+
+/* A pixel from load_raw: its colour channels on the 0..255 scale (u8 codes
+ * as floats, exact) and in w its alpha as stored. */
+template <int DIMS>
+__device__ __forceinline__ float4
+pixel_value (const stripe_view &v, uint4 raw)
+{
+  const unsigned r[4] = { raw.x, raw.y, raw.z, raw.w };
+  float c[3] = { 0.0f, 0.0f, 0.0f };
+#pragma unroll
+  for (int i = 0; i < DIMS; i++)
+    c[i] = v.u8 ? (float) r[i] : __uint_as_float (r[i]) * 255.0f;
+  return make_float4 (c[0], c[1], c[2], v.u8 ? (float) r[3] : __uint_as_float (r[3]));
 }
 
 __device__ __forceinline__ float
@@ -871,9 +899,12 @@ shfl_up_error (float4 e)
   return e;
 }
 
-/* DIMS: v.dims as a constant, so that the pixel's arrays stay in registers. */
+/* DIMS: v.dims as a constant, so that the pixel's arrays stay in registers.
+ * One block a group of rows: one warp (SEARCH_REGISTERS), or with
+ * SEARCH_GROUPS DITHER_SEARCH_WARPS warps that each search one slice of the
+ * palette. */
 template <int DIMS, int SEARCH>
-__global__ void __launch_bounds__ (DITHER_WARPS * 32)
+__global__ void __launch_bounds__ (DITHER_SEARCH_WARPS * 32)
 dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dither_args a)
 {
   /* the lanes look up different entries at once: shared memory, not constant */
@@ -881,9 +912,22 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   __shared__ float s_f32[CUDAFX_MAX_COLORS][3];
   __shared__ float4 s_value[CUDAFX_MAX_COLORS]; /* w unused: one load */
   __shared__ unsigned char s_u8[CUDAFX_MAX_COLORS][3];
-  __shared__ float4 s_above[DITHER_WARPS][DITHER_CHUNK];
-  __shared__ float4 s_centre[SEARCH == SEARCH_GROUPS ? CUDAFX_MAX_COLORS : 1];
-  const int pairs = (k + 2 * DITHER_GROUP - 1) / (2 * DITHER_GROUP); /* of groups */
+  __shared__ float4 s_above[DITHER_SEARCH_WARPS][DITHER_CHUNK];
+  constexpr int padded = SEARCH == SEARCH_GROUPS ? CUDAFX_MAX_COLORS + 2 * DITHER_GROUP * DITHER_SEARCH_WARPS : 1;
+  __shared__ float4 s_centre[padded];
+  /* each warp's nearest of its slice for each lane (distance, and index as
+   * bits), at even and odd steps: a warp writes one step's while the others
+   * may still read the last's */
+  __shared__ float2 s_nearest[2][DITHER_SEARCH_WARPS][DITHER_ROWS];
+  __shared__ int s_group;
+  const int lane = threadIdx.x % 32, w = v.width;
+  constexpr int warps = SEARCH == SEARCH_REGISTERS ? 1 : DITHER_SEARCH_WARPS;
+  const int warp = SEARCH == SEARCH_REGISTERS ? 0 : threadIdx.x / 32;
+  /* pairs of groups of entries each warp searches: its slice, entries warp * slice .. */
+  const int pairs = (k + 2 * DITHER_GROUP * warps - 1) / (2 * DITHER_GROUP * warps);
+  const int slice = 2 * DITHER_GROUP * pairs;
+  if (threadIdx.x == 0)
+    s_group = atomicAdd (&a.progress[a.groups], 1);
   for (int i = threadIdx.x; i < 256; i += blockDim.x)
     s_decode[i] = c_decode[i];
   for (int i = threadIdx.x; i < k; i += blockDim.x)
@@ -894,7 +938,7 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       s_u8[i / 3][i % 3] = c_pal_u8[i / 3][i % 3];
     }
   if constexpr (SEARCH == SEARCH_GROUPS)
-    for (int i = threadIdx.x; i < pairs * 2 * DITHER_GROUP; i += blockDim.x)
+    for (int i = threadIdx.x; i < warps * slice; i += blockDim.x)
       s_centre[i] = i < k ? make_float4 (c_centre[i][0], c_centre[i][1], c_centre[i][2], 0.0f)
                           : make_float4 (INFINITY, INFINITY, INFINITY, 0.0f);
   float centre[SEARCH == SEARCH_REGISTERS ? DITHER_REG_ENTRIES : 1][3];
@@ -906,16 +950,15 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
         centre[j][c] = j < k ? c_centre[j][c] : INFINITY;
   __syncthreads ();
 
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, w = v.width;
-  int group = 0;
-  if (lane == 0)
-    group = atomicAdd (&a.progress[a.groups], 1);
-  group = __shfl_sync (FULL_WARP, group, 0);
+  const int group = s_group;
   if (group >= a.groups)
     return;
   const int y = group * DITHER_ROWS + lane;
   const int last_lane = min (DITHER_ROWS - 1, v.rows - 1 - group * DITHER_ROWS);
   const bool has_row = lane <= last_lane;
+  /* warp 0 writes the image; the last warp the boundary row, its count and
+   * the progress, so that its fences wait for no stores of the image */
+  const bool writes = warp == 0, publishes = warp == warps - 1 && lane == last_lane;
   const size_t pixel_bytes = (size_t) v.channels * (v.u8 ? 1 : sizeof (float));
   const unsigned char *srow = v.src + (size_t) (has_row ? y : 0) * v.src_pitch;
   /* lane 0's row above: the previous group's last row, or the previous stripe's */
@@ -924,11 +967,12 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
   int seen = above_done ? 0 : w; /* pixels of the row above known to be there */
   float4 *below = a.bound + (size_t) (group + 1) * w;
 
+  const float lo[3] = { a.lo[0], a.lo[1], a.lo[2] }, hi[3] = { a.hi[0], a.hi[1], a.hi[2] };
   const float4 none = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
   float4 up_left = none, up = none, up_right = none; /* row above: pixels x-1, x, x+1 */
   float4 mine = none;  /* this lane's error of the last step: its left neighbour's */
-  float4 ahead = none; /* its next pixel, loaded a step early: the load's latency hides behind a step */
-  for (int t = -1; t < w + 2 * (DITHER_ROWS - 1); t++)
+  uint4 ahead = make_uint4 (0, 0, 0, 0); /* its next pixel, loaded a step early: the load's latency hides behind a step */
+  for (int t = -1, parity = 0; t < w + 2 * (DITHER_ROWS - 1); t++, parity ^= 1)
     {
       int next = t + 1; /* the pixel of the row above lane 0 takes in this step */
       if (above && next < w && next % DITHER_CHUNK == 0)
@@ -960,59 +1004,86 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
       const float4 left = mine;
       mine = none;
       const int x = t - 2 * lane;
-      const float4 px = ahead;
+      const float4 px = pixel_value<DIMS> (v, ahead);
       if (has_row && x + 1 >= 0 && x + 1 < w)
-        ahead = load_pixel<DIMS> (v, srow, x + 1);
-      if (!has_row || x < 0 || x >= w)
-        continue;
-      if (x % DITHER_PREFETCH_EVERY == 0 && x + DITHER_PREFETCH < w)
-        asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
+        ahead = load_raw<DIMS> (v, srow, x + 1);
+      const bool active = has_row && x >= 0 && x < w;
+      if constexpr (warps == 1)
+        if (!active)
+          continue;
 
       float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
       const bool votes = a.everyone_votes || px.w != 0.0f;
-      if (votes)
+      if (active)
         {
-#pragma unroll
-          for (int c = 0; c < DIMS; c++)
+          if (x % DITHER_PREFETCH_EVERY == 0 && x + DITHER_PREFETCH < w)
+            asm volatile ("prefetch.global.L1 [%0];" :: "l" (srow + (x + DITHER_PREFETCH) * pixel_bytes));
+          if (votes)
             {
-              /* dither_row's additions to this pixel's error, in its order */
-              float e = 0.0f;
-              if (up_left.w != 0.0f)
-                e += channel (up_left, c) * (1.0f / 16.0f);
-              if (up.w != 0.0f)
-                e += channel (up, c) * (5.0f / 16.0f);
-              if (up_right.w != 0.0f)
-                e += channel (up_right, c) * (3.0f / 16.0f);
-              if (left.w != 0.0f)
-                e += channel (left, c) * (7.0f / 16.0f);
-              if (a.limit)
-                e = quantize_limit_error (e);
-              e = quantize_sanitize (value[c]) + e;
-              value[c] = e < a.lo[c] ? a.lo[c] : e > a.hi[c] ? a.hi[c] : e;
+#pragma unroll
+              for (int c = 0; c < DIMS; c++)
+                {
+                  /* dither_row's additions to this pixel's error, in its order */
+                  float e = 0.0f;
+                  if (up_left.w != 0.0f)
+                    e += channel (up_left, c) * (1.0f / 16.0f);
+                  if (up.w != 0.0f)
+                    e += channel (up, c) * (5.0f / 16.0f);
+                  if (up_right.w != 0.0f)
+                    e += channel (up_right, c) * (3.0f / 16.0f);
+                  if (left.w != 0.0f)
+                    e += channel (left, c) * (7.0f / 16.0f);
+                  if (a.limit)
+                    e = quantize_limit_error (e);
+                  e = quantize_sanitize (value[c]) + e;
+                  value[c] = e < lo[c] ? lo[c] : e > hi[c] ? hi[c] : e;
+                }
+              quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
             }
-          quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
+          else if (v.u8)
+            {
+              /* two calls: a conditional pointer to the codes put them in local memory */
+              const unsigned char code[3] = { (unsigned char) value[0], (unsigned char) value[1],
+                                              (unsigned char) value[2] };
+              quantize_features (DIMS, v.oklab, s_decode, value, code, f);
+            }
+          else
+            quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
         }
-      else if (v.u8)
-        {
-          /* two calls: a conditional pointer to the codes put them in local memory */
-          const unsigned char code[3] = { (unsigned char) value[0], (unsigned char) value[1],
-                                          (unsigned char) value[2] };
-          quantize_features (DIMS, v.oklab, s_decode, value, code, f);
-        }
-      else
-        quantize_features (DIMS, v.oklab, s_decode, value, NULL, f);
       int label;
       if constexpr (SEARCH == SEARCH_REGISTERS)
         label = nearest_in_registers (centre, f[0], f[1], f[2]);
       else
-        label = nearest_in_groups (s_centre, pairs, f[0], f[1], f[2]);
-      write_entry (v, DIMS, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
+        {
+          float best;
+          label = warp * slice + nearest_in_groups (s_centre + warp * slice, pairs, f[0], f[1], f[2], best);
+          if constexpr (warps > 1)
+            {
+              /* the slices in index order, each taken only when strictly
+               * nearer: the first of the nearest, as one scan would find */
+              s_nearest[parity][warp][lane] = make_float2 (best, __int_as_float (label));
+              __syncthreads ();
+              float2 first = s_nearest[parity][0][lane];
+#pragma unroll
+              for (int j = 1; j < warps; j++)
+                {
+                  const float2 c = s_nearest[parity][j][lane];
+                  if (c.x < first.x)
+                    first = c;
+                }
+              label = __float_as_int (first.y);
+            }
+        }
+      if (!active)
+        continue;
+      if (writes)
+        write_entry (v, DIMS, x, y, s_u8[label], s_f32[label], dst, dst_pitch);
       if (votes)
         {
           const float4 entry = s_value[label];
           mine = make_float4 (value[0] - entry.x, value[1] - entry.y, value[2] - entry.z, 1.0f);
         }
-      if (lane == last_lane)
+      if (publishes)
         {
           __stcg (below + x, mine);
           if ((x + 1) % DITHER_CHUNK == 0 || x == w - 1)
@@ -1050,7 +1121,7 @@ position_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, pos
   if (p >= v.n)
     return;
   int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
-  float4 px = load_pixel<DIMS> (v, v.src + (size_t) y * v.src_pitch, x);
+  float4 px = pixel_value<DIMS> (v, load_raw<DIMS> (v, v.src + (size_t) y * v.src_pitch, x));
   float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
   float t = a.spread * quantize_threshold (a.dither, g_blue_noise, x, a.y0 + y);
 #pragma unroll
@@ -1228,7 +1299,7 @@ launch_dither (quantize_session *q, const stripe_view &v, int i, int y0, int k)
       (s = cfx_check (cudaMemsetAsync (q->d_progress, 0, (a.groups + 1) * sizeof (int), q->cx->stream), FILTER,
                       "memset")))
     return s;
-  unsigned blocks = grid_for (a.groups, DITHER_WARPS), threads = DITHER_WARPS * 32;
+  unsigned blocks = a.groups, threads = (k <= DITHER_REG_ENTRIES ? 1 : DITHER_SEARCH_WARPS) * 32;
   unsigned char *d = q->d_dst;
   if (k <= DITHER_REG_ENTRIES)
     {
