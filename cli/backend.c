@@ -52,6 +52,7 @@ static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  counted = PTHREAD_COND_INITIALIZER;
 static int             device_count = -1; /* -1 until the start-up thread has counted, under count_lock */
 static pthread_cond_t  started = PTHREAD_COND_INITIALIZER; /* cuda_state left CUDA_STARTING */
+static cli_cuda_times  times;   /* under count_lock */
 
 /* The start's own run; a custom kernel's taps stay the caller's (main's
  * command line, alive until the process ends). */
@@ -76,6 +77,7 @@ static void
 set_state (int state)
 {
   pthread_mutex_lock (&count_lock);
+  times.ready = state == CUDA_READY ? now_ms () : 0;
   atomic_store (&cuda_state, state);
   pthread_cond_broadcast (&started);
   pthread_mutex_unlock (&count_lock);
@@ -85,6 +87,7 @@ static void
 set_device_count (int n)
 {
   pthread_mutex_lock (&count_lock);
+  times.counted = now_ms ();
   device_count = n;
   pthread_cond_broadcast (&counted);
   pthread_mutex_unlock (&count_lock);
@@ -143,6 +146,9 @@ start_cuda (void *arg)
     }
   for (int d = 1; d <= devices && s == CUDAFX_OK && devices > 1 && job.several; d++)
     warm_up (d, result); /* a device that fails here: its files fall back or fail, each reporting why */
+  pthread_mutex_lock (&count_lock);
+  times.all_ready = s == CUDAFX_OK ? now_ms () : 0;
+  pthread_mutex_unlock (&count_lock);
   free (result);
   atomic_store (&start_thread_done, 1);
   return arg;
@@ -201,7 +207,7 @@ cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, in
   job.filter = filter;
   job.params = *p;
   job.several = files > 1;
-  started_at = now_ms ();
+  started_at = times.start = now_ms ();
   atomic_store (&cuda_state, CUDA_STARTING);
   start_thread_running = !pthread_create (&start_thread, NULL, start_cuda, NULL);
   if (!start_thread_running)
@@ -222,6 +228,14 @@ cli_cuda_devices (void)
   int n = device_count > 0 ? device_count : 0;
   pthread_mutex_unlock (&count_lock);
   return n;
+}
+
+void
+cli_cuda_get_times (cli_cuda_times *out)
+{
+  pthread_mutex_lock (&count_lock);
+  *out = times;
+  pthread_mutex_unlock (&count_lock);
 }
 
 int

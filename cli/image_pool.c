@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PINNED_SHARE 8
@@ -29,6 +30,18 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static block          *blocks; /* every block made and not freed */
 static int             n_blocks, n_allocated;
 static size_t          pinned_bytes; /* in pinned blocks, held or spare */
+static cli_image_pool_stats stats;   /* under the lock */
+static __thread double thread_ms;
+
+/* CLOCK_MONOTONIC ms, as timeline.c's (this file is also linked into the
+ * tests, without the rest of the CLI). */
+static double
+now_ms (void)
+{
+  struct timespec t;
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 
 static size_t
 pinned_cap (void)
@@ -42,15 +55,18 @@ static void
 free_spares (void)
 {
   int kept = 0;
+  double start = now_ms ();
   for (int i = 0; i < n_blocks; i++)
     if (blocks[i].spare)
       {
         pinned_bytes -= blocks[i].pinned ? blocks[i].bytes : 0;
         cudafx_host_free (blocks[i].data);
+        stats.freed++;
       }
     else
       blocks[kept++] = blocks[i];
   n_blocks = kept;
+  stats.free_ms += now_ms () - start;
 }
 
 void *
@@ -58,6 +74,7 @@ cli_image_pool_take (size_t bytes)
 {
   const int pinnable = cudafx_host_pinnable ();
   void *data = NULL;
+  double start = now_ms ();
 
   pthread_mutex_lock (&lock);
   for (int i = 0; i < n_blocks && !data; i++)
@@ -79,16 +96,20 @@ cli_image_pool_take (size_t bytes)
           n_allocated = n;
         }
       int pin = pinnable && pinned_bytes + bytes <= pinned_cap ();
+      double made = now_ms ();
       data = pin ? cudafx_host_alloc (bytes) : malloc (bytes ? bytes : 1);
       if (data)
         {
           pin = pin && cudafx_host_pinned (data, bytes);
           pinned_bytes += pin ? bytes : 0;
           blocks[n_blocks++] = (block) { data, bytes, pin, 0 };
+          *(pin ? &stats.pin_ms : &stats.plain_ms) += now_ms () - made;
+          *(pin ? &stats.pinned : &stats.plain) += 1;
         }
     }
 out:
   pthread_mutex_unlock (&lock);
+  thread_ms += now_ms () - start;
   return data;
 }
 
@@ -114,4 +135,18 @@ cli_image_pool_clear (void)
       n_allocated = 0;
     }
   pthread_mutex_unlock (&lock);
+}
+
+void
+cli_image_pool_get_stats (cli_image_pool_stats *out)
+{
+  pthread_mutex_lock (&lock);
+  *out = stats;
+  pthread_mutex_unlock (&lock);
+}
+
+double
+cli_image_pool_thread_ms (void)
+{
+  return thread_ms;
 }
