@@ -74,16 +74,17 @@ def main():
     for name, ms in parts:
         print('  %-14s %8.1f ms' % (name, ms))
     print('  %-14s %8.1f ms' % ('sum', sum(ms for _, ms in parts)))
-    print('stage medians, ms: decode %.1f (pool %.1f), call %.1f (engine %.1f, kernel %.1f, transfer %.1f), '
-          'encode %.1f' % (med([dur(f, 'decode') for f in ok]), med([f['pool_ms'] for f in ok]),
-                           med([dur(f, 'compute') for f in ok]), med([f['engine_ms'] for f in ok]),
+    print('stage medians, ms: decode %.1f (pool %.1f), call %.1f (pinning %.1f, engine %.1f, kernel %.1f, '
+          'transfer %.1f), encode %.1f' % (med([dur(f, 'decode') for f in ok]), med([f['pool_ms'] for f in ok]),
+                           med([dur(f, 'compute') for f in ok]), med([f.get('pin_ms', 0) for f in ok]),
+                           med([f['engine_ms'] for f in ok]),
                            med([f['kernel_ms'] for f in ok]), med([f['transfer_ms'] for f in ok]),
                            med([dur(f, 'encode') for f in ok])))
     print('pool ms in decodes, sum %.1f, max %.1f; first decode ended %.1f, last encode ended %.1f'
           % (sum(f['pool_ms'] for f in ok), max(f['pool_ms'] for f in ok),
              min(f['decode'][1] for f in ok), max(f['encode'][1] for f in ok)))
     p = events['pool']
-    print('pool: %d pinned blocks in %.1f ms, %d plain in %.1f ms, %d freed in %.1f ms'
+    print('pool: %d blocks pinned in %.1f ms, %d made in %.1f ms, %d freed in %.1f ms'
           % (p['pinned'], p['pin_ms'], p['plain'], p['plain_ms'], p['freed'], p['free_ms']))
 
 

@@ -20,6 +20,7 @@
  *     "Several GPUs and the whole call").
  * The JSON output's "backend_reason" says which case applied. */
 #include "backend.h"
+#include "image_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -290,6 +291,16 @@ ran_on_cpu (cudafx_status s, cudafx_run_result *result, const char *why)
   return s;
 }
 
+/* A file about to run on CUDA: its blocks of a batch's image pool pinned
+ * first, so the engine copies them without staging them (a no-op for other
+ * memory, or when no device is ready). */
+static void
+pin_images (const cudafx_image *src, const cudafx_image *dst)
+{
+  cli_image_pool_pin (src->data);
+  cli_image_pool_pin (dst->data);
+}
+
 cudafx_status
 cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *src,
                 cudafx_image *dst, const cudafx_options *o, cudafx_run_result *result,
@@ -312,6 +323,8 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
 
   if (p->backend != CUDAFX_BACKEND_AUTO || env)
     {
+      if (p->backend == CUDAFX_BACKEND_CUDA || (env && !strcmp (env, "cuda")))
+        pin_images (src, dst);
       s = cudafx_run_filter (filter, p, src, dst, o, result);
       if (p->backend != CUDAFX_BACKEND_AUTO)
         snprintf (why, why_size, "%s requested", p->backend == CUDAFX_BACKEND_CPU ? "cpu" : "cuda");
@@ -321,6 +334,7 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
     }
   if (state == CUDA_READY)
     {
+      pin_images (src, dst);
       s = cudafx_run_filter (filter, p, src, dst, o, result);
       if (s == CUDAFX_OK && result->report.backend_used == CUDAFX_BACKEND_CPU)
         snprintf (why, why_size, "CUDA failed, fell back to the CPU: %s", result->report.fallback);
