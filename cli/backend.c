@@ -20,6 +20,7 @@
  *     "Several GPUs and the whole call").
  * The JSON output's "backend_reason" says which case applied. */
 #include "backend.h"
+#include "image_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,6 +53,7 @@ static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  counted = PTHREAD_COND_INITIALIZER;
 static int             device_count = -1; /* -1 until the start-up thread has counted, under count_lock */
 static pthread_cond_t  started = PTHREAD_COND_INITIALIZER; /* cuda_state left CUDA_STARTING */
+static cli_cuda_times  times;   /* under count_lock */
 
 /* The start's own run; a custom kernel's taps stay the caller's (main's
  * command line, alive until the process ends). */
@@ -76,6 +78,7 @@ static void
 set_state (int state)
 {
   pthread_mutex_lock (&count_lock);
+  times.ready = state == CUDA_READY ? now_ms () : 0;
   atomic_store (&cuda_state, state);
   pthread_cond_broadcast (&started);
   pthread_mutex_unlock (&count_lock);
@@ -85,6 +88,7 @@ static void
 set_device_count (int n)
 {
   pthread_mutex_lock (&count_lock);
+  times.counted = now_ms ();
   device_count = n;
   pthread_cond_broadcast (&counted);
   pthread_mutex_unlock (&count_lock);
@@ -143,6 +147,9 @@ start_cuda (void *arg)
     }
   for (int d = 1; d <= devices && s == CUDAFX_OK && devices > 1 && job.several; d++)
     warm_up (d, result); /* a device that fails here: its files fall back or fail, each reporting why */
+  pthread_mutex_lock (&count_lock);
+  times.all_ready = s == CUDAFX_OK ? now_ms () : 0;
+  pthread_mutex_unlock (&count_lock);
   free (result);
   atomic_store (&start_thread_done, 1);
   return arg;
@@ -201,7 +208,7 @@ cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, in
   job.filter = filter;
   job.params = *p;
   job.several = files > 1;
-  started_at = now_ms ();
+  started_at = times.start = now_ms ();
   atomic_store (&cuda_state, CUDA_STARTING);
   start_thread_running = !pthread_create (&start_thread, NULL, start_cuda, NULL);
   if (!start_thread_running)
@@ -222,6 +229,14 @@ cli_cuda_devices (void)
   int n = device_count > 0 ? device_count : 0;
   pthread_mutex_unlock (&count_lock);
   return n;
+}
+
+void
+cli_cuda_get_times (cli_cuda_times *out)
+{
+  pthread_mutex_lock (&count_lock);
+  *out = times;
+  pthread_mutex_unlock (&count_lock);
 }
 
 int
@@ -276,6 +291,16 @@ ran_on_cpu (cudafx_status s, cudafx_run_result *result, const char *why)
   return s;
 }
 
+/* A file about to run on CUDA: its blocks of a batch's image pool pinned
+ * first, so the engine copies them without staging them (a no-op for other
+ * memory, or when no device is ready). */
+static void
+pin_images (const cudafx_image *src, const cudafx_image *dst)
+{
+  cli_image_pool_pin (src->data);
+  cli_image_pool_pin (dst->data);
+}
+
 cudafx_status
 cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *src,
                 cudafx_image *dst, const cudafx_options *o, cudafx_run_result *result,
@@ -298,6 +323,8 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
 
   if (p->backend != CUDAFX_BACKEND_AUTO || env)
     {
+      if (p->backend == CUDAFX_BACKEND_CUDA || (env && !strcmp (env, "cuda")))
+        pin_images (src, dst);
       s = cudafx_run_filter (filter, p, src, dst, o, result);
       if (p->backend != CUDAFX_BACKEND_AUTO)
         snprintf (why, why_size, "%s requested", p->backend == CUDAFX_BACKEND_CPU ? "cpu" : "cuda");
@@ -307,6 +334,7 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
     }
   if (state == CUDA_READY)
     {
+      pin_images (src, dst);
       s = cudafx_run_filter (filter, p, src, dst, o, result);
       if (s == CUDAFX_OK && result->report.backend_used == CUDAFX_BACKEND_CPU)
         snprintf (why, why_size, "CUDA failed, fell back to the CPU: %s", result->report.fallback);

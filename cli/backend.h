@@ -21,6 +21,15 @@ void cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixel
  * the first kernel). */
 int cli_cuda_devices (void);
 
+/* When CUDA's start reached each step, CLOCK_MONOTONIC ms as
+ * cli_timeline_now's, 0 where it did not (CUDAFX_BATCH_TIMELINE): the
+ * thread began, the devices were counted (the driver's start), the default
+ * device was ready (its context, the filter's kernels), every device was. */
+typedef struct {
+  double start, counted, ready, all_ready;
+} cli_cuda_times;
+void cli_cuda_get_times (cli_cuda_times *times);
+
 /* Runs the filter as cudafx_run_filter does, applying the rule when p's
  * backend is auto; why receives the reason for the backend that ran. */
 cudafx_status cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *src,

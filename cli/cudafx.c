@@ -25,6 +25,7 @@
 #include "batch.h"
 #include "image_io.h"
 #include "image_pool.h"
+#include "timeline.h"
 
 #define GETTEXT_PACKAGE "cudafx"
 #include <glib.h>
@@ -652,6 +653,11 @@ typedef struct {
   char               why[256]; /* why the engine ran on its backend */
   char               error[512];
   double             ms;       /* engine time */
+  /* CUDAFX_BATCH_TIMELINE: each stage's start and end (cli_timeline_now),
+   * the ms the decode spent taking image memory from the pool and the ms
+   * the compute spent pinning it. */
+  double             decode[2], compute[2], encode[2];
+  double             pool_ms, pin_ms;
 } cli_file;
 
 typedef struct {
@@ -780,7 +786,8 @@ load_file (cli_batch *b, cli_file *f)
     return runtime_error ("%s: out of memory for a %dx%d image", b->c->filter->name,
                           f->pic.image.width, f->pic.image.height);
   /* Its pages mapped here, on a codec thread: the first write to each page
-   * faults, which would otherwise happen while the engine holds a device. */
+   * faults, which would otherwise happen while the engine holds a device
+   * (and pinning a batch's block, pages there, is quick: image_pool.c). */
   memset (f->dst.data, 0, f->dst.stride * f->dst.height);
   return 0;
 }
@@ -845,21 +852,71 @@ static int
 file_load (void *ctx, int index)
 {
   cli_batch *b = ctx;
-  return file_failed (&b->files[index], load_file (b, &b->files[index]));
+  cli_file *f = &b->files[index];
+  double pool_ms = cli_image_pool_thread_ms ();
+  f->decode[0] = cli_timeline_now ();
+  int s = file_failed (f, load_file (b, f));
+  f->decode[1] = cli_timeline_now ();
+  f->pool_ms = cli_image_pool_thread_ms () - pool_ms;
+  return s;
 }
 
 static int
 file_filter (void *ctx, int index, int worker)
 {
   cli_batch *b = ctx;
-  return file_failed (&b->files[index], filter_file (b, &b->files[index], worker));
+  cli_file *f = &b->files[index];
+  double pool_ms = cli_image_pool_thread_ms ();
+  f->compute[0] = cli_timeline_now ();
+  int s = file_failed (f, filter_file (b, f, worker));
+  f->compute[1] = cli_timeline_now ();
+  f->pin_ms = cli_image_pool_thread_ms () - pool_ms;
+  return s;
 }
 
 static int
 file_save (void *ctx, int index)
 {
   cli_batch *b = ctx;
-  return file_failed (&b->files[index], save_file (b, &b->files[index]));
+  cli_file *f = &b->files[index];
+  f->encode[0] = cli_timeline_now ();
+  int s = file_failed (f, save_file (b, f));
+  f->encode[1] = cli_timeline_now ();
+  return s;
+}
+
+/* The file's line of CUDAFX_BATCH_TIMELINE: its stages' [start, end] ms
+ * ([-1, -1]: the stage did not run) and the engine's own times. */
+static void
+timeline_file (int index, const cli_file *f, int status)
+{
+  const cudafx_report *r = &f->result->report;
+  cli_timeline_line ("\"file\": %d, \"status\": %d, \"decode\": [%.3f, %.3f], \"pool_ms\": %.3f, "
+                     "\"compute\": [%.3f, %.3f], \"pin_ms\": %.3f, \"engine_ms\": %.3f, \"kernel_ms\": %.3f, "
+                     "\"transfer_ms\": %.3f, \"encode\": [%.3f, %.3f], \"finish\": %.3f",
+                     index, status, cli_timeline_ms (f->decode[0]), cli_timeline_ms (f->decode[1]), f->pool_ms,
+                     cli_timeline_ms (f->compute[0]), cli_timeline_ms (f->compute[1]), f->pin_ms, f->ms, r->kernel_ms,
+                     r->transfer_ms, cli_timeline_ms (f->encode[0]), cli_timeline_ms (f->encode[1]),
+                     cli_timeline_ms (cli_timeline_now ()));
+}
+
+/* The batch's own lines of CUDAFX_BATCH_TIMELINE: CUDA's start, the image
+ * pool's cost, and when the pipeline and the clean-up after it ended. */
+static void
+timeline_batch (double pipeline_end)
+{
+  cli_cuda_times t;
+  cli_image_pool_stats p;
+  cli_cuda_get_times (&t);
+  cli_image_pool_get_stats (&p);
+  cli_timeline_line ("\"event\": \"cuda\", \"start\": %.3f, \"counted\": %.3f, \"ready\": %.3f, "
+                     "\"all_ready\": %.3f", cli_timeline_ms (t.start), cli_timeline_ms (t.counted),
+                     cli_timeline_ms (t.ready), cli_timeline_ms (t.all_ready));
+  cli_timeline_line ("\"event\": \"pool\", \"pinned\": %d, \"pin_ms\": %.3f, \"plain\": %d, "
+                     "\"plain_ms\": %.3f, \"freed\": %d, \"free_ms\": %.3f",
+                     p.pinned, p.pin_ms, p.plain, p.plain_ms, p.freed, p.free_ms);
+  cli_timeline_line ("\"event\": \"batch\", \"pipeline_end\": %.3f, \"cleanup_end\": %.3f",
+                     cli_timeline_ms (pipeline_end), cli_timeline_ms (cli_timeline_now ()));
 }
 
 static void
@@ -870,6 +927,7 @@ file_finish (void *ctx, int index, int status)
 
   if (b->c->json && (!status || b->c->output_dir))
     print_json (b->c, f);
+  timeline_file (index, f, status);
   cfx_output_discard (f->palette_file);
   cfx_output_discard (f->out_file);
   f->palette_file = f->out_file = NULL;
@@ -932,6 +990,7 @@ run_filter (const cli_command *c)
                                     c->kernel_size, &b.params);
   if (c->filter_index == CUDAFX_FILTER_QUANTIZE && arg_given (c, "palette"))
     b.params.quantize.palette = &c->palette;
+  double pipeline_end = 0;
   const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
   b.codecs_only = codecs_only && strcmp (codecs_only, "0");
   /* CUDA starts now, while the first file decodes, if the job is worth it:
@@ -975,8 +1034,9 @@ run_filter (const cli_command *c)
         workers = n > 1 && b.devices > 1 ? b.devices : 1;
       if (workers == 1)
         b.devices = 0; /* the default device, which CUDAFX_DEVICE may name */
-      /* A batch keeps its image memory for the next files (pinned once
-       * CUDA is up); codecs-only runs too, the baseline it is measured by. */
+      /* A batch keeps its image memory for the next files (pinned when a
+       * file first takes it to a device); codecs-only runs too, the
+       * baseline it is measured by. */
       if (n > 1)
         cfx_image_memory (cli_image_pool_take, cli_image_pool_give);
       cli_stages stages = { file_load, file_filter, file_save, file_finish, &b };
@@ -987,6 +1047,7 @@ run_filter (const cli_command *c)
         .codec_nice = codec_nice (),
       };
       int failed = cli_pipeline_run (&stages, n, &config);
+      pipeline_end = cli_timeline_now ();
       if (failed < 0)
         status = runtime_error ("cannot start the threads that read, filter and write the images");
       else if (failed)
@@ -1002,6 +1063,7 @@ run_filter (const cli_command *c)
   cfx_image_memory (NULL, NULL);
   cli_image_pool_clear ();
   cfx_image_io_shutdown ();
+  timeline_batch (pipeline_end);
   return status;
 }
 
@@ -1080,6 +1142,7 @@ main (int argc, char **argv)
 {
   cli_command command;
 
+  cli_timeline_init ();
   init_translations (argv[0]);
   if (argc < 2)
     {
@@ -1118,6 +1181,7 @@ main (int argc, char **argv)
     status = run_filter (&command);
   g_free (command.inputs);
   status = status < 0 ? 0 : status;
+  cli_timeline_close ();
   if (cli_cuda_stop ())
     {
       /* CUDA is still starting (the files needed the CPU only): end here

@@ -34,7 +34,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,27 +67,6 @@ blob_set (cfx_blob *b, const void *data, size_t size)
   g_free (b->data);
   b->data = size ? g_memdup2 (data, size) : NULL;
   b->size = b->data ? size : 0;
-}
-
-/* Pixels in transparent huge pages where the kernel gives them on request
- * (Debian's default, "madvise"): a 12 MP RGB image is 9000 page faults in
- * 4 KB pages, 18 in 2 MB ones, and on virtual machines each fault is dear
- * (docs/BENCHMARKS.md, 2026-11-26). Freed with free (), as g_free is. */
-#define HUGE_PAGE ((size_t) 2 << 20)
-
-void *
-cfx_pixels_alloc (size_t bytes)
-{
-  if (bytes < HUGE_PAGE)
-    return g_try_malloc (bytes ? bytes : 1);
-  void *p = NULL;
-  size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-  if (posix_memalign (&p, HUGE_PAGE, rounded))
-    return NULL;
-#ifdef MADV_HUGEPAGE
-  madvise (p, rounded, MADV_HUGEPAGE); /* advice: without it, plain pages */
-#endif
-  return p;
 }
 
 static void *(*image_take) (size_t bytes);
@@ -131,7 +109,7 @@ cfx_image_alloc (cudafx_image *img, int width, int height)
   img->width = width;
   img->height = height;
   img->stride = row;
-  img->data = image_take ? image_take (total) : cfx_pixels_alloc (total);
+  img->data = image_take ? image_take (total) : cudafx_host_alloc_plain (total); /* huge pages: few faults */
   return img->data ? 0 : -1;
 }
 

@@ -43,9 +43,6 @@ void cfx_picture_clear (cfx_picture *pic);
 /* Allocates img's pixels for width x height in its channels and type
  * (overflow-checked). Returns 0 or -1. */
 int cfx_image_alloc (cudafx_image *img, int width, int height);
-/* bytes for pixels from the heap, in huge pages where the system allows;
- * free with g_free. NULL when there is not enough memory. */
-void *cfx_pixels_alloc (size_t bytes);
 /* Frees pixels from cfx_image_alloc (NULL: nothing). */
 void cfx_image_free (void *data);
 /* Where cfx_image_alloc takes pixels and cfx_image_free gives them back:

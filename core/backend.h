@@ -157,13 +157,13 @@ extern const cudafx_backend_ops cudafx_cpu_backend;
 #ifdef CUDAFX_HAVE_CUDA
 /* The CUDA backend (cuda/backend.cu), in builds with nvcc. */
 extern const cudafx_backend_ops cudafx_cuda_backend;
-/* cudafx_host_alloc's pinned memory (cuda/context.cu): NULL when the backend
- * has not started, pinning failed or bytes is 0 (the engine then gives plain
- * memory); free returns 0 when p is not such a block. */
-void *cudafx_cuda_host_alloc (size_t bytes);
+/* The pinned blocks of cudafx_host_alloc and cudafx_host_pin
+ * (cuda/context.cu): free returns 0 when p is not such a block. */
 int   cudafx_cuda_host_free (void *p);
 int   cudafx_cuda_host_pinned (const void *p, size_t bytes);
 int   cudafx_cuda_host_pinnable (void);
+/* cudafx_host_pin: 1 when p's bytes are now pinned and in the table. */
+int   cudafx_cuda_host_register (void *p, size_t bytes);
 #endif
 
 /* The backend a call runs on: the engine calls run once with it (and again

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static _Thread_local char error_message[512];
 
@@ -278,15 +279,41 @@ may_pin (void)
 }
 #endif
 
+/* Huge pages: a 12 MP RGB image is 9000 page faults in 4 KB pages, 18 in
+ * 2 MB ones, and on virtual machines each fault is dear; the driver pins a
+ * block of them, its pages there, in 1 ms for 36 MB where cudaHostAlloc
+ * took 12 ms and held every other thread's CUDA calls meanwhile
+ * (docs/BENCHMARKS.md, 2026-11-26: page faults; "the fixed second"). */
+#define HUGE_PAGE ((size_t) 2 << 20)
+
+void *
+cudafx_host_alloc_plain (size_t bytes)
+{
+  if (bytes < HUGE_PAGE)
+    return malloc (bytes ? bytes : 1);
+  void *p = NULL;
+  size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  if (posix_memalign (&p, HUGE_PAGE, rounded))
+    return NULL;
+#ifdef MADV_HUGEPAGE
+  madvise (p, rounded, MADV_HUGEPAGE); /* advice: without it, plain pages */
+#endif
+  return p;
+}
+
 void *
 cudafx_host_alloc (size_t bytes)
 {
-  void *p = NULL;
+  void *p = cudafx_host_alloc_plain (bytes);
 #ifdef CUDAFX_HAVE_CUDA
-  if (may_pin ())
-    p = cudafx_cuda_host_alloc (bytes);
+  /* The pages made here, outside the driver, then registered. */
+  if (p && bytes && may_pin () && cudafx_cuda_host_pinnable ())
+    {
+      memset (p, 0, bytes);
+      cudafx_cuda_host_register (p, bytes);
+    }
 #endif
-  return p ? p : malloc (bytes ? bytes : 1);
+  return p;
 }
 
 void
@@ -305,6 +332,18 @@ cudafx_host_pinned (const void *p, size_t bytes)
 #ifdef CUDAFX_HAVE_CUDA
   return p && cudafx_cuda_host_pinned (p, bytes);
 #else
+  return 0;
+#endif
+}
+
+int
+cudafx_host_pin (void *p, size_t bytes)
+{
+#ifdef CUDAFX_HAVE_CUDA
+  return p && may_pin () && cudafx_cuda_host_register (p, bytes);
+#else
+  (void) p;
+  (void) bytes;
   return 0;
 #endif
 }

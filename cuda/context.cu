@@ -197,29 +197,47 @@ cudafx_cuda_host_pinnable (void)
   return pinned_host.device.load () >= 0 && !pinned_host.failed.load ();
 }
 
-extern "C" void *
-cudafx_cuda_host_alloc (size_t bytes)
+/* A pinned block is the host's memory, its pages made by the host (in
+ * 2 MB pages: cudafx_host_alloc_plain), registered with the driver:
+ * cudaHostAlloc holds the driver up for the whole of its work, and every
+ * other thread's CUDA calls wait for it (a 1.4 ms call took 970 ms while
+ * another thread pinned 36 MB blocks in a loop), while registering pages
+ * already there is quick (12.1 ms against 1.0 ms a 36 MB block; measured:
+ * docs/BENCHMARKS.md, 2026-11-26, "the fixed second"). */
+extern "C" int
+cudafx_cuda_host_register (void *p, size_t bytes)
 {
-  void *p = NULL;
-  if (!bytes || !cudafx_cuda_host_pinnable ())
-    return NULL;
-  std::lock_guard<std::mutex> guard (pinned_host.lock);
-  int i = 0;
-  while (i < CFX_PINNED_BLOCKS && pinned_host.ptr[i])
-    i++;
-  if (i == CFX_PINNED_BLOCKS)
-    return NULL; /* plain memory: slower copies, nothing worse */
-  /* Portable: pinned for every device's context, whichever one a call uses. */
+  if (!p || !bytes || !cudafx_cuda_host_pinnable ())
+    return 0;
+  {
+    std::lock_guard<std::mutex> guard (pinned_host.lock);
+    for (int i = 0; i < CFX_PINNED_BLOCKS; i++)
+      if (pinned_host.ptr[i] == p)
+        return pinned_host.size[i] >= bytes; /* registering it again would fail, and stop all pinning */
+  }
+  /* Registered without the lock: other threads may be pinning or asking
+   * whether their blocks are pinned meanwhile. Portable: pinned for every
+   * device's context, whichever one a call uses. */
   if (cudaSetDevice (pinned_host.device.load ()) != cudaSuccess ||
-      cudaHostAlloc (&p, bytes, cudaHostAllocPortable) != cudaSuccess)
+      cudaHostRegister (p, bytes, cudaHostRegisterPortable) != cudaSuccess)
     {
       cudaGetLastError (); /* keep the failure from a later call's check */
       pinned_host.failed.store (true);
-      return NULL;
+      return 0;
     }
-  pinned_host.ptr[i] = (unsigned char *) p;
-  pinned_host.size[i] = bytes;
-  return p;
+  {
+    std::lock_guard<std::mutex> guard (pinned_host.lock);
+    for (int i = 0; i < CFX_PINNED_BLOCKS; i++)
+      if (!pinned_host.ptr[i])
+        {
+          pinned_host.ptr[i] = (unsigned char *) p;
+          pinned_host.size[i] = bytes;
+          return 1;
+        }
+  }
+  cudaHostUnregister (p); /* the table is full: plain memory, slower copies, nothing worse */
+  cudaGetLastError ();
+  return 0;
 }
 
 extern "C" int
@@ -235,8 +253,9 @@ cudafx_cuda_host_free (void *p)
     pinned_host.ptr[i] = NULL;
     pinned_host.size[i] = 0;
   }
-  cudaFreeHost (p);
+  cudaHostUnregister (p);
   cudaGetLastError ();
+  free (p);
   return 1;
 }
 

@@ -319,6 +319,29 @@ TEST (gpu_faults_fall_back_to_cpu)
   compare_with_cpu (CUDAFX_BACKEND_CUDA, CUDAFX_OK, CUDAFX_BACKEND_CUDA, "");
 }
 
+/* A host's own memory pinned (cudafx_host_pin, as the CLI's batch pool
+ * does): pinned within its bounds, a second pin of it harmless, freed and
+ * unpinned by cudafx_host_free; memory in 2 MB pages too. */
+TEST (gpu_host_pin_pins_plain_memory)
+{
+  const size_t n = (3 << 20) + 5;
+  cudafx_backend_warm_up ();
+  for (int aligned = 0; aligned < 2; aligned++)
+    {
+      void *v = NULL;
+      CHECK (aligned ? !posix_memalign (&v, 2 << 20, 4 << 20) : (v = malloc (n)) != NULL, "out of memory");
+      unsigned char *p = v;
+      memset (p, 7, n);
+      CHECK (cudafx_host_pin (p, n), "plain memory could not be pinned");
+      CHECK (cudafx_host_pinned (p, n) && cudafx_host_pinned (p + 1, n - 1) && !cudafx_host_pinned (p, n + 1),
+             "a pinned block's bounds are not what cudafx_host_pinned says");
+      CHECK (cudafx_host_pin (p, n) && cudafx_host_pinnable (), "pinning a pinned block again failed");
+      CHECK (p[0] == 7 && p[n - 1] == 7, "pinning changed the memory");
+      cudafx_host_free (p);
+      CHECK (!cudafx_host_pinned (p, 1), "a freed block still pinned");
+    }
+}
+
 /* Images in cudafx_host_alloc memory, pinned once CUDA has started, go to
  * and from the device without staging: equal to the CPU in one stripe or
  * many, pipelined or under a memory cap, with the border's made-up rows at
