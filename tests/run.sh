@@ -33,25 +33,36 @@ if [ "$mode" = gpu ]; then
   gpu_tests="median convolve nlmeans quantize gpu_"
   suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests device_memory_over_1000_previews
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  # Each tool on each filter's tests is its own process, all started at
-  # once: one after another they take over ten minutes (racecheck most),
-  # side by side they share the machine's cores and the GPU.
+  # Each tool on each test is its own process, SANITIZER_JOBS (default: the
+  # cores) at a time: a filter's whole suite in one process ran past ten
+  # minutes under racecheck and initcheck (nl-means, quantize), one process a
+  # test spreads that over the cores. SANITIZER_TIMEOUT (seconds) bounds each
+  # process: one killed by it is reported as not finished, a failure.
+  # racecheck watches shared memory, which only the kernels use: the
+  # filters' tests cover them (the machinery's many stripes take it minutes).
   logs=$(mktemp -d)
-  for tool in memcheck initcheck synccheck racecheck; do
-    # racecheck watches shared memory, which only the kernels use: the
-    # filters' tests cover them (the machinery's many stripes take it minutes).
+  for tool in racecheck initcheck memcheck synccheck; do
     tests=$gpu_tests; [ "$tool" = racecheck ] && tests=${gpu_tests% gpu_}
-    for t in $tests; do
-      ( "$sanitizer" --tool "$tool" --error-exitcode 9 \
-          env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" "$t" >"$logs/$tool-$t.log" 2>&1
-        echo $? >"$logs/$tool-$t.rc" ) &
+    for t in $("$build/test-gpu" --list $tests); do echo "$tool $t"; done
+  done | SANITIZER="$sanitizer" BUILD="$build" LOGS="$logs" LIMIT="${SANITIZER_TIMEOUT:-0}" \
+    xargs -P "${SANITIZER_JOBS:-$(nproc)}" -L 1 bash -c '
+      timeout "$LIMIT" "$SANITIZER" --tool "$0" --error-exitcode 9 \
+        env CUDAFX_TEST_BACKEND=cuda "$BUILD/test-gpu" "=$1" >"$LOGS/$0-$1.log" 2>&1
+      echo $? >"$LOGS/$0-$1.rc"'
+  replay() { # tool: each test's result (a failure's whole log), then the count
+    local p=0 f=0 rc base
+    for rc in "$logs/$1"-*.rc; do
+      base=${rc%.rc}
+      case $(cat "$rc") in
+        0) p=$((p + 1)); grep -E '^ok ' "$base.log" ;;
+        124) f=$((f + 1)); echo "FAIL ${base##*/}: not finished in ${SANITIZER_TIMEOUT}s" ;;
+        *) f=$((f + 1)); cat "$base.log"; echo "FAIL ${base##*/} (exit $(cat "$rc"))" ;;
+      esac
     done
-  done
-  wait
-  replay() { cat "$1.log"; return "$(cat "$1.rc")"; }
+    echo "$p passed, $f failed"
+  }
   for tool in memcheck initcheck synccheck racecheck; do
-    tests=$gpu_tests; [ "$tool" = racecheck ] && tests=${gpu_tests% gpu_}
-    for t in $tests; do suite "compute-sanitizer $tool $t" replay "$logs/$tool-$t"; done
+    suite "compute-sanitizer $tool" replay "$tool"
   done
   rm -rf "$logs"
 else

@@ -175,31 +175,50 @@ harness_max_diff (const cudafx_image *a, const cudafx_image *b)
   return m;
 }
 
+/* Whether test i is selected by argument a: "=NAME" selects that test
+ * alone, any other argument the tests whose names contain it. */
+static int
+selects (const char *a, int i)
+{
+  return a[0] == '=' ? strcmp (tests[i].name, a + 1) == 0 : strstr (tests[i].name, a) != NULL;
+}
+
 int
 main (int argc, char **argv)
 {
   int passed = 0, failed = 0;
+  /* --list prints the selected tests' names instead of running them (the
+   * sanitizer runs start one process per test). */
+  int list = argc > 1 && strcmp (argv[1], "--list") == 0;
+  int first = list ? 2 : 1;
   /* Arguments select the tests whose names contain any of them. An argument
    * that selects nothing is a failure: a misspelt or renamed test in the
    * Makefile or tests/run.sh would otherwise pass by running nothing. */
-  for (int a = 1; a < argc; a++)
+  for (int a = first; a < argc; a++)
     {
       int matches = 0;
       for (int i = 0; i < n_tests && !matches; i++)
-        matches = strstr (tests[i].name, argv[a]) != NULL;
+        matches = selects (argv[a], i);
       if (!matches)
         {
-          printf ("FAIL no test name contains '%s'\n", argv[a]);
+          printf (argv[a][0] == '=' ? "FAIL no test is named '%s'\n"
+                                    : "FAIL no test name contains '%s'\n",
+                  argv[a] + (argv[a][0] == '='));
           failed++;
         }
     }
   for (int i = 0; i < n_tests; i++)
     {
-      int selected = argc == 1;
-      for (int a = 1; a < argc && !selected; a++)
-        selected = strstr (tests[i].name, argv[a]) != NULL;
+      int selected = argc == first;
+      for (int a = first; a < argc && !selected; a++)
+        selected = selects (argv[a], i);
       if (!selected)
         continue;
+      if (list)
+        {
+          printf ("%s\n", tests[i].name);
+          continue;
+        }
       current_failures = 0;
       tests[i].fn ();
       if (current_failures)
@@ -214,6 +233,7 @@ main (int argc, char **argv)
         }
       fflush (stdout);
     }
-  printf ("%d passed, %d failed\n", passed, failed);
+  if (!list)
+    printf ("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
