@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Two builds of the engine in one process (before and after a kernel
-change): the convolution workloads of bench_gpu.py (the same 12 MP RGB u8
-image and custom kernels), report.kernel_ms, the median of --runs calls a
-build, the builds taking turns for --rounds rounds so that drift of the GPU
-clock hits both alike. Also checks each build's CUDA result against its own
-CPU backend on the same image (the CPU is the reference: bit for bit), and
-prints how far the two builds' outputs lie apart. A benchmark, never a test."""
+change): the convolution and median workloads of bench_gpu.py (the same
+12 MP RGB u8 image and custom kernels; --only picks), report.kernel_ms, the
+median of --runs calls a build, the builds taking turns for --rounds rounds
+so that drift of the GPU clock hits both alike. Also checks each build's
+CUDA result against its own CPU backend on the same image (the CPU is the
+reference: bit for bit), and prints how far the two builds' outputs lie
+apart. A benchmark, never a test."""
 import argparse
 import os
 import statistics
@@ -19,19 +20,24 @@ import pycudafx  # noqa: E402
 from bench_gpu import cudafx_times  # noqa: E402
 
 
-def workloads(img):
-    """(name, {convolve arguments}) in bench_gpu.py's order and with its kernels."""
+def workloads(img, only):
+    """(name, engine method, image, {arguments}) in bench_gpu.py's order and
+    with its kernels, for the filters in only."""
     rng = np.random.default_rng(1)
     out = []
+    for k in (3, 5, 7, 15) if "median" in only else ():
+        out.append(("median %dx%d" % (k, k), "median", img, dict(radius=k // 2)))
+    if "convolve" not in only:
+        return out
     for k in (5, 15):
         kern = rng.standard_normal((k, k)) / k
-        out.append(("convolve custom %dx%d" % (k, k), img, dict(preset=0, kernel=kern, divisor=1.0)))
-    out.append(("convolve gaussian sigma=5", img, dict(preset=7, sigma=5.0)))
-    out.append(("convolve sharpen 5x5", img, dict(preset="sharpen-5x5")))
+        out.append(("convolve custom %dx%d" % (k, k), "convolve", img, dict(preset=0, kernel=kern, divisor=1.0)))
+    out.append(("convolve gaussian sigma=5", "convolve", img, dict(preset=7, sigma=5.0)))
+    out.append(("convolve sharpen 5x5", "convolve", img, dict(preset="sharpen-5x5")))
     img_f = img.astype(np.float32) / 255.0
     for k in (5, 15):
         kern = rng.standard_normal((k, k)) / k
-        out.append(("convolve f32 custom %dx%d" % (k, k), img_f, dict(preset=0, kernel=kern, divisor=1.0)))
+        out.append(("convolve f32 custom %dx%d" % (k, k), "convolve", img_f, dict(preset=0, kernel=kern, divisor=1.0)))
     return out
 
 
@@ -42,21 +48,22 @@ def main():
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-cpu-check", action="store_true", help="skip the CPU comparison (slow for 15x15)")
+    ap.add_argument("--only", default="convolve", help="comma-separated filters: convolve, median (default: convolve)")
     args = ap.parse_args()
     src = cv2.cvtColor(cv2.imread(os.path.join(pycudafx.ROOT, "tests", "data", "astronaut.png")), cv2.COLOR_BGR2RGB)
     img = np.ascontiguousarray(cv2.resize(src, (4000, 3000), interpolation=cv2.INTER_CUBIC))
     engines = {"old": pycudafx.Engine(args.old), "new": pycudafx.Engine(args.new)}
     print("%-28s %10s %10s %8s  %s" % ("workload", "old ms", "new ms", "old/new", "checks"))
-    for name, image, kw in workloads(img):
+    for name, method, image, kw in workloads(img, set(args.only.split(","))):
         times = {b: [] for b in engines}
         for _ in range(args.rounds):
             for b, eng in engines.items():
-                times[b].append(cudafx_times(lambda eng=eng: eng.convolve(image, backend="cuda", **kw), args.runs)[0])
+                times[b].append(cudafx_times(lambda eng=eng: getattr(eng, method)(image, backend="cuda", **kw), args.runs)[0])
         checks = []
-        outs = {b: eng.convolve(image, backend="cuda", **kw)[0] for b, eng in engines.items()}
+        outs = {b: getattr(eng, method)(image, backend="cuda", **kw)[0] for b, eng in engines.items()}
         if not args.no_cpu_check:
             for b, eng in engines.items():
-                cpu = eng.convolve(image, backend="cpu", **kw)[0]
+                cpu = getattr(eng, method)(image, backend="cpu", **kw)[0]
                 checks.append("%s %s the CPU" % (b, "equals" if np.array_equal(cpu, outs[b]) else "DIFFERS FROM"))
         diff = np.abs(outs["old"].astype(np.float64) - outs["new"].astype(np.float64))
         checks.append("old-new max %.3g, %.4f%% differ" % (diff.max(), 100.0 * np.count_nonzero(diff) / diff.size))

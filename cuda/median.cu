@@ -16,12 +16,14 @@
  *   own rows unsorted. Sorting is per lane, so the sorted column at any byte
  *   offset is a regrouping of the sorted words' lanes (one byte permute at
  *   most): columns are sorted once and shared by every output that uses
- *   them. Each thread reads the tile words its windows span once for both
- *   streams, then selects its outputs with a network built at compile time
- *   (median_network.h): the rank-rows sorted across the columns, keys the
- *   row/column order rules out dropped, the rest merged; with two rows the
- *   shared grid yields the L+1 candidate ranks and each output merges in its
- *   sorted own row; everything pruned backwards to the ranks needed. Lanes
+ *   them. The tile is as wide as the block; the threads at its ends sort
+ *   the halo and output nothing. Each thread reads the tile words its
+ *   windows span once for both streams, then selects its outputs with a
+ *   network built at compile time (median_network.h): the rank-rows sorted
+ *   across the columns, keys the row/column order rules out dropped, the
+ *   rest merged; with two rows the shared grid yields the L+1 candidate
+ *   ranks and each output merges in its sorted own row; everything pruned
+ *   backwards to the ranks needed. Lanes
  *   hold 0x6400 + byte, which also reads as the half float 1024 + byte, so
  *   the even outputs' network runs as 16-bit integer min/max and the odd
  *   outputs' as half-float min/max (sm_80 on). On sm_90 both kinds run in
@@ -60,7 +62,7 @@ constexpr int SELECT_BLOCK_X = 32, SELECT_BLOCK_Y = 8;
 constexpr int MAX_REGISTER_RADIUS = 3;  /* windows up to 7x7 in registers */
 constexpr int MAX_PACKED_RADIUS = 2;
 constexpr int MAX_COLUMNS_RADIUS = 3;
-constexpr int COLUMNS_THREADS = 128;    /* output words (4 bytes) across a block */
+constexpr int COLUMNS_THREADS = 128;    /* tile words (4 bytes) across a block, halo included */
 constexpr int COLUMNS_ROWS = 16;        /* output rows a block walks down */
 constexpr int HIST_THREADS = 32;        /* one warp; bins interleaved by thread: no bank conflicts */
 constexpr int HIST_SEGMENT = 64;        /* output rows per thread */
@@ -477,84 +479,82 @@ select_from_tile (const uint2 *tile, int tile_width, int base, uint2 *out, std::
   out[STEP - 1] = make_uint2 (even[lower], odd[lower]);
 }
 
+/* Words of a row left and right of a column kernel's outputs that their
+ * windows reach: column P of the window reads words down to P >> 2 and up
+ * to (P + 2) >> 2, P from -R * CH to R * CH + 1. */
+template <int R, int CH> constexpr int columns_halo = (R * CH + 3) / 4;
+
+/* Output words of a column kernel's block: its threads sort one tile column
+ * each, the outer ones only for their neighbours' windows. */
+template <int R, int CH> constexpr int columns_outputs = COLUMNS_THREADS - 2 * columns_halo<R, CH>;
+
 /* u8, square, radius R, CH channels, rank RANK. Per step of STEP output
- * rows, each thread sorts the columns of one aligned word of the row (and
- * the block's halo words), split into its even and odd bytes as two 16-bit
- * lanes each, into a shared tile: the window rows all the step's outputs
- * share, sorted, then each output's own row. Sorting is per lane, so a column
- * at any byte offset is the sorted column words' lanes regrouped (one byte
- * permute at most). Then the pruned selection network gives the thread's two
- * even and two odd outputs of each of the STEP rows. */
+ * rows, each thread sorts the columns of one aligned word of the row, split
+ * into its even and odd bytes as two 16-bit lanes each, into a shared tile
+ * as wide as the block: the window rows all the step's outputs share,
+ * sorted, then each output's own row. The HALO threads at either end only
+ * sort: a second pass for the halo words, by one warp and with loads not
+ * prefetched, kept the other warps waiting at the barrier. Sorting is per lane,
+ * so a column at any byte offset is the sorted column words' lanes regrouped
+ * (one byte permute at most). Then the pruned selection network gives the
+ * thread's two even and two odd outputs of each of the STEP rows. */
 template <int R, int CH, int RANK>
 __global__ void __launch_bounds__ (COLUMNS_THREADS, columns_min_blocks<R>)
 median_columns_kernel (cfx_stripe s)
 {
   constexpr int L = 2 * R + 1, STEP = rows_per_step<R>;
   constexpr int SORTED = L - STEP + 1, TILE_ROWS = SORTED + (STEP - 1) * 2;
-  constexpr int RAW = L + STEP - 1;           /* input rows of a step */
-  constexpr int LEFT = (R * CH + 3) / 4;      /* words left of the block's first */
-  constexpr int RIGHT = (R * CH + 1) / 4 + 1; /* and right of its last */
-  constexpr int TILE = COLUMNS_THREADS + LEFT + RIGHT;
-  constexpr int PASSES = (TILE + COLUMNS_THREADS - 1) / COLUMNS_THREADS;
+  constexpr int RAW = L + STEP - 1; /* input rows of a step */
+  constexpr int HALO = columns_halo<R, CH>, TILE = COLUMNS_THREADS;
   static_assert (COLUMNS_ROWS % STEP == 0, "a block's rows split into whole steps");
+  static_assert (columns_outputs<R, CH> > 0, "the halo fits the block");
   __shared__ uint2 tiles[2][TILE_ROWS * TILE]; /* two, so one barrier a step suffices */
   const int row_bytes = s.width * CH, last_row = s.rows + 2 * s.halo - 1;
-  const int w0 = blockIdx.x * COLUMNS_THREADS, w = w0 + threadIdx.x;
+  /* Thread t sorts tile column t, row word w; it outputs word w if it is
+   * none of the halo's. */
+  const int w = blockIdx.x * columns_outputs<R, CH> - HALO + (int) threadIdx.x;
+  const bool outputs = threadIdx.x >= HALO && threadIdx.x < TILE - HALO && 4 * w < row_bytes;
   const int y0 = blockIdx.y * COLUMNS_ROWS, y1 = min (y0 + COLUMNS_ROWS, s.rows);
-  /* Tile column threadIdx.x + p * COLUMNS_THREADS (pass p) is row word
-   * w0 - LEFT + that. The first pass keeps its raw words in registers from
-   * step to step: each step loads STEP new rows, a step ahead of their use;
-   * the few halo columns of the second pass load their whole columns. */
-  auto load = [&] (int p, int row) {
-    int o = (w0 - LEFT + (int) threadIdx.x + p * COLUMNS_THREADS) * 4;
-    return load_word (s.d_src + (size_t) min (row, last_row) * s.src_pitch, o, row_bytes, CH);
+  /* The column's raw words stay in registers from step to step: each step
+   * loads STEP new rows, a step ahead of their use. */
+  auto load = [&] (int row) {
+    return load_word (s.d_src + (size_t) min (row, last_row) * s.src_pitch, 4 * w, row_bytes, CH);
   };
-  unsigned raw[RAW]; /* first pass: input rows y - R .. y + STEP - 1 + R */
+  unsigned raw[RAW]; /* input rows y - R .. y + STEP - 1 + R */
 #pragma unroll
   for (int k = 0; k < RAW; k++)
-    raw[k] = load (0, y0 + s.halo - R + k);
+    raw[k] = load (y0 + s.halo - R + k);
   for (int y = y0; y < y1; y += STEP)
     {
       uint2 *tile = tiles[(y / STEP) & 1];
+      unsigned even[RAW], odd[RAW];
 #pragma unroll
-      for (int p = 0; p < PASSES; p++)
-        if (p == 0 || threadIdx.x + p * COLUMNS_THREADS < TILE)
-          {
-            unsigned even[RAW], odd[RAW];
+      for (int k = 0; k < RAW; k++)
+        {
+          even[k] = __byte_perm (raw[k], 0x64646464, 0x4240); /* 0x6400 + byte a lane */
+          odd[k] = __byte_perm (raw[k], 0x64646464, 0x4341);
+        }
 #pragma unroll
-            for (int k = 0; k < RAW; k++)
-              {
-                unsigned word = p == 0 ? raw[k] : load (p, y + s.halo - R + k);
-                even[k] = __byte_perm (word, 0x64646464, 0x4240); /* 0x6400 + byte a lane */
-                odd[k] = __byte_perm (word, 0x64646464, 0x4341);
-              }
-            if (p == 0)
-              {
+      for (int k = 0; k + STEP < RAW; k++)
+        raw[k] = raw[k + STEP];
 #pragma unroll
-                for (int k = 0; k + STEP < RAW; k++)
-                  raw[k] = raw[k + STEP];
-#pragma unroll
-                for (int j = 0; j < STEP; j++)
-                  raw[RAW - STEP + j] = load (0, y + s.halo - R + RAW + j);
-              }
-            /* shared rows: all but the first and last input rows at STEP 2 */
-            sort_lanes<SORTED> (even + STEP - 1, std::make_integer_sequence<int, sorter<SORTED>.net.count> ());
-            sort_lanes<SORTED> (odd + STEP - 1, std::make_integer_sequence<int, sorter<SORTED>.net.count> ());
-            uint2 *column = tile + threadIdx.x + p * COLUMNS_THREADS;
-            store_sorted<SORTED> (column, TILE, even + STEP - 1, odd + STEP - 1,
-                                  std::make_integer_sequence<int, SORTED> ());
-            if (STEP == 2)
-              {
-                column[SORTED * TILE] = make_uint2 (even[0], odd[0]);
-                column[(SORTED + 1) * TILE] = make_uint2 (even[RAW - 1], odd[RAW - 1]);
-              }
-          }
+      for (int j = 0; j < STEP; j++)
+        raw[RAW - STEP + j] = load (y + s.halo - R + RAW + j);
+      /* shared rows: all but the first and last input rows at STEP 2 */
+      sort_lanes<SORTED> (even + STEP - 1, std::make_integer_sequence<int, sorter<SORTED>.net.count> ());
+      sort_lanes<SORTED> (odd + STEP - 1, std::make_integer_sequence<int, sorter<SORTED>.net.count> ());
+      uint2 *column = tile + threadIdx.x;
+      store_sorted<SORTED> (column, TILE, even + STEP - 1, odd + STEP - 1, std::make_integer_sequence<int, SORTED> ());
+      if (STEP == 2)
+        {
+          column[SORTED * TILE] = make_uint2 (even[0], odd[0]);
+          column[(SORTED + 1) * TILE] = make_uint2 (even[RAW - 1], odd[RAW - 1]);
+        }
       __syncthreads ();
-      if (4 * w < row_bytes)
+      if (outputs)
         {
           uint2 out[STEP];
-          select_from_tile<R, CH, RANK, STEP> (tile, TILE, LEFT + threadIdx.x, out,
-                                               std::make_integer_sequence<int, L> ());
+          select_from_tile<R, CH, RANK, STEP> (tile, TILE, threadIdx.x, out, std::make_integer_sequence<int, L> ());
           /* The lanes' low bytes; rows are padded to 256 bytes on the
            * device: a whole word always fits. */
 #pragma unroll
@@ -570,7 +570,8 @@ bool
 launch_columns (const cfx_stripe *s, int rank, std::integer_sequence<int, RANK...>)
 {
   int words = (s->width * CH + 3) / 4;
-  dim3 grid ((words + COLUMNS_THREADS - 1) / COLUMNS_THREADS, (s->rows + COLUMNS_ROWS - 1) / COLUMNS_ROWS);
+  constexpr int out = columns_outputs<R, CH>;
+  dim3 grid ((words + out - 1) / out, (s->rows + COLUMNS_ROWS - 1) / COLUMNS_ROWS);
   return ((rank == RANK
            && (median_columns_kernel<R, CH, RANK><<<grid, COLUMNS_THREADS, 0, s->stream>>> (*s), true))
           || ...);
