@@ -88,6 +88,7 @@ struct fixed_args
   int   left;                        /* horizontal: tile columns left of an output, the radius rounded up to 4 */
   int   row_padded;                  /* horizontal tap slots: left + radius + 1 rounded up to 8, past 32 to 32 */
   int   column_padded;               /* vertical taps rounded up to COLUMN_R */
+  int   column_raw;                  /* vertical taps applied to 2^23 + lane (see the vertical pass) */
   int   scratch_pitch;               /* 16-bit elements per scratch row, a multiple of 8 */
   /* 2^39 + bias * 2^16 (vertical: + 128 * 2^16, see the vertical pass):
    * from 2^39 to 2^40 floats are the multiples of 2^16, and the low 16 bits
@@ -96,6 +97,7 @@ struct fixed_args
   float offset;
   float row_taps[FIXED_PADDED];      /* slot i: 256 * the tap of pixel i - left (pixels enter as x, not x << 8) */
   float column_taps[FIXED_PADDED];   /* tap, zeros to a multiple of COLUMN_R */
+  float column_fix[FIXED_PADDED / COLUMN_R]; /* column_raw: taken off the sums before each group of taps */
 };
 
 __host__ __device__ constexpr int
@@ -1078,7 +1080,20 @@ convolve_rows_fixed_kernel (cfx_stripe s, fixed_args f, cudafx_border border)
  * + 128 (column_start): with offset 0 the CPU's result, sum / 256 clamped to
  * 0..255 then (int) (v + 0.5f), is (sum + 128) >> 8, bits 8 .. 15 of the
  * lane (a sum is at most 255 * 256 + 2 * 63, so the lane never carries and
- * the result never passes 255). */
+ * the result never passes 255).
+ *
+ * RAW (column_raw): a row's values enter as 2^23 + lane, one byte permute
+ * each and no subtraction. Tap w then adds 2^23 w + floor (lane * w /
+ * 2^16) * 2^16, exact while the sum stays below 2^40: the constant, 2^7 w
+ * units of the lane, changes the low 16 bits by a known amount, which the
+ * start value's lane takes off beforehand, and before a group of taps that
+ * would carry the sum out of its binade, the constants of the groups since
+ * the last such point are subtracted (column_fix, one subtraction an output
+ * instead of one a value read). Taps summing to 1 add 2^23 units in all,
+ * the binade's whole width, so at least one such point is needed; a kernel
+ * whose weight lies within one group of COLUMN_R taps has none and runs
+ * without RAW. */
+template <bool RAW>
 __global__ void __launch_bounds__ (WARP * MAX_WARPS)
 convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
 {
@@ -1091,11 +1106,12 @@ convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
   const int last_row = s.rows + 2 * s.halo - 1; /* rows past it feed only zero taps or outputs past the stripe */
   const size_t pitch = f.scratch_pitch;
   const unsigned short *column = (const unsigned short *) s.d_scratch + e0;
-  auto unpack = [] (uint2 q, float *v) { /* exact: 2^23 + lane, less 2^23 */
-    v[0] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7610)) - 0x1p23f;
-    v[1] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7632)) - 0x1p23f;
-    v[2] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7610)) - 0x1p23f;
-    v[3] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7632)) - 0x1p23f;
+  auto unpack = [] (uint2 q, float *v) { /* exact: 2^23 + lane, less 2^23 but with RAW */
+    const float less = RAW ? 0.0f : 0x1p23f;
+    v[0] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7610)) - less;
+    v[1] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7632)) - less;
+    v[2] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7610)) - less;
+    v[3] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7632)) - less;
   };
   float ring[COLUMN_R][COLUMN_ELEMENTS], acc[COLUMN_R][COLUMN_ELEMENTS];
 #pragma unroll
@@ -1117,9 +1133,16 @@ convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
       unpack (load (), ring[j]);
     uint2 next = load ();
     for (int j0 = 0; j0 < f.column_padded; j0 += COLUMN_R)
+      {
+        if (RAW && f.column_fix[j0 / COLUMN_R] != 0.0f)
 #pragma unroll
-      for (int jj = 0; jj < COLUMN_R; jj++)
-        {
+          for (int k = 0; k < COLUMN_R; k++)
+#pragma unroll
+            for (int e = 0; e < COLUMN_ELEMENTS; e++)
+              acc[k][e] = acc[k][e] - f.column_fix[j0 / COLUMN_R];
+#pragma unroll
+        for (int jj = 0; jj < COLUMN_R; jj++)
+          {
           /* row j0 + jj + COLUMN_R - 1 replaces row j0 + jj - 1, which output 0 used last */
           unpack (next, ring[(jj + COLUMN_R - 1) % COLUMN_R]);
           next = load ();
@@ -1129,7 +1152,8 @@ convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
 #pragma unroll
             for (int e = 0; e < COLUMN_ELEMENTS; e++)
               acc[k][e] = __fmaf_rd (ring[(jj + k) % COLUMN_R][e], w, acc[k][e]);
-        }
+          }
+      }
   };
   if (y0 + COLUMN_R - 1 + f.column_padded <= last_row)
     sum_rows (std::false_type ());
@@ -1202,7 +1226,8 @@ launch_fixed (cfx_context *cx, const fixed_args &f, cudafx_border border, const 
   const int elements = s->width * CH;
   dim3 grid ((elements + WARP * COLUMN_ELEMENTS - 1) / (WARP * COLUMN_ELEMENTS),
              (s->rows + MAX_WARPS * COLUMN_R - 1) / (MAX_WARPS * COLUMN_R));
-  convolve_columns_fixed_kernel<<<grid, dim3 (WARP, MAX_WARPS), 0, s->stream>>> (*s, f);
+  (f.column_raw ? convolve_columns_fixed_kernel<true> : convolve_columns_fixed_kernel<false>)
+    <<<grid, dim3 (WARP, MAX_WARPS), 0, s->stream>>> (*s, f);
   return cfx_check_launch ("convolve", "convolve_columns_fixed_kernel");
 }
 
@@ -1363,7 +1388,6 @@ make_fixed_args (const convolve_plan *plan, size_t elements, fixed_args *f)
   f->column_padded = (n + COLUMN_R - 1) / COLUMN_R * COLUMN_R;
   f->scratch_pitch = (int) ((elements + 7) / 8 * 8);
   f->row_start = (float) (0x1p39 + plan->fixed_bias[0] * 0x1p16); /* exact: bias < 2^7 */
-  f->column_start = (float) (0x1p39 + (plan->fixed_bias[1] + 128) * 0x1p16);
   f->offset = plan->offset;
   for (int i = 0; i < FIXED_PADDED; i++)
     {
@@ -1371,6 +1395,28 @@ make_fixed_args (const convolve_plan *plan, size_t elements, fixed_args *f)
       f->row_taps[i] = tap >= 0 && tap < n ? 256.0f * plan->fixed_taps[tap] : 0.0f;
       f->column_taps[i] = i < n ? (float) plan->fixed_taps[n + i] : 0.0f;
     }
+  /* RAW: the constants added since the last subtraction, in lane units,
+   * stay below 2^23 less the start lane's and the sum's 2^16 each */
+  const long room = (1L << 23) - 2 * 65536;
+  long pending = 0;
+  f->column_raw = 1;
+  for (int g = 0; g < f->column_padded / COLUMN_R; g++)
+    {
+      long group = 0;
+      for (int j = 0; j < COLUMN_R; j++)
+        group += 128L * (long) f->column_taps[g * COLUMN_R + j];
+      f->column_fix[g] = 0.0f;
+      if (group >= room)
+        f->column_raw = 0;
+      if (pending + group >= room)
+        {
+          f->column_fix[g] = (float) ((double) pending * 0x1p16); /* exact: 2^23 * a 16-bit integer sum */
+          pending = 0;
+        }
+      pending += group;
+    }
+  const long lane = ((long) plan->fixed_bias[1] + 128 - (f->column_raw ? pending : 0)) & 0xffff;
+  f->column_start = (float) (0x1p39 + (double) lane * 0x1p16);
 }
 
 } // namespace
