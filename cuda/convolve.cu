@@ -55,8 +55,9 @@
  * time), and stores 16-bit sums into a scratch of rows padded to 16 bytes;
  * the vertical pass treats the scratch as plain columns of elements
  * (channels need no care), each thread 4 elements times 8 output rows, with
- * 8 scratch rows in registers, each read once for every output it feeds,
- * and with offset 0 reads its u8 results off the lanes as integers.
+ * 8 scratch rows in registers, each read once for every output it feeds
+ * (as 2^23 + lane where the taps allow: one instruction a value), and with
+ * offset 0 reads its u8 results off the lanes as integers.
  *
  * Other separable kernels (f32, alpha, negative taps): a horizontal pass
  * into a float scratch (rows of the stripe plus halo), then a vertical pass
@@ -1143,15 +1144,15 @@ convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
 #pragma unroll
         for (int jj = 0; jj < COLUMN_R; jj++)
           {
-          /* row j0 + jj + COLUMN_R - 1 replaces row j0 + jj - 1, which output 0 used last */
-          unpack (next, ring[(jj + COLUMN_R - 1) % COLUMN_R]);
-          next = load ();
-          const float w = f.column_taps[j0 + jj];
+            /* row j0 + jj + COLUMN_R - 1 replaces row j0 + jj - 1, which output 0 used last */
+            unpack (next, ring[(jj + COLUMN_R - 1) % COLUMN_R]);
+            next = load ();
+            const float w = f.column_taps[j0 + jj];
 #pragma unroll
-          for (int k = 0; k < COLUMN_R; k++)
+            for (int k = 0; k < COLUMN_R; k++)
 #pragma unroll
-            for (int e = 0; e < COLUMN_ELEMENTS; e++)
-              acc[k][e] = __fmaf_rd (ring[(jj + k) % COLUMN_R][e], w, acc[k][e]);
+              for (int e = 0; e < COLUMN_ELEMENTS; e++)
+                acc[k][e] = __fmaf_rd (ring[(jj + k) % COLUMN_R][e], w, acc[k][e]);
           }
       }
   };
