@@ -349,7 +349,7 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
   const int last_row = s.rows + 2 * s.halo - 1; /* rows past the stripe feed no stored output */
   for (int ty = threadIdx.y; ty < th; ty += blockDim.y)
     fill_tile_row<T, CH, ALPHA> (s.d_src + (size_t) min (by + ty, last_row) * s.src_pitch,
-                                           bx - r, tw, s.width, border, tile + ty * tw, plane);
+                                 bx - r, tw, s.width, border, tile + ty * tw, plane);
   __syncthreads ();
   const int x0 = bx + threadIdx.x * DIRECT_P, y0 = by + threadIdx.y * DIRECT_R;
   if (x0 >= s.width || y0 >= s.rows)
