@@ -48,12 +48,16 @@
  * 2^16, where floats are the multiples of 2^16, so one fused multiply-add
  * rounded down (__fmaf_rd) adds exactly floor (value * tap / 2^16) units and
  * the encoding's low 16 bits are the CPU's 16-bit lane. The horizontal pass
- * gives each thread 8 outputs along a row of a per-warp tile (its planes
- * padded 4 floats every 8 so that a warp's float4 reads meet no bank
- * conflict) and stores 16-bit sums into a scratch of rows padded to 16
- * bytes; the vertical pass treats the scratch as plain columns of elements
+ * gives each thread 8 outputs along a row of a per-warp tile aligned to
+ * groups of four pixels (its planes padded a float4 every two so that a
+ * warp's float4 reads meet no bank conflict), its taps fully unrolled for a
+ * tap count rounded up to 8, 16, 24 or 32 (larger kernels loop over 32 at a
+ * time), and stores 16-bit sums into a scratch of rows padded to 16 bytes;
+ * the vertical pass treats the scratch as plain columns of elements
  * (channels need no care), each thread 4 elements times 8 output rows, with
- * 8 scratch rows in registers, each read once for every output it feeds.
+ * 8 scratch rows in registers, each read once for every output it feeds
+ * (as 2^23 + lane where the taps allow: one instruction a value), and with
+ * offset 0 reads its u8 results off the lanes as integers.
  *
  * Other separable kernels (f32, alpha, negative taps): a horizontal pass
  * into a float scratch (rows of the stripe plus halo), then a vertical pass
@@ -63,6 +67,8 @@
  * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md. */
 #include "context.cuh"
 #include "../core/convolve.h"
+
+#include <type_traits>
 
 namespace {
 
@@ -75,19 +81,24 @@ constexpr int ROWS_P = 8;                 /* fixed point, horizontal: outputs a 
 constexpr int COLUMN_ELEMENTS = 4;        /* fixed point, vertical: elements a thread computes */
 constexpr int COLUMN_R = 8;               /* and output rows */
 constexpr int FIXED_PADDED = CONVOLVE_FIXED_MAX_TAPS + 1; /* taps padded with zeros */
-static_assert (FIXED_PADDED % 4 == 0 && FIXED_PADDED % COLUMN_R == 0, "fixed-point tap padding");
+static_assert (FIXED_PADDED % 32 == 0 && FIXED_PADDED % COLUMN_R == 0, "fixed-point tap padding");
 
 /* The fixed-point path's taps and constants (kernel parameters). */
 struct fixed_args
 {
-  int   size;                        /* taps per pass */
+  int   left;                        /* horizontal: tile columns left of an output, the radius rounded up to 4 */
+  int   row_padded;                  /* horizontal tap slots: left + radius + 1 rounded up to 8, past 32 to 32 */
+  int   column_padded;               /* vertical taps rounded up to COLUMN_R */
+  int   column_raw;                  /* vertical taps applied to 2^23 + lane (see the vertical pass) */
   int   scratch_pitch;               /* 16-bit elements per scratch row, a multiple of 8 */
-  /* 2^39 + bias * 2^16: from 2^39 to 2^40 floats are the multiples of
-   * 2^16, and the low 16 bits of 2^39's encoding are zero */
+  /* 2^39 + bias * 2^16 (vertical: + 128 * 2^16, see the vertical pass):
+   * from 2^39 to 2^40 floats are the multiples of 2^16, and the low 16 bits
+   * of 2^39's encoding are zero */
   float row_start, column_start;
   float offset;
-  float row_taps[FIXED_PADDED];      /* 256 * tap (pixels enter as x, not x << 8), zeros to a multiple of 4 */
+  float row_taps[FIXED_PADDED];      /* slot i: 256 * the tap of pixel i - left (pixels enter as x, not x << 8) */
   float column_taps[FIXED_PADDED];   /* tap, zeros to a multiple of COLUMN_R */
+  float column_fix[FIXED_PADDED / COLUMN_R]; /* column_raw: taken off the sums before each group of taps */
 };
 
 __host__ __device__ constexpr int
@@ -104,22 +115,21 @@ tile_width (int p, int size)
   return WARP * p + round4 (size);
 }
 
-/* Where tile column tx lies in its plane. With 8 outputs a lane, lanes read
- * float4s 32 bytes apart, two to a bank group; 4 floats of padding after
- * every 8 spread them over all banks. */
-template <int P>
+/* The fixed-point horizontal pass's tiles: group g (tile columns 4g ..
+ * 4g + 3) is float4 g + g / 2 of its plane. With 8 outputs a lane, lanes
+ * read float4s 32 bytes apart, two to a bank group; a float4 of padding
+ * after every two spreads them over all banks. */
 __device__ __forceinline__ int
-tile_index (int tx)
+fixed_group (int g)
 {
-  return P == 8 ? tx + ((tx >> 3) << 2) : tx;
+  return g + (g >> 1);
 }
 
-/* Floats of a plane of tw columns, a multiple of 4. */
-template <int P>
+/* Float4s of such a plane of tw columns (a multiple of 8). */
 __host__ __device__ constexpr int
-plane_floats (int tw)
+fixed_plane4 (int tw)
 {
-  return P == 8 ? tw + (tw + 7) / 8 * 4 : tw;
+  return tw / 4 + tw / 8;
 }
 
 /* A byte as a float, exactly: 2^23 + b, less 2^23 (no conversion unit). */
@@ -167,7 +177,7 @@ load_quad (const float *row, int m, float *v)
  * by alpha with ALPHA as the CPU's load_row does, black border as zeros. A
  * lane takes four pixels at a time, from aligned words when they lie inside
  * the row, else pixel by pixel through the border map. */
-template <typename T, int CH, bool ALPHA, int P>
+template <typename T, int CH, bool ALPHA>
 __device__ __forceinline__ void
 fill_tile_row (const unsigned char *row_bytes, int p0, int count, int width, cudafx_border border,
                float *tile, int plane)
@@ -200,7 +210,7 @@ fill_tile_row (const unsigned char *row_bytes, int p0, int count, int width, cud
               v[k * CH + c] *= v[k * CH + CH - 1];
 #pragma unroll
           for (int c = 0; c < CH; c++)
-            tile[c * plane + tile_index<P> (tx)] = v[k * CH + c];
+            tile[c * plane + tx] = v[k * CH + c];
         }
     }
 }
@@ -218,7 +228,7 @@ struct window
 
   __device__ __forceinline__ float4 group (int g) const
   {
-    return plane[P == 8 ? g + (g >> 1) : g];
+    return plane[g];
   }
   __device__ __forceinline__ void start (const float *plane_row, int first_group)
   {
@@ -338,8 +348,8 @@ convolve_direct_kernel (cfx_stripe s, convolve_plan pl, cudafx_border border)
   const int bx = blockIdx.x * WARP * DIRECT_P, by = blockIdx.y * blockDim.y * DIRECT_R;
   const int last_row = s.rows + 2 * s.halo - 1; /* rows past the stripe feed no stored output */
   for (int ty = threadIdx.y; ty < th; ty += blockDim.y)
-    fill_tile_row<T, CH, ALPHA, DIRECT_P> (s.d_src + (size_t) min (by + ty, last_row) * s.src_pitch,
-                                           bx - r, tw, s.width, border, tile + ty * tw, plane);
+    fill_tile_row<T, CH, ALPHA> (s.d_src + (size_t) min (by + ty, last_row) * s.src_pitch,
+                                 bx - r, tw, s.width, border, tile + ty * tw, plane);
   __syncthreads ();
   const int x0 = bx + threadIdx.x * DIRECT_P, y0 = by + threadIdx.y * DIRECT_R;
   if (x0 >= s.width || y0 >= s.rows)
@@ -947,21 +957,63 @@ pack_lanes (float lo, float hi)
 
 /* Fixed point, horizontal: bias + sum of ((x << 8) * tap) >> 16 per channel
  * for every input row, 16-bit sums into the scratch. One warp per row: it
- * fills its own tile row, then each lane computes ROWS_P neighbouring
- * outputs. Taps past the kernel and black-border pixels add zero terms. */
-template <int CH>
+ * fills its own tile row, tile column tc being pixel bx - f.left + tc, so
+ * that the tile starts on a group of four pixels and each group is CH
+ * aligned words loaded and one float4 stored a plane. Each lane then
+ * computes ROWS_P neighbouring outputs over the f.row_padded tap slots
+ * (slot i reads pixel x - f.left + i; slots outside the kernel hold zero
+ * taps, as do black-border pixels), T slots at a time, fully unrolled: the
+ * window is renamed registers, and with T slots in all (ONE) the taps are
+ * instruction operands. */
+template <int CH, int T, bool ONE>
 __global__ void __launch_bounds__ (WARP * MAX_WARPS)
 convolve_rows_fixed_kernel (cfx_stripe s, fixed_args f, cudafx_border border)
 {
+  static_assert (T % 8 == 0, "a lane's window starts on an even group");
   extern __shared__ float4 tile4[];
-  const int n = f.size, tw = tile_width (ROWS_P, n), plane = plane_floats<ROWS_P> (tw);
+  const int np = ONE ? T : f.row_padded, tw = WARP * ROWS_P + np, plane4 = fixed_plane4 (tw);
   const int iy = blockIdx.y * blockDim.y + threadIdx.y;
   if (iy >= s.rows + 2 * s.halo)
     return; /* the whole warp: tiles are per warp */
-  float *tile = (float *) tile4 + threadIdx.y * CH * plane; /* tile column tx is pixel bx + tx - r */
-  const int bx = blockIdx.x * WARP * ROWS_P;
-  fill_tile_row<unsigned char, CH, false, ROWS_P> (s.d_src + (size_t) iy * s.src_pitch, bx - n / 2, tw,
-                                                   s.width, border, tile, plane);
+  float4 *tile = tile4 + threadIdx.y * CH * plane4;
+  const int bx = blockIdx.x * WARP * ROWS_P, m0 = (bx - f.left) / 4, groups = tw / 4;
+  const unsigned char *row = s.d_src + (size_t) iy * s.src_pitch;
+  /* groups a lane fills, at most; all its loads go out before any conversion */
+  constexpr int ITER = (WARP * ROWS_P + (ONE ? T : FIXED_PADDED) + 4 * WARP - 1) / (4 * WARP);
+  small_group<unsigned char, CH> g[ITER];
+#pragma unroll
+  for (int it = 0; it < ITER; it++)
+    {
+      const int u = threadIdx.x + it * WARP, m = m0 + u;
+      if (u >= groups)
+        break;
+      if (m >= 0 && 4 * m + 4 <= s.width)
+        g[it].load (row, m);
+      else
+        {
+          g[it].clear ();
+#pragma unroll
+          for (int k = 0; k < 4; k++)
+            {
+              const int sx = cudafx_border_index (4 * m + k, s.width, border);
+              if (sx >= 0)
+#pragma unroll
+                for (int c = 0; c < CH; c++)
+                  g[it].set (k * CH + c, row + (size_t) sx * CH + c);
+            }
+        }
+    }
+#pragma unroll
+  for (int it = 0; it < ITER; it++)
+    {
+      const int u = threadIdx.x + it * WARP;
+      if (u >= groups)
+        break;
+#pragma unroll
+      for (int c = 0; c < CH; c++)
+        tile[c * plane4 + fixed_group (u)]
+          = make_float4 (g[it].get (c), g[it].get (CH + c), g[it].get (2 * CH + c), g[it].get (3 * CH + c));
+    }
   __syncwarp ();
   const int x0 = bx + threadIdx.x * ROWS_P;
   if (x0 >= s.width)
@@ -972,27 +1024,26 @@ convolve_rows_fixed_kernel (cfx_stripe s, fixed_args f, cudafx_border border)
 #pragma unroll
     for (int c = 0; c < CH; c++)
       acc[p][c] = f.row_start;
-  window<ROWS_P> win[CH];
+#pragma unroll 1
+  for (int i0 = 0; i0 < np; i0 += T)
 #pragma unroll
-  for (int c = 0; c < CH; c++)
-    win[c].start (tile + c * plane, threadIdx.x * ROWS_P / 4);
-#pragma unroll 3 /* the window turns over in 3 steps: no register moves */
-  for (int i0 = 0; i0 < n; i0 += 4)
-    {
+    for (int c = 0; c < CH; c++)
+      {
+        /* tile columns 8 * lane + i0 .. + ROWS_P + T - 1: groups 2 * lane + i0 / 4 + q */
+        const float4 *src = tile + c * plane4 + 3 * threadIdx.x + 3 * (i0 / 8);
+        float v[ROWS_P + T];
 #pragma unroll
-      for (int c = 0; c < CH; c++)
-        win[c].step (i0);
+        for (int q = 0; q < (ROWS_P + T) / 4; q++)
+          {
+            const float4 w = src[fixed_group (q)];
+            v[4 * q] = w.x, v[4 * q + 1] = w.y, v[4 * q + 2] = w.z, v[4 * q + 3] = w.w;
+          }
 #pragma unroll
-      for (int ii = 0; ii < 4; ii++)
-        {
-          const float w = f.row_taps[i0 + ii];
+        for (int i = 0; i < T; i++)
 #pragma unroll
           for (int p = 0; p < ROWS_P; p++)
-#pragma unroll
-            for (int c = 0; c < CH; c++)
-              acc[p][c] = __fmaf_rd (win[c].v[p + ii], w, acc[p][c]);
-        }
-    }
+            acc[p][c] = __fmaf_rd (v[p + i], f.row_taps[i0 + i], acc[p][c]);
+      }
   /* x0 is a multiple of 8 and scratch rows hold multiples of 8 elements:
    * the thread's 8 * CH elements are CH aligned 16-byte words */
   unsigned short *out = (unsigned short *) s.d_scratch + (size_t) iy * f.scratch_pitch + (size_t) x0 * CH;
@@ -1025,27 +1076,43 @@ convolve_rows_fixed_kernel (cfx_stripe s, fixed_args f, cudafx_border border)
  * COLUMN_ELEMENTS elements of COLUMN_R output rows; scratch rows come into a
  * ring of COLUMN_R registers, one per tap step, and each feeds every output
  * it belongs to (output k takes row j + k with tap j; taps past the kernel
- * are zero). */
+ * are zero). A pointer steps down the rows; only warps whose rows reach past
+ * the stripe's (at its bottom) clamp the row index. The lanes start at bias
+ * + 128 (column_start): with offset 0 the CPU's result, sum / 256 clamped to
+ * 0..255 then (int) (v + 0.5f), is (sum + 128) >> 8, bits 8 .. 15 of the
+ * lane (a sum is at most 255 * 256 + 2 * 63, so the lane never carries and
+ * the result never passes 255).
+ *
+ * RAW (column_raw): a row's values enter as 2^23 + lane, one byte permute
+ * each and no subtraction. Tap w then adds 2^23 w + floor (lane * w /
+ * 2^16) * 2^16, exact while the sum stays below 2^40: the constant, 2^7 w
+ * units of the lane, changes the low 16 bits by a known amount, which the
+ * start value's lane takes off beforehand, and before a group of taps that
+ * would carry the sum out of its binade, the constants of the groups since
+ * the last such point are subtracted (column_fix, one subtraction an output
+ * instead of one a value read). Taps summing to 1 add 2^23 units in all,
+ * the binade's whole width, so at least one such point is needed; a kernel
+ * whose weight lies within one group of COLUMN_R taps has none and runs
+ * without RAW. */
+template <bool RAW>
 __global__ void __launch_bounds__ (WARP * MAX_WARPS)
 convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
 {
+  static_assert (COLUMN_ELEMENTS == 4, "a thread's elements are one word of output");
   const int elements = s.width * s.channels;
   const int e0 = (blockIdx.x * WARP + threadIdx.x) * COLUMN_ELEMENTS;
   const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * COLUMN_R;
   if (e0 >= elements || y0 >= s.rows)
     return;
-  /* rows past the stripe feed only zero taps or outputs past it */
-  const int last_row = s.rows + 2 * s.halo - 1;
+  const int last_row = s.rows + 2 * s.halo - 1; /* rows past it feed only zero taps or outputs past the stripe */
+  const size_t pitch = f.scratch_pitch;
   const unsigned short *column = (const unsigned short *) s.d_scratch + e0;
-  auto load = [&] (int t) {
-    /* the last group may read past the row's elements into its padding (zeros) */
-    return __ldg ((const uint2 *) (column + (size_t) min (y0 + t, last_row) * f.scratch_pitch));
-  };
-  auto unpack = [] (uint2 q, float *v) { /* exact: 2^23 + lane, less 2^23 */
-    v[0] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7610)) - 0x1p23f;
-    v[1] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7632)) - 0x1p23f;
-    v[2] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7610)) - 0x1p23f;
-    v[3] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7632)) - 0x1p23f;
+  auto unpack = [] (uint2 q, float *v) { /* exact: 2^23 + lane, less 2^23 but with RAW */
+    const float less = RAW ? 0.0f : 0x1p23f;
+    v[0] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7610)) - less;
+    v[1] = __uint_as_float (__byte_perm (q.x, 0x4b000000u, 0x7632)) - less;
+    v[2] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7610)) - less;
+    v[3] = __uint_as_float (__byte_perm (q.y, 0x4b000000u, 0x7632)) - less;
   };
   float ring[COLUMN_R][COLUMN_ELEMENTS], acc[COLUMN_R][COLUMN_ELEMENTS];
 #pragma unroll
@@ -1053,43 +1120,69 @@ convolve_columns_fixed_kernel (cfx_stripe s, fixed_args f)
 #pragma unroll
     for (int e = 0; e < COLUMN_ELEMENTS; e++)
       acc[k][e] = f.column_start;
+  /* reads rows y0 .. y0 + COLUMN_R - 1 + column_padded (the last a step ahead, unused) */
+  auto sum_rows = [&] (auto clamped) {
+    int t = 0;
+    const unsigned short *p = column + y0 * pitch;
+    auto load = [&] () { /* the last group may read past the row's elements into its padding (zeros) */
+      const unsigned short *q = decltype (clamped)::value ? column + min (y0 + t++, last_row) * pitch : p;
+      p += pitch;
+      return __ldg ((const uint2 *) q);
+    };
 #pragma unroll
-  for (int t = 0; t < COLUMN_R - 1; t++)
-    unpack (load (t), ring[t]);
-  uint2 next = load (COLUMN_R - 1); /* a step ahead of its use */
-  for (int j0 = 0; j0 < f.size; j0 += COLUMN_R)
-#pragma unroll
-    for (int jj = 0; jj < COLUMN_R; jj++)
+    for (int j = 0; j < COLUMN_R - 1; j++)
+      unpack (load (), ring[j]);
+    uint2 next = load ();
+    for (int j0 = 0; j0 < f.column_padded; j0 += COLUMN_R)
       {
-        /* row j0 + jj + COLUMN_R - 1 replaces row j0 + jj - 1, which output 0 used last */
-        unpack (next, ring[(jj + COLUMN_R - 1) % COLUMN_R]);
-        next = load (j0 + jj + COLUMN_R);
-        const float w = f.column_taps[j0 + jj];
+        if (RAW && f.column_fix[j0 / COLUMN_R] != 0.0f)
 #pragma unroll
-        for (int k = 0; k < COLUMN_R; k++)
+          for (int k = 0; k < COLUMN_R; k++)
 #pragma unroll
-          for (int e = 0; e < COLUMN_ELEMENTS; e++)
-            acc[k][e] = __fmaf_rd (ring[(jj + k) % COLUMN_R][e], w, acc[k][e]);
+            for (int e = 0; e < COLUMN_ELEMENTS; e++)
+              acc[k][e] = acc[k][e] - f.column_fix[j0 / COLUMN_R];
+#pragma unroll
+        for (int jj = 0; jj < COLUMN_R; jj++)
+          {
+            /* row j0 + jj + COLUMN_R - 1 replaces row j0 + jj - 1, which output 0 used last */
+            unpack (next, ring[(jj + COLUMN_R - 1) % COLUMN_R]);
+            next = load ();
+            const float w = f.column_taps[j0 + jj];
+#pragma unroll
+            for (int k = 0; k < COLUMN_R; k++)
+#pragma unroll
+              for (int e = 0; e < COLUMN_ELEMENTS; e++)
+                acc[k][e] = __fmaf_rd (ring[(jj + k) % COLUMN_R][e], w, acc[k][e]);
+          }
       }
+  };
+  if (y0 + COLUMN_R - 1 + f.column_padded <= last_row)
+    sum_rows (std::false_type ());
+  else
+    sum_rows (std::true_type ());
 #pragma unroll
   for (int k = 0; k < COLUMN_R; k++)
     if (y0 + k < s.rows)
       {
-        unsigned char b[COLUMN_ELEMENTS];
+        unsigned word = 0;
+        if (f.offset == 0.0f)
+          word = __byte_perm (__byte_perm (__float_as_uint (acc[k][0]), __float_as_uint (acc[k][1]), 0x0051),
+                              __byte_perm (__float_as_uint (acc[k][2]), __float_as_uint (acc[k][3]), 0x0051), 0x5410);
+        else
 #pragma unroll
-        for (int e = 0; e < COLUMN_ELEMENTS; e++)
-          { /* the 16-bit sum, exactly as a float */
-            float sum = __uint_as_float (0x4b000000u | (__float_as_uint (acc[k][e]) & 0xffffu)) - 0x1p23f;
-            b[e] = to_u8 (sum * (1.0f / 256.0f) + f.offset);
-          }
+          for (int e = 0; e < COLUMN_ELEMENTS; e++)
+            { /* the 16-bit sum, exactly as a float */
+              float sum = __uint_as_float (0x4b000000u | (__float_as_uint (acc[k][e]) & 0xffffu)) - 0x1p23f - 128.0f;
+              word |= (unsigned) to_u8 (sum * (1.0f / 256.0f) + f.offset) << 8 * e;
+            }
         unsigned char *out = s.d_dst + (size_t) (y0 + k) * s.dst_pitch + e0;
         if (e0 + COLUMN_ELEMENTS <= elements)
-          *(unsigned *) out = b[0] | b[1] << 8 | b[2] << 16 | (unsigned) b[3] << 24;
+          *(unsigned *) out = word;
         else
 #pragma unroll
           for (int e = 0; e < COLUMN_ELEMENTS; e++)
             if (e0 + e < elements)
-              out[e] = b[e];
+              out[e] = (unsigned char) (word >> 8 * e);
       }
 }
 
@@ -1118,19 +1211,24 @@ cudafx_status
 launch_fixed (cfx_context *cx, const fixed_args &f, cudafx_border border, const cfx_stripe *s)
 {
   size_t shared;
-  const int warps = warps_that_fit (cx, 0, sizeof (float) * CH * plane_floats<ROWS_P> (tile_width (ROWS_P, f.size)),
-                                    &shared);
-  cudafx_status st = allow_shared (cx, convolve_rows_fixed_kernel<CH>, shared);
+  const int warps = warps_that_fit (cx, 0, sizeof (float4) * CH * fixed_plane4 (WARP * ROWS_P + f.row_padded), &shared);
+  auto kernel = f.row_padded == 8 ? convolve_rows_fixed_kernel<CH, 8, true>
+              : f.row_padded == 16 ? convolve_rows_fixed_kernel<CH, 16, true>
+              : f.row_padded == 24 ? convolve_rows_fixed_kernel<CH, 24, true>
+              : f.row_padded == 32 ? convolve_rows_fixed_kernel<CH, 32, true>
+                                   : convolve_rows_fixed_kernel<CH, 32, false>;
+  cudafx_status st = allow_shared (cx, kernel, shared);
   if (st)
     return st;
   dim3 row_grid ((s->width + WARP * ROWS_P - 1) / (WARP * ROWS_P), (s->rows + 2 * s->halo + warps - 1) / warps);
-  convolve_rows_fixed_kernel<CH><<<row_grid, dim3 (WARP, warps), shared, s->stream>>> (*s, f, border);
+  kernel<<<row_grid, dim3 (WARP, warps), shared, s->stream>>> (*s, f, border);
   if ((st = cfx_check_launch ("convolve", "convolve_rows_fixed_kernel")))
     return st;
   const int elements = s->width * CH;
   dim3 grid ((elements + WARP * COLUMN_ELEMENTS - 1) / (WARP * COLUMN_ELEMENTS),
              (s->rows + MAX_WARPS * COLUMN_R - 1) / (MAX_WARPS * COLUMN_R));
-  convolve_columns_fixed_kernel<<<grid, dim3 (WARP, MAX_WARPS), 0, s->stream>>> (*s, f);
+  (f.column_raw ? convolve_columns_fixed_kernel<true> : convolve_columns_fixed_kernel<false>)
+    <<<grid, dim3 (WARP, MAX_WARPS), 0, s->stream>>> (*s, f);
   return cfx_check_launch ("convolve", "convolve_columns_fixed_kernel");
 }
 
@@ -1283,17 +1381,43 @@ convolve_stripe (void *ctx, const cfx_stripe *s)
 void
 make_fixed_args (const convolve_plan *plan, size_t elements, fixed_args *f)
 {
-  const int n = plan->size;
-  f->size = n;
+  const int n = plan->size, r = n / 2;
+  f->left = round4 (r);
+  f->row_padded = (f->left + r + 1 + 7) / 8 * 8;
+  if (f->row_padded > 32)
+    f->row_padded = (f->row_padded + 31) / 32 * 32; /* at most FIXED_PADDED: left + r + 1 <= 2 * 64 */
+  f->column_padded = (n + COLUMN_R - 1) / COLUMN_R * COLUMN_R;
   f->scratch_pitch = (int) ((elements + 7) / 8 * 8);
   f->row_start = (float) (0x1p39 + plan->fixed_bias[0] * 0x1p16); /* exact: bias < 2^7 */
-  f->column_start = (float) (0x1p39 + plan->fixed_bias[1] * 0x1p16);
   f->offset = plan->offset;
   for (int i = 0; i < FIXED_PADDED; i++)
     {
-      f->row_taps[i] = i < n ? 256.0f * plan->fixed_taps[i] : 0.0f;
+      const int tap = i - (f->left - r); /* slot i's tap */
+      f->row_taps[i] = tap >= 0 && tap < n ? 256.0f * plan->fixed_taps[tap] : 0.0f;
       f->column_taps[i] = i < n ? (float) plan->fixed_taps[n + i] : 0.0f;
     }
+  /* RAW: the constants added since the last subtraction, in lane units,
+   * stay below 2^23 less the start lane's and the sum's 2^16 each */
+  const long room = (1L << 23) - 2 * 65536;
+  long pending = 0;
+  f->column_raw = 1;
+  for (int g = 0; g < f->column_padded / COLUMN_R; g++)
+    {
+      long group = 0;
+      for (int j = 0; j < COLUMN_R; j++)
+        group += 128L * (long) f->column_taps[g * COLUMN_R + j];
+      f->column_fix[g] = 0.0f;
+      if (group >= room)
+        f->column_raw = 0;
+      if (pending + group >= room)
+        {
+          f->column_fix[g] = (float) ((double) pending * 0x1p16); /* exact: 2^23 * a 16-bit integer sum */
+          pending = 0;
+        }
+      pending += group;
+    }
+  const long lane = ((long) plan->fixed_bias[1] + 128 - (f->column_raw ? pending : 0)) & 0xffff;
+  f->column_start = (float) (0x1p39 + (double) lane * 0x1p16);
 }
 
 } // namespace
