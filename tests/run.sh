@@ -48,13 +48,13 @@ if [ "$mode" = gpu ]; then
     xargs -P "${SANITIZER_JOBS:-$(nproc)}" -L 1 bash -c '
       timeout "$LIMIT" "$SANITIZER" --tool "$0" --error-exitcode 9 \
         env CUDAFX_TEST_BACKEND=cuda "$BUILD/test-gpu" "=$1" >"$LOGS/$0-$1.log" 2>&1
-      echo $? >"$LOGS/$0-$1.rc"'
-  replay() { # tool: each test's result (a failure's whole log), then the count
+      rc=$?; echo $SECONDS >"$LOGS/$0-$1.s"; echo $rc >"$LOGS/$0-$1.rc"'
+  replay() { # tool: each test's result and seconds (a failure's whole log), then the count
     local p=0 f=0 rc base
     for rc in "$logs/$1"-*.rc; do
       base=${rc%.rc}
       case $(cat "$rc") in
-        0) p=$((p + 1)); grep -E '^ok ' "$base.log" ;;
+        0) p=$((p + 1)); echo "$(grep -E '^ok ' "$base.log") ($(cat "$base.s") s)" ;;
         124) f=$((f + 1)); echo "FAIL ${base##*/}: not finished in ${SANITIZER_TIMEOUT}s" ;;
         *) f=$((f + 1)); cat "$base.log"; echo "FAIL ${base##*/} (exit $(cat "$rc"))" ;;
       esac
