@@ -611,11 +611,15 @@ pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi, i
 }
 
 /* bytes of scratch i when the caller holds scratch_lock, else fresh memory
- * (*fresh set); NULL if there is not enough memory. Scratch taken before
- * CUDA started is taken again, pinned, once it has (once: if pinning then
- * fails, the plain memory stays). */
+ * (*fresh set); NULL if there is not enough memory. Plain scratch grows to
+ * whole bytes (the input's at that level) at once, when the system has
+ * them: GIMP asks for a merge in chunks of growing size, and memory taken
+ * anew for each chunk costs its page faults again, while pages never
+ * touched cost nothing (pinned memory is all taken at once: it grows as
+ * asked). Scratch taken before CUDA started is taken again, pinned, once
+ * it has (once: if pinning then fails, the plain memory stays). */
 static guint8 *
-region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fresh)
+region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole, gboolean *fresh)
 {
   *fresh = !locked;
   if (!locked)
@@ -624,7 +628,11 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fr
     {
       cudafx_host_free (self->scratch[i]);
       self->scratch_pinnable[i] = cudafx_host_pinnable ();
-      self->scratch[i] = cudafx_host_alloc (bytes);
+      self->scratch[i] = NULL;
+      if (whole > bytes && !self->scratch_pinnable[i])
+        self->scratch[i] = cudafx_host_alloc (bytes = whole);
+      if (!self->scratch[i])
+        self->scratch[i] = cudafx_host_alloc (bytes);
       self->scratch_size[i] = self->scratch[i] ? bytes : 0;
     }
   return self->scratch[i];
@@ -696,7 +704,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
   int              bpp = babl_format_get_bytes_per_pixel (self->format);
   gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE, threaded;
-  gsize            stride, bytes;
+  gsize            stride, bytes, whole;
 
   *identity = !at_level_args (&args, level, halo);
   if (*identity)
@@ -713,10 +721,12 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
                             area.height + 2 * halo };
   gegl_rectangle_intersect (&read, &grown, in_box);
   locked = g_mutex_trylock (&self->scratch_lock);
+  if (!g_size_checked_mul (&whole, (gsize) in_box->width * bpp, (gsize) in_box->height))
+    whole = 0;
   if (!g_size_checked_mul (&stride, (gsize) read.width, (gsize) bpp) ||
       !g_size_checked_mul (&bytes, stride, (gsize) read.height) ||
-      !(src.data = region_memory (self, 0, locked, bytes, &src_fresh)) ||
-      !(dst.data = region_memory (self, 1, locked, bytes, &dst_fresh)))
+      !(src.data = region_memory (self, 0, locked, bytes, whole, &src_fresh)) ||
+      !(dst.data = region_memory (self, 1, locked, bytes, whole, &dst_fresh)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
                    _("not enough memory for a %d×%d region"), read.width, read.height);
