@@ -333,10 +333,12 @@ noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *s
 
 /* The noise σ and model of the whole input at level (what a whole-image run
  * on that level's pixels estimates; extent is in its coordinates), from the
- * cache when input, level and extent are those it was found on. */
+ * cache when input, level and extent are those it was found on. memory:
+ * room for extent's pixels (the region's scratch, whose pages the first
+ * region then reuses), or NULL to take fresh memory. */
 static gboolean
 noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int level,
-             double *sigma, cudafx_noise_model *model, GError **error)
+             guint8 *memory, double *sigma, cudafx_noise_model *model, GError **error)
 {
   gboolean ok = TRUE;
 
@@ -350,12 +352,16 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
       cudafx_status       status;
 
       forget_noise (self);
-      ok = cudafx_region_read_as (input, extent, level, self->format, &image, error);
+      if (memory)
+        cudafx_region_read_into (input, extent, level, self->format, memory, &image);
+      else
+        ok = cudafx_region_read_as (input, extent, level, self->format, &image, error);
       if (ok)
         {
           cudafx_options_init (&options);
           status = cudafx_nlmeans_estimate (&image, &options, &info);
-          g_free (image.data);
+          if (!memory)
+            g_free (image.data);
           if (status != CUDAFX_OK)
             {
               g_set_error_literal (error, CUDAFX_PROC_ERROR, status, cudafx_error_message ());
@@ -714,15 +720,18 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   area = whole_output (self, filter) ? *in_box : *roi;
   if (!gegl_rectangle_intersect (&area, &area, in_box) || !gegl_rectangle_intersect (&out, roi, &area))
     return TRUE;
-  if (automatic_nlmeans (self, filter)
-      && !noise_sigma (self, input, in_box, level, &args.nlmeans_sigma, &args.nlmeans_noise, error))
-    return FALSE;
-  grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
-                            area.height + 2 * halo };
-  gegl_rectangle_intersect (&read, &grown, in_box);
   locked = g_mutex_trylock (&self->scratch_lock);
   if (!g_size_checked_mul (&whole, (gsize) in_box->width * bpp, (gsize) in_box->height))
     whole = 0;
+  if (automatic_nlmeans (self, filter)
+      && !noise_sigma (self, input, in_box, level,
+                       locked && whole ? region_memory (self, 0, TRUE, whole, whole, &src_fresh)
+                                       : NULL,
+                       &args.nlmeans_sigma, &args.nlmeans_noise, error))
+    goto out;
+  grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
+                            area.height + 2 * halo };
+  gegl_rectangle_intersect (&read, &grown, in_box);
   if (!g_size_checked_mul (&stride, (gsize) read.width, (gsize) bpp) ||
       !g_size_checked_mul (&bytes, stride, (gsize) read.height) ||
       !(src.data = region_memory (self, 0, locked, bytes, whole, &src_fresh)) ||
