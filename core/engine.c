@@ -293,7 +293,7 @@ cudafx_host_alloc_plain (size_t bytes)
     return malloc (bytes ? bytes : 1);
   void *p = NULL;
   size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-  if (posix_memalign (&p, HUGE_PAGE, rounded))
+  if (rounded < bytes || posix_memalign (&p, HUGE_PAGE, rounded))
     return NULL;
 #ifdef MADV_HUGEPAGE
   madvise (p, rounded, MADV_HUGEPAGE); /* advice: without it, plain pages */

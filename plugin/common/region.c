@@ -64,18 +64,27 @@ gboolean
 cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, int level,
                        const Babl *format, cudafx_image *image, GError **error)
 {
-  gsize   stride, bytes;
+  gsize   bytes;
   guint8 *pixels;
 
-  if (!g_size_checked_mul (&stride, (gsize) rect->width,
-                           (gsize) babl_format_get_bytes_per_pixel (format)) ||
-      !g_size_checked_mul (&bytes, stride, (gsize) rect->height) ||
+  if (!g_size_checked_mul (&bytes, (gsize) rect->width * babl_format_get_bytes_per_pixel (format),
+                           (gsize) rect->height) ||
       !(pixels = g_try_malloc (bytes)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
                    _("not enough memory for a %d×%d region"), rect->width, rect->height);
       return FALSE;
     }
+  cudafx_region_read_into (source, rect, level, format, pixels, image);
+  return TRUE;
+}
+
+void
+cudafx_region_read_into (GeglBuffer *source, const GeglRectangle *rect, int level,
+                         const Babl *format, void *pixels, cudafx_image *image)
+{
+  gsize stride = (gsize) rect->width * babl_format_get_bytes_per_pixel (format);
+
   gegl_buffer_get (source, rect, 1.0 / (1 << level), format, pixels, stride, GEGL_ABYSS_NONE);
   memset (image, 0, sizeof *image);
   image->data = pixels;
@@ -85,7 +94,6 @@ cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, int level,
   image->has_alpha = babl_format_has_alpha (format);
   image->type = babl_format_get_type (format, 0) == babl_type ("u8") ? CUDAFX_U8 : CUDAFX_F32;
   image->stride = stride;
-  return TRUE;
 }
 
 gboolean

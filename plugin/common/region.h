@@ -32,6 +32,10 @@ gboolean cudafx_region_read (GeglBuffer *source, const GeglRectangle *rect, cuda
  * detail (0: every pixel; L: 1/2^L scale, rect in that level's coordinates). */
 gboolean cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, int level,
                                 const Babl *format, cudafx_image *image, GError **error);
+/* The same into pixels, rect's rows packed (rect->width times the
+ * format's bytes each), which the caller owns. */
+void     cudafx_region_read_into (GeglBuffer *source, const GeglRectangle *rect, int level,
+                                  const Babl *format, void *pixels, cudafx_image *image);
 
 /* The rectangle a run of args on area reads: area and the filter's halo, cut
  * to the buffer (what automatic nl-means estimates its noise on). */

@@ -333,10 +333,12 @@ noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *s
 
 /* The noise σ and model of the whole input at level (what a whole-image run
  * on that level's pixels estimates; extent is in its coordinates), from the
- * cache when input, level and extent are those it was found on. */
+ * cache when input, level and extent are those it was found on. memory:
+ * room for extent's pixels (the region's scratch, whose pages the first
+ * region then reuses), or NULL to take fresh memory. */
 static gboolean
 noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int level,
-             double *sigma, cudafx_noise_model *model, GError **error)
+             guint8 *memory, double *sigma, cudafx_noise_model *model, GError **error)
 {
   gboolean ok = TRUE;
 
@@ -350,12 +352,16 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
       cudafx_status       status;
 
       forget_noise (self);
-      ok = cudafx_region_read_as (input, extent, level, self->format, &image, error);
+      if (memory)
+        cudafx_region_read_into (input, extent, level, self->format, memory, &image);
+      else
+        ok = cudafx_region_read_as (input, extent, level, self->format, &image, error);
       if (ok)
         {
           cudafx_options_init (&options);
           status = cudafx_nlmeans_estimate (&image, &options, &info);
-          g_free (image.data);
+          if (!memory)
+            g_free (image.data);
           if (status != CUDAFX_OK)
             {
               g_set_error_literal (error, CUDAFX_PROC_ERROR, status, cudafx_error_message ());
@@ -611,11 +617,15 @@ pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi, i
 }
 
 /* bytes of scratch i when the caller holds scratch_lock, else fresh memory
- * (*fresh set); NULL if there is not enough memory. Scratch taken before
- * CUDA started is taken again, pinned, once it has (once: if pinning then
- * fails, the plain memory stays). */
+ * (*fresh set); NULL if there is not enough memory. Plain scratch grows to
+ * whole bytes (the input's at that level) at once, when the system has
+ * them: GIMP asks for a merge in chunks of growing size, and memory taken
+ * anew for each chunk costs its page faults again, while pages never
+ * touched cost nothing (pinned memory is all taken at once: it grows as
+ * asked). Scratch taken before CUDA started is taken again, pinned, once
+ * it has (once: if pinning then fails, the plain memory stays). */
 static guint8 *
-region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fresh)
+region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole, gboolean *fresh)
 {
   *fresh = !locked;
   if (!locked)
@@ -624,7 +634,11 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gboolean *fr
     {
       cudafx_host_free (self->scratch[i]);
       self->scratch_pinnable[i] = cudafx_host_pinnable ();
-      self->scratch[i] = cudafx_host_alloc (bytes);
+      self->scratch[i] = NULL;
+      if (whole > bytes && !self->scratch_pinnable[i])
+        self->scratch[i] = cudafx_host_alloc (bytes = whole);
+      if (!self->scratch[i])
+        self->scratch[i] = cudafx_host_alloc (bytes);
       self->scratch_size[i] = self->scratch[i] ? bytes : 0;
     }
   return self->scratch[i];
@@ -696,7 +710,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
   int              bpp = babl_format_get_bytes_per_pixel (self->format);
   gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE, threaded;
-  gsize            stride, bytes;
+  gsize            stride, bytes, whole;
 
   *identity = !at_level_args (&args, level, halo);
   if (*identity)
@@ -706,17 +720,22 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   area = whole_output (self, filter) ? *in_box : *roi;
   if (!gegl_rectangle_intersect (&area, &area, in_box) || !gegl_rectangle_intersect (&out, roi, &area))
     return TRUE;
+  locked = g_mutex_trylock (&self->scratch_lock);
+  if (!g_size_checked_mul (&whole, (gsize) in_box->width * bpp, (gsize) in_box->height))
+    whole = 0;
   if (automatic_nlmeans (self, filter)
-      && !noise_sigma (self, input, in_box, level, &args.nlmeans_sigma, &args.nlmeans_noise, error))
-    return FALSE;
+      && !noise_sigma (self, input, in_box, level,
+                       locked && whole ? region_memory (self, 0, TRUE, whole, whole, &src_fresh)
+                                       : NULL,
+                       &args.nlmeans_sigma, &args.nlmeans_noise, error))
+    goto out;
   grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
                             area.height + 2 * halo };
   gegl_rectangle_intersect (&read, &grown, in_box);
-  locked = g_mutex_trylock (&self->scratch_lock);
   if (!g_size_checked_mul (&stride, (gsize) read.width, (gsize) bpp) ||
       !g_size_checked_mul (&bytes, stride, (gsize) read.height) ||
-      !(src.data = region_memory (self, 0, locked, bytes, &src_fresh)) ||
-      !(dst.data = region_memory (self, 1, locked, bytes, &dst_fresh)))
+      !(src.data = region_memory (self, 0, locked, bytes, whole, &src_fresh)) ||
+      !(dst.data = region_memory (self, 1, locked, bytes, whole, &dst_fresh)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
                    _("not enough memory for a %d×%d region"), read.width, read.height);
@@ -737,6 +756,12 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
     dst.data = d;
   }
   cudafx_options_init (&options);
+  /* A parallel region ends when its last thread does: on a busy machine of
+   * few cores, a thread waiting to be scheduled held the engine's call on
+   * one of the 128×128 chunks GIMP's merge starts with for 5–20 ms, where
+   * one thread takes well under one (docs/BENCHMARKS.md, 2026-11-26). */
+  if ((gint64) read.width * read.height < 2 * MOVE_THREAD_COST)
+    options.threads = 1;
   if (!cudafx_proc_run (&args, &src, &dst, &options, NULL, error))
     goto out;
   move_region (output, &out, level, self->format,
