@@ -37,7 +37,8 @@ if [ "$mode" = gpu ]; then
   # cores) at a time: a filter's whole suite in one process ran past ten
   # minutes under racecheck and initcheck (nl-means, quantize), one process a
   # test spreads that over the cores. SANITIZER_TIMEOUT (seconds) bounds each
-  # process: one killed by it is reported as not finished, a failure.
+  # process: one killed by it is reported as not finished, a failure. A test
+  # that never reaches CUDA (argument checks) passes: --require-cuda-init no.
   # racecheck watches shared memory, which only the kernels use: the
   # filters' tests cover them (the machinery's many stripes take it minutes).
   logs=$(mktemp -d)
@@ -46,7 +47,7 @@ if [ "$mode" = gpu ]; then
     for t in $("$build/test-gpu" --list $tests); do echo "$tool $t"; done
   done | SANITIZER="$sanitizer" BUILD="$build" LOGS="$logs" LIMIT="${SANITIZER_TIMEOUT:-0}" \
     xargs -P "${SANITIZER_JOBS:-$(nproc)}" -L 1 bash -c '
-      timeout "$LIMIT" "$SANITIZER" --tool "$0" --error-exitcode 9 \
+      timeout "$LIMIT" "$SANITIZER" --tool "$0" --error-exitcode 9 --require-cuda-init no \
         env CUDAFX_TEST_BACKEND=cuda "$BUILD/test-gpu" "=$1" >"$LOGS/$0-$1.log" 2>&1
       rc=$?; echo $SECONDS >"$LOGS/$0-$1.s"; echo $rc >"$LOGS/$0-$1.rc"'
   replay() { # tool: each test's result and seconds (a failure's whole log), then the count
