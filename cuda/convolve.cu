@@ -566,6 +566,29 @@ template <int CH> struct small_group<float, CH>
   __device__ __forceinline__ float get (int e) const { return (&f[0].x)[e]; }
 };
 
+/* Group m of row into g; a group that crosses the image's left or right
+ * edge takes each pixel through the border map (none: 0). */
+template <typename T, int CH>
+__device__ __forceinline__ void
+load_group (small_group<T, CH> &g, const unsigned char *row, int m, int width, cudafx_border border)
+{
+  if (m >= 0 && 4 * m + 4 <= width)
+    {
+      g.load (row, m);
+      return;
+    }
+  g.clear ();
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    {
+      const int sx = cudafx_border_index (4 * m + k, width, border);
+      if (sx >= 0)
+#pragma unroll
+        for (int c = 0; c < CH; c++)
+          g.set (k * CH + c, row + ((size_t) sx * CH + c) * sizeof (T));
+    }
+}
+
 /* Groups a thread loads before converting any, so that the block waits
  * for memory about once: u8 groups are CH registers, f32 ones 4 * CH. */
 template <typename T> constexpr int small_batch = sizeof (T) == 1 ? 5 : 2;
@@ -602,21 +625,10 @@ fill_small_tile (const cfx_stripe &s, int m0, int by, int th, cudafx_border bord
           if (u >= units)
             break;
           const unsigned char *row = s.d_src + (size_t) min (by + u / G, last_row) * s.src_pitch;
-          if (INTERIOR || (m >= 0 && 4 * m + 4 <= s.width))
+          if (INTERIOR)
             g[b].load (row, m);
           else
-            {
-              g[b].clear ();
-#pragma unroll
-              for (int k = 0; k < 4; k++)
-                {
-                  const int sx = cudafx_border_index (4 * m + k, s.width, border);
-                  if (sx >= 0)
-#pragma unroll
-                    for (int c = 0; c < CH; c++)
-                      g[b].set (k * CH + c, row + ((size_t) sx * CH + c) * sizeof (T));
-                }
-            }
+            load_group (g[b], row, m, s.width, border);
         }
 #pragma unroll
       for (int b = 0; b < BATCH; b++)
@@ -987,21 +999,7 @@ convolve_rows_fixed_kernel (cfx_stripe s, fixed_args f, cudafx_border border)
       const int u = threadIdx.x + it * WARP, m = m0 + u;
       if (u >= groups)
         break;
-      if (m >= 0 && 4 * m + 4 <= s.width)
-        g[it].load (row, m);
-      else
-        {
-          g[it].clear ();
-#pragma unroll
-          for (int k = 0; k < 4; k++)
-            {
-              const int sx = cudafx_border_index (4 * m + k, s.width, border);
-              if (sx >= 0)
-#pragma unroll
-                for (int c = 0; c < CH; c++)
-                  g[it].set (k * CH + c, row + (size_t) sx * CH + c);
-            }
-        }
+      load_group (g[it], row, m, s.width, border);
     }
 #pragma unroll
   for (int it = 0; it < ITER; it++)
