@@ -20,6 +20,7 @@
  *     "Several GPUs and the whole call").
  * The JSON output's "backend_reason" says which case applied. */
 #include "backend.h"
+#include "batch.h"
 #include "image_pool.h"
 
 #include <pthread.h>
@@ -27,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
 
@@ -65,20 +65,12 @@ typedef struct {
 
 static start_job job;
 
-static double
-now_ms (void)
-{
-  struct timespec t;
-  clock_gettime (CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 /* CUDA_READY or CUDA_UNUSABLE, for whoever waits on it. */
 static void
 set_state (int state)
 {
   pthread_mutex_lock (&count_lock);
-  times.ready = state == CUDA_READY ? now_ms () : 0;
+  times.ready = state == CUDA_READY ? cli_now_ms () : 0;
   atomic_store (&cuda_state, state);
   pthread_cond_broadcast (&started);
   pthread_mutex_unlock (&count_lock);
@@ -88,7 +80,7 @@ static void
 set_device_count (int n)
 {
   pthread_mutex_lock (&count_lock);
-  times.counted = now_ms ();
+  times.counted = cli_now_ms ();
   device_count = n;
   pthread_cond_broadcast (&counted);
   pthread_mutex_unlock (&count_lock);
@@ -136,7 +128,7 @@ start_cuda (void *arg)
   cudafx_status s = warm_up (0, result);
   if (s == CUDAFX_OK)
     {
-      ready_ms = now_ms () - started_at;
+      ready_ms = cli_now_ms () - started_at;
       set_state (CUDA_READY);
     }
   else
@@ -148,7 +140,7 @@ start_cuda (void *arg)
   for (int d = 1; d <= devices && s == CUDAFX_OK && devices > 1 && job.several; d++)
     warm_up (d, result); /* a device that fails here: its files fall back or fail, each reporting why */
   pthread_mutex_lock (&count_lock);
-  times.all_ready = s == CUDAFX_OK ? now_ms () : 0;
+  times.all_ready = s == CUDAFX_OK ? cli_now_ms () : 0;
   pthread_mutex_unlock (&count_lock);
   free (result);
   atomic_store (&start_thread_done, 1);
@@ -208,7 +200,7 @@ cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, in
   job.filter = filter;
   job.params = *p;
   job.several = files > 1;
-  started_at = times.start = now_ms ();
+  started_at = times.start = cli_now_ms ();
   atomic_store (&cuda_state, CUDA_STARTING);
   start_thread_running = !pthread_create (&start_thread, NULL, start_cuda, NULL);
   if (!start_thread_running)
@@ -275,7 +267,7 @@ race_progress (double fraction, void *user_data)
   r->fraction = fraction;
   if (atomic_load (&cuda_state) != CUDA_READY)
     return 0;
-  double elapsed = now_ms () - r->start;
+  double elapsed = cli_now_ms () - r->start;
   double left = fraction > 0 ? elapsed * (1 - fraction) / fraction : r->budget + 1;
   r->switched = left > r->budget;
   return r->switched;
@@ -361,7 +353,7 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
 
   /* A file that races CUDA's start is among the first it gets: its call is
    * a first call. */
-  race r = { now_ms (), gpu_estimate_ms (src) + FIRST_CALL_MS, 0, 0 };
+  race r = { cli_now_ms (), gpu_estimate_ms (src) + FIRST_CALL_MS, 0, 0 };
   options.progress = race_progress;
   options.user_data = &r;
   s = cudafx_run_filter (filter, &params, src, dst, &options, result);

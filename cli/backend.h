@@ -22,7 +22,7 @@ void cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixel
 int cli_cuda_devices (void);
 
 /* When CUDA's start reached each step, CLOCK_MONOTONIC ms as
- * cli_timeline_now's, 0 where it did not (CUDAFX_BATCH_TIMELINE): the
+ * cli_now_ms's, 0 where it did not (CUDAFX_BATCH_TIMELINE): the
  * thread began, the devices were counted (the driver's start), the default
  * device was ready (its context, the filter's kernels), every device was. */
 typedef struct {

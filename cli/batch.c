@@ -62,12 +62,12 @@ cli_message_end (void)
   pthread_mutex_unlock (&stderr_lock);
 }
 
-static double
-now_s (void)
+double
+cli_now_ms (void)
 {
   struct timespec t;
   clock_gettime (CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
 /* "[12/64] 2 failed, about 35 s left": the estimate is the mean time per
@@ -197,7 +197,7 @@ cli_pipeline_run (const cli_stages *stages, int items, const cli_pipeline_config
   pthread_t *threads = calloc ((size_t) (codecs + workers), sizeof *threads);
   thread_arg *args = calloc ((size_t) (codecs + workers), sizeof *args);
   int started = 0, failed = 0, reported = 0;
-  double start = now_s ();
+  double start = cli_now_ms ();
 
   p.window = config->window > 0 ? config->window : codecs + 2 * workers;
   p.state = calloc ((size_t) items + 1, sizeof *p.state);
@@ -248,7 +248,7 @@ cli_pipeline_run (const cli_stages *stages, int items, const cli_pipeline_config
       if (stages->finish)
         stages->finish (stages->ctx, item, s);
       if (config->progress)
-        show_progress (reported, items, failed, now_s () - start);
+        show_progress (reported, items, failed, (cli_now_ms () - start) / 1e3);
       pthread_mutex_lock (&p.lock);
       p.in_flight--; /* its memory is free now: another may decode */
       pthread_cond_broadcast (&p.changed);

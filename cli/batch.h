@@ -35,6 +35,10 @@ typedef struct {
  * its threads could not be started (then no stage ran). */
 int cli_pipeline_run (const cli_stages *stages, int items, const cli_pipeline_config *config);
 
+/* Now, CLOCK_MONOTONIC in ms: the CLI's one clock (the progress line, the
+ * stages' times, the timeline's stamps). */
+double cli_now_ms (void);
+
 /* Messages on stderr while a progress line may be showing: begin takes the
  * lock and clears the line, end releases it (the line comes back at the next
  * update). Safe from any thread, also when no pipeline runs. */

@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -653,7 +652,7 @@ typedef struct {
   char               why[256]; /* why the engine ran on its backend */
   char               error[512];
   double             ms;       /* engine time */
-  /* CUDAFX_BATCH_TIMELINE: each stage's start and end (cli_timeline_now),
+  /* CUDAFX_BATCH_TIMELINE: each stage's start and end (cli_now_ms),
    * the ms the decode spent taking image memory from the pool and the ms
    * the compute spent pinning it. */
   double             decode[2], compute[2], encode[2];
@@ -746,14 +745,6 @@ print_json (const cli_command *c, const cli_file *f)
   fflush (stdout); /* a line per file as it finishes, for whoever reads the pipe */
 }
 
-static double
-now_ms (void)
-{
-  struct timespec t;
-  clock_gettime (CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 /* ---- one file: load, filter, save ------------------------------------------- *
  * The three stages of one file, which the pipeline (batch.c) overlaps across
  * files: load and save on codec threads, the engine on a worker. A failing
@@ -809,10 +800,10 @@ filter_file (cli_batch *b, cli_file *f, int worker)
       snprintf (f->result->report.device, sizeof f->result->report.device, "none");
       return 0;
     }
-  double start = now_ms ();
+  double start = cli_now_ms ();
   cudafx_status s = cli_run_engine (b->c->filter_index, &b->params, &f->pic.image, &f->dst, &options,
                                     f->result, f->why, sizeof f->why);
-  f->ms = now_ms () - start;
+  f->ms = cli_now_ms () - start;
   if (s != CUDAFX_OK)
     {
       const char *message = cudafx_error_message ();
@@ -854,9 +845,9 @@ file_load (void *ctx, int index)
   cli_batch *b = ctx;
   cli_file *f = &b->files[index];
   double pool_ms = cli_image_pool_thread_ms ();
-  f->decode[0] = cli_timeline_now ();
+  f->decode[0] = cli_now_ms ();
   int s = file_failed (f, load_file (b, f));
-  f->decode[1] = cli_timeline_now ();
+  f->decode[1] = cli_now_ms ();
   f->pool_ms = cli_image_pool_thread_ms () - pool_ms;
   return s;
 }
@@ -867,9 +858,9 @@ file_filter (void *ctx, int index, int worker)
   cli_batch *b = ctx;
   cli_file *f = &b->files[index];
   double pool_ms = cli_image_pool_thread_ms ();
-  f->compute[0] = cli_timeline_now ();
+  f->compute[0] = cli_now_ms ();
   int s = file_failed (f, filter_file (b, f, worker));
-  f->compute[1] = cli_timeline_now ();
+  f->compute[1] = cli_now_ms ();
   f->pin_ms = cli_image_pool_thread_ms () - pool_ms;
   return s;
 }
@@ -879,9 +870,9 @@ file_save (void *ctx, int index)
 {
   cli_batch *b = ctx;
   cli_file *f = &b->files[index];
-  f->encode[0] = cli_timeline_now ();
+  f->encode[0] = cli_now_ms ();
   int s = file_failed (f, save_file (b, f));
-  f->encode[1] = cli_timeline_now ();
+  f->encode[1] = cli_now_ms ();
   return s;
 }
 
@@ -897,7 +888,7 @@ timeline_file (int index, const cli_file *f, int status)
                      index, status, cli_timeline_ms (f->decode[0]), cli_timeline_ms (f->decode[1]), f->pool_ms,
                      cli_timeline_ms (f->compute[0]), cli_timeline_ms (f->compute[1]), f->pin_ms, f->ms, r->kernel_ms,
                      r->transfer_ms, cli_timeline_ms (f->encode[0]), cli_timeline_ms (f->encode[1]),
-                     cli_timeline_ms (cli_timeline_now ()));
+                     cli_timeline_ms (cli_now_ms ()));
 }
 
 /* The batch's own lines of CUDAFX_BATCH_TIMELINE: CUDA's start, the image
@@ -916,7 +907,7 @@ timeline_batch (double pipeline_end)
                      "\"plain_ms\": %.3f, \"freed\": %d, \"free_ms\": %.3f",
                      p.pinned, p.pin_ms, p.plain, p.plain_ms, p.freed, p.free_ms);
   cli_timeline_line ("\"event\": \"batch\", \"pipeline_end\": %.3f, \"cleanup_end\": %.3f",
-                     cli_timeline_ms (pipeline_end), cli_timeline_ms (cli_timeline_now ()));
+                     cli_timeline_ms (pipeline_end), cli_timeline_ms (cli_now_ms ()));
 }
 
 static void
@@ -1047,7 +1038,7 @@ run_filter (const cli_command *c)
         .codec_nice = codec_nice (),
       };
       int failed = cli_pipeline_run (&stages, n, &config);
-      pipeline_end = cli_timeline_now ();
+      pipeline_end = cli_now_ms ();
       if (failed < 0)
         status = runtime_error ("cannot start the threads that read, filter and write the images");
       else if (failed)

@@ -13,12 +13,12 @@
  * plain (the engine stages those). Making, pinning and freeing blocks
  * happen outside the lock: freeing a pinned block takes a millisecond. */
 #include "image_pool.h"
+#include "batch.h"
 
 #include "../core/cudafx.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PINNED_SHARE 8
@@ -36,16 +36,6 @@ static int                  n_blocks, n_allocated;
 static size_t               pinned_bytes; /* in pinned blocks, held or spare, or being pinned */
 static cli_image_pool_stats stats;        /* under the lock */
 static __thread double      thread_ms;
-
-/* CLOCK_MONOTONIC ms, as timeline.c's (this file is also linked into the
- * tests, without the rest of the CLI). */
-static double
-now_ms (void)
-{
-  struct timespec t;
-  clock_gettime (CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 static size_t
 pinned_cap (void)
@@ -76,13 +66,13 @@ detach_spares (block **out)
 static void
 free_blocks (block *doomed, int n)
 {
-  double start = now_ms ();
+  double start = cli_now_ms ();
   for (int i = 0; i < n; i++)
     cudafx_host_free (doomed[i].data);
   free (doomed);
   pthread_mutex_lock (&lock);
   stats.freed += n;
-  stats.free_ms += n ? now_ms () - start : 0;
+  stats.free_ms += n ? cli_now_ms () - start : 0;
   pthread_mutex_unlock (&lock);
 }
 
@@ -107,7 +97,7 @@ cli_image_pool_take (size_t bytes)
   void *data = NULL;
   block *doomed = NULL;
   int n_doomed = 0;
-  double start = now_ms ();
+  double start = cli_now_ms ();
 
   pthread_mutex_lock (&lock);
   for (int i = 0; i < n_blocks && !data; i++)
@@ -124,9 +114,9 @@ cli_image_pool_take (size_t bytes)
 
   if (!data)
     {
-      double made = now_ms ();
+      double made = cli_now_ms ();
       void *p = cudafx_host_alloc_plain (bytes);
-      double took = now_ms () - made;
+      double took = cli_now_ms () - made;
       pthread_mutex_lock (&lock);
       if (p && room_for_one ())
         {
@@ -139,7 +129,7 @@ cli_image_pool_take (size_t bytes)
       if (p && !data)
         free (p);
     }
-  thread_ms += now_ms () - start;
+  thread_ms += cli_now_ms () - start;
   return data;
 }
 
@@ -148,7 +138,7 @@ cli_image_pool_pin (const void *data)
 {
   void *p = NULL;
   size_t bytes = 0;
-  double start = now_ms ();
+  double start = cli_now_ms ();
 
   if (!data || !cudafx_host_pinnable ())
     return;
@@ -166,7 +156,7 @@ cli_image_pool_pin (const void *data)
   if (!p)
     return;
   int pinned = cudafx_host_pin (p, bytes);
-  double took = now_ms () - start;
+  double took = cli_now_ms () - start;
   pthread_mutex_lock (&lock);
   for (int i = 0; i < n_blocks; i++)
     if (blocks[i].data == p)

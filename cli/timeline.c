@@ -4,6 +4,7 @@
  * constructors: GEGL's, CUDA's), from /proc/self/stat, in the kernel's
  * clock ticks (10 ms). */
 #include "timeline.h"
+#include "batch.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,14 +17,6 @@
 static FILE           *out;
 static double          origin;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-double
-cli_timeline_now (void)
-{
-  struct timespec t;
-  clock_gettime (CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 double
 cli_timeline_ms (double stamp)
@@ -62,7 +55,7 @@ ms_before_main (void)
 void
 cli_timeline_init (void)
 {
-  origin = cli_timeline_now ();
+  origin = cli_now_ms ();
   const char *path = getenv ("CUDAFX_BATCH_TIMELINE");
   if (!path || !*path)
     return;
@@ -94,7 +87,7 @@ cli_timeline_close (void)
 {
   if (!out)
     return;
-  cli_timeline_line ("\"event\": \"end\", \"t\": %.3f", cli_timeline_ms (cli_timeline_now ()));
+  cli_timeline_line ("\"event\": \"end\", \"t\": %.3f", cli_timeline_ms (cli_now_ms ()));
   fclose (out);
   out = NULL;
 }

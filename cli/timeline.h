@@ -12,9 +12,7 @@
 void   cli_timeline_init (void);
 /* 1 when a timeline is being written. */
 int    cli_timeline_on (void);
-/* Now, CLOCK_MONOTONIC ms (the stamps the lines are made of). */
-double cli_timeline_now (void);
-/* A stamp from cli_timeline_now as ms since the origin; -1 for 0 (never
+/* A stamp from cli_now_ms (batch.h) as ms since the origin; -1 for 0 (never
  * stamped). */
 double cli_timeline_ms (double stamp);
 /* Writes one line: fmt gives the object's members without braces
