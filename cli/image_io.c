@@ -85,7 +85,7 @@ cfx_image_free (void *data)
   if (image_give)
     image_give (data);
   else
-    g_free (data);
+    free (data);
 }
 
 void

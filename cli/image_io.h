@@ -46,8 +46,8 @@ int cfx_image_alloc (cudafx_image *img, int width, int height);
 /* Frees pixels from cfx_image_alloc (NULL: nothing). */
 void cfx_image_free (void *data);
 /* Where cfx_image_alloc takes pixels and cfx_image_free gives them back:
- * take and give, or with NULLs the heap (g_try_malloc, g_free). Set while
- * no image is held. */
+ * take and give, or with NULLs plain memory (cudafx_host_alloc_plain,
+ * free). Set while no image is held. */
 void cfx_image_memory (void *(*take) (size_t bytes), void (*give) (void *data));
 
 /* Reads and decodes the file at path. max_pixels > 0 refuses larger images

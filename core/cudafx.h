@@ -118,9 +118,9 @@ void cudafx_backend_warm_up (void);
  * plain memory before that, without CUDA, with CUDAFX_BACKEND=cpu or when
  * pinning fails. It never waits for CUDA's start-up. An image (src or dst of
  * a filter) lying wholly in one pinned block skips the backend's own staging
- * copy on the way in and out. Pinning is slow (the pages cleared, then
- * registered with the driver: about 7 ms for 36 MB): a host keeps such
- * memory across calls rather than allocating it per call. NULL when there
+ * copy on the way in and out. Pinning costs time (the pages cleared, then
+ * registered with the driver; docs/BENCHMARKS.md has the figures): a host
+ * keeps such memory across calls rather than allocating it per call. NULL when there
  * is not enough memory. */
 void *cudafx_host_alloc (size_t bytes);
 /* Plain memory laid out for cudafx_host_pin to pin quickly, and with few
@@ -138,8 +138,8 @@ int   cudafx_host_pinnable (void);
 /* Pins bytes at p, plain memory from malloc, posix_memalign or
  * cudafx_host_alloc_plain that the host holds, as a block of
  * cudafx_host_alloc: 1 when pinned (free it with cudafx_host_free then),
- * 0 when it stays plain (as cudafx_host_pinnable says). Quick for
- * cudafx_host_alloc_plain's memory once written (about 1 ms for 36 MB). */
+ * 0 when it stays plain (as cudafx_host_pinnable says). Quickest for
+ * cudafx_host_alloc_plain's memory once written (its pages exist). */
 int   cudafx_host_pin (void *p, size_t bytes);
 
 /* ---- argument table ---------------------------------------------------------

@@ -281,9 +281,9 @@ may_pin (void)
 
 /* Huge pages: a 12 MP RGB image is 9000 page faults in 4 KB pages, 18 in
  * 2 MB ones, and on virtual machines each fault is dear; the driver pins a
- * block of them, its pages there, in 1 ms for 36 MB where cudaHostAlloc
- * took 12 ms and held every other thread's CUDA calls meanwhile
- * (docs/BENCHMARKS.md, 2026-11-26: page faults; "the fixed second"). */
+ * block of them, its pages there, far quicker than cudaHostAlloc makes one,
+ * which holds every other thread's CUDA calls meanwhile (docs/BENCHMARKS.md,
+ * 2026-11-26: page faults; "the fixed second"). */
 #define HUGE_PAGE ((size_t) 2 << 20)
 
 void *
@@ -305,14 +305,13 @@ void *
 cudafx_host_alloc (size_t bytes)
 {
   void *p = cudafx_host_alloc_plain (bytes);
-#ifdef CUDAFX_HAVE_CUDA
+
   /* The pages made here, outside the driver, then registered. */
-  if (p && bytes && may_pin () && cudafx_cuda_host_pinnable ())
+  if (p && bytes && cudafx_host_pinnable ())
     {
       memset (p, 0, bytes);
-      cudafx_cuda_host_register (p, bytes);
+      cudafx_host_pin (p, bytes);
     }
-#endif
   return p;
 }
 

@@ -200,10 +200,9 @@ cudafx_cuda_host_pinnable (void)
 /* A pinned block is the host's memory, its pages made by the host (in
  * 2 MB pages: cudafx_host_alloc_plain), registered with the driver:
  * cudaHostAlloc holds the driver up for the whole of its work, and every
- * other thread's CUDA calls wait for it (a 1.4 ms call took 970 ms while
- * another thread pinned 36 MB blocks in a loop), while registering pages
- * already there is quick (12.1 ms against 1.0 ms a 36 MB block; measured:
- * docs/BENCHMARKS.md, 2026-11-26, "the fixed second"). */
+ * other thread's CUDA calls wait for it, while registering pages already
+ * there is an order of magnitude quicker (docs/BENCHMARKS.md, 2026-11-26,
+ * "the fixed second"). */
 extern "C" int
 cudafx_cuda_host_register (void *p, size_t bytes)
 {

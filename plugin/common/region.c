@@ -64,11 +64,12 @@ gboolean
 cudafx_region_read_as (GeglBuffer *source, const GeglRectangle *rect, int level,
                        const Babl *format, cudafx_image *image, GError **error)
 {
-  gsize   bytes;
+  gsize   stride, bytes;
   guint8 *pixels;
 
-  if (!g_size_checked_mul (&bytes, (gsize) rect->width * babl_format_get_bytes_per_pixel (format),
-                           (gsize) rect->height) ||
+  if (!g_size_checked_mul (&stride, (gsize) rect->width,
+                           (gsize) babl_format_get_bytes_per_pixel (format)) ||
+      !g_size_checked_mul (&bytes, stride, (gsize) rect->height) ||
       !(pixels = g_try_malloc (bytes)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,

@@ -757,9 +757,9 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   }
   cudafx_options_init (&options);
   /* A parallel region ends when its last thread does: on a busy machine of
-   * few cores, a thread waiting to be scheduled held the engine's call on
-   * one of the 128×128 chunks GIMP's merge starts with for 5–20 ms, where
-   * one thread takes well under one (docs/BENCHMARKS.md, 2026-11-26). */
+   * few cores, a thread waiting to be scheduled held up the engine's call on
+   * the small chunks GIMP's merge starts with many times longer than one
+   * thread takes for them (docs/BENCHMARKS.md, 2026-11-26). */
   if ((gint64) read.width * read.height < 2 * MOVE_THREAD_COST)
     options.threads = 1;
   if (!cudafx_proc_run (&args, &src, &dst, &options, NULL, error))
