@@ -11,18 +11,29 @@
 #include <stdio.h>
 
 typedef void (*harness_test_fn) (void);
-void harness_register (const char *name, harness_test_fn fn);
+void harness_register (const char *name, harness_test_fn fn, int shards);
 /* Records a failure of the running test (first few are printed). */
 void harness_fail (const char *file, int line, const char *fmt, ...)
   __attribute__ ((format (printf, 3, 4)));
 /* Failures so far in the running test: lets a test stop a loop early. */
 int harness_failures (void);
 
-#define TEST(name)                                                        \
+#define TEST(name) TEST_SHARDED (name, 1)
+
+/* A test of many independent cases, which may run as `shards` processes
+ * ("=NAME@I/N" runs the cases harness_case () gives shard I): under
+ * compute-sanitizer one process of such a test ran past ten minutes, split
+ * it finishes on as many cores. Without "@", every case runs. */
+#define TEST_SHARDED(name, shards)                                        \
   static void test_##name (void);                                         \
   __attribute__ ((constructor)) static void register_##name (void)        \
-  { harness_register (#name, test_##name); }                              \
+  { harness_register (#name, test_##name, shards); }                      \
   static void test_##name (void)
+
+/* Whether the running process takes the test's next case: cases are dealt
+ * out to the shards in turn. A case skipped must still draw its test data,
+ * so that every shard sees the images the whole test would. */
+int harness_case (void);
 
 #define CHECK(cond, ...)                                                  \
   do { if (!(cond)) harness_fail (__FILE__, __LINE__, __VA_ARGS__); } while (0)

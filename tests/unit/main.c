@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* Test runner: see harness.h. Usage: test-unit [NAME-PART...]; a NAME-PART
- * that no test name contains counts as a failed test. */
+/* Test runner: see harness.h. Usage: test-unit [--list] [NAME-PART | =NAME |
+ * =NAME@I/N ...]; an argument that selects no test counts as a failed test. */
 #include "harness.h"
 
 #include <math.h>
@@ -9,12 +9,14 @@
 #include <string.h>
 
 #define MAX_TESTS 512
-static struct { const char *name; harness_test_fn fn; } tests[MAX_TESTS];
+static struct { const char *name; harness_test_fn fn; int shards; } tests[MAX_TESTS];
 static int n_tests;
 static int current_failures;
+/* The running test's shard ("=NAME@I/N"; N = 0: all cases) and its cases so far. */
+static int shard_index, shard_count, cases_seen;
 
 void
-harness_register (const char *name, harness_test_fn fn)
+harness_register (const char *name, harness_test_fn fn, int shards)
 {
   if (n_tests == MAX_TESTS)
     {
@@ -23,6 +25,7 @@ harness_register (const char *name, harness_test_fn fn)
     }
   tests[n_tests].name = name;
   tests[n_tests].fn = fn;
+  tests[n_tests].shards = shards;
   n_tests++;
 }
 
@@ -44,6 +47,12 @@ int
 harness_failures (void)
 {
   return current_failures;
+}
+
+int
+harness_case (void)
+{
+  return shard_count == 0 || cases_seen++ % shard_count == shard_index;
 }
 
 static cudafx_options
@@ -176,19 +185,38 @@ harness_max_diff (const cudafx_image *a, const cudafx_image *b)
 }
 
 /* Whether test i is selected by argument a: "=NAME" selects that test
- * alone, any other argument the tests whose names contain it. */
+ * alone, "=NAME@I/N" its shard I of the N it declares, any other argument
+ * the tests whose names contain it. A shard sets shard_index and
+ * shard_count. */
 static int
 selects (const char *a, int i)
 {
-  return a[0] == '=' ? strcmp (tests[i].name, a + 1) == 0 : strstr (tests[i].name, a) != NULL;
+  if (a[0] != '=')
+    return strstr (tests[i].name, a) != NULL;
+  size_t n = strlen (tests[i].name);
+  if (strncmp (a + 1, tests[i].name, n) != 0)
+    return 0;
+  if (a[1 + n] == '\0')
+    {
+      shard_count = 0;
+      return 1;
+    }
+  int index, count, end = 0;
+  if (sscanf (a + 1 + n, "@%d/%d%n", &index, &count, &end) != 2 || a[1 + n + end] != '\0'
+      || count != tests[i].shards || index < 0 || index >= count)
+    return 0;
+  shard_index = index;
+  shard_count = count;
+  return 1;
 }
 
 int
 main (int argc, char **argv)
 {
   int passed = 0, failed = 0;
-  /* --list prints the selected tests' names instead of running them (the
-   * sanitizer runs start one process per test). */
+  /* --list prints the selected tests' names instead of running them, a
+   * sharded test's as its shards "NAME@I/N" (the sanitizer runs start one
+   * process per test or shard). */
   int list = argc > 1 && strcmp (argv[1], "--list") == 0;
   int first = list ? 2 : 1;
   /* Arguments select the tests whose names contain any of them. An argument
@@ -216,19 +244,31 @@ main (int argc, char **argv)
         continue;
       if (list)
         {
-          printf ("%s\n", tests[i].name);
+          if (tests[i].shards == 1)
+            printf ("%s\n", tests[i].name);
+          for (int k = 0; k < tests[i].shards && tests[i].shards > 1; k++)
+            printf ("%s@%d/%d\n", tests[i].name, k, tests[i].shards);
           continue;
         }
+      /* The shard of the first argument that chooses this test, if any. */
+      shard_count = 0;
+      for (int a = first; a < argc; a++)
+        if (selects (argv[a], i))
+          break;
+      cases_seen = 0;
       current_failures = 0;
       tests[i].fn ();
+      char shard[32] = "";
+      if (shard_count)
+        snprintf (shard, sizeof shard, "@%d/%d", shard_index, shard_count);
       if (current_failures)
         {
-          printf ("FAIL %s (%d failed checks)\n", tests[i].name, current_failures);
+          printf ("FAIL %s%s (%d failed checks)\n", tests[i].name, shard, current_failures);
           failed++;
         }
       else
         {
-          printf ("ok   %s\n", tests[i].name);
+          printf ("ok   %s%s\n", tests[i].name, shard);
           passed++;
         }
       fflush (stdout);
