@@ -224,6 +224,8 @@ set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *p
   CudafxOp *self = CUDAFX_OP (object);
   const cudafx_arg *arg;
 
+  if (prop_id == PROP_NOISE_SIGMA)
+    return; /* an output: see class_init */
   if (prop_id < 1 || prop_id > (guint) cudafx_filters[FILTER_OF (object)].n_args)
     {
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -871,13 +873,22 @@ class_init (gpointer klass, gpointer class_data)
   for (int i = 0; i < desc->n_args; i++)
     g_object_class_install_property (object_class, i + 1,
                                      arg_pspec (filter, &desc->args[i]));
+  /* The σ automatic mode found, an output. Writable all the same, and
+   * writing it does nothing: GIMP 3.0 copies every property of a filter's
+   * settings onto its operation, and a read-only one made GLib log a
+   * critical on each use (GIMP's filter dialog lists writable properties
+   * only). Explicit notify, so that GIMP's copy does not invalidate the
+   * node; hidden in GIMP's dialog, where it would look like a setting. */
   if (filter == CUDAFX_FILTER_NLMEANS)
-    g_object_class_install_property (
-      object_class, PROP_NOISE_SIGMA,
-      g_param_spec_double ("noise-sigma", _("Noise σ found"),
-                           _("The noise standard deviation automatic mode found in the whole "
-                             "input (0–255 scale), once the filter has run"),
-                           0, 255, 0, G_PARAM_READABLE));
+    {
+      GParamSpec *sigma = g_param_spec_double (
+        "noise-sigma", _("Noise σ found"),
+        _("The noise standard deviation automatic mode found in the whole input (0–255 scale), "
+          "once the filter has run; writing it has no effect"),
+        0, 255, 0, G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY);
+      gegl_param_spec_set_property_key (sigma, "visible", "0");
+      g_object_class_install_property (object_class, PROP_NOISE_SIGMA, sigma);
+    }
 
   operation_class->prepare = prepare;
   operation_class->get_bounding_box = get_bounding_box;
