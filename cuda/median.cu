@@ -36,7 +36,7 @@
  *   comparators are half-float arithmetic in the FMA pipe instead
  *   (min = a - relu (a - b), max = b + relu (a - b), exact on these
  *   integers), which balances the issue slots against the ALU pipe.
- * - median_packed_kernel (u8, square, radius <= 2, the other ranks): four
+ * - median_packed_kernel (u8, square, the other ranks of 5x5): four
  *   bytes per 32-bit word through a full sorting network with SIMD byte
  *   min/max, then the rank-k word is picked.
  * - median_select_kernel (f32, circles, other u8 ranks up to 7x7): each
@@ -65,7 +65,7 @@ namespace {
 
 constexpr int SELECT_BLOCK_X = 32, SELECT_BLOCK_Y = 8;
 constexpr int MAX_REGISTER_RADIUS = 3;  /* windows up to 7x7 in registers */
-constexpr int MAX_PACKED_RADIUS = 2;
+constexpr int MAX_PACKED_RADIUS = 2;    /* the other ranks of 5x5 */
 constexpr int MAX_TILE_RADIUS = 3;        /* the median of 5x5 and 7x7 */
 constexpr int COLUMNS_THREADS = 128;    /* tile words (4 bytes) across a block, halo included */
 constexpr int COLUMNS_ROWS = 16;        /* output rows a column or tile block walks down */
@@ -542,12 +542,9 @@ template <int L, int RANK> constexpr median_network::tile_network<L, RANK> tiler
 /* Full comparators of the tile network that run as half-float arithmetic in
  * the FMA pipe (fma_compare, 3 instructions) rather than as 2 integer
  * min/max in the ALU pipe, which issues every other cycle: FMA_EIGHTHS of
- * every 8 balance the two limits, issue slots and the ALU pipe (at 7x7, 4:
- * about 920 instructions a step either way). */
-#ifndef CUDAFX_MEDIAN_FMA_EIGHTHS
-#define CUDAFX_MEDIAN_FMA_EIGHTHS 4
-#endif
-constexpr int FMA_EIGHTHS = CUDAFX_MEDIAN_FMA_EIGHTHS;
+ * every 8 (by position in the network). Half balances the two limits, the
+ * issue slots and the ALU pipe; 3 or 5 eighths measured slower. */
+constexpr int FMA_EIGHTHS = 4;
 
 template <int L, int RANK, int... I>
 __device__ __forceinline__ void
@@ -789,17 +786,13 @@ median_stripe (void *ctx, const cfx_stripe *s)
         }
       return cfx_check_launch ("median", "median_tile_kernel");
     }
-  /* Other ranks: packed networks up to 5x5; at 7x7 the network outgrows the
+  /* Other ranks of 5x5: the packed network; at 7x7 it outgrows the
    * registers and selection by counting is faster. */
-  if (m->p->radius <= MAX_PACKED_RADIUS && m->p->shape == CUDAFX_SHAPE_SQUARE)
+  if (r == MAX_PACKED_RADIUS && square)
     {
       dim3 block (64, 4);
       dim3 grid (((s->width * s->channels + 3) / 4 + block.x - 1) / block.x, (s->rows + block.y - 1) / block.y);
-      switch (m->p->radius)
-        {
-        case 1: median_packed_kernel<1><<<grid, block, 0, s->stream>>> (*s, m->rank); break;
-        default: median_packed_kernel<2><<<grid, block, 0, s->stream>>> (*s, m->rank); break;
-        }
+      median_packed_kernel<MAX_PACKED_RADIUS><<<grid, block, 0, s->stream>>> (*s, m->rank);
       return cfx_check_launch ("median", "median_packed_kernel");
     }
   if (m->p->radius <= MAX_REGISTER_RADIUS)
