@@ -31,8 +31,9 @@
  *   own keys are merged in once for the outputs that share them. At 7x7
  *   that is 153 min/max a register of two outputs, against 232 when only
  *   two rows shared (the column kernel's layout, which pairs bytes of
- *   different channels). The networks bound the kernel: on sm_90 integer
- *   min/max issue in the ALU pipe at half rate, so half the full
+ *   different channels). Instruction issue bounds the kernel, the
+ *   networks two thirds of it at 7x7, half at 5x5: on sm_90
+ *   integer min/max issue in the ALU pipe at half rate, so half the full
  *   comparators are half-float arithmetic in the FMA pipe instead
  *   (min = a - relu (a - b), max = b + relu (a - b), exact on these
  *   integers), which balances the issue slots against the ALU pipe.
@@ -66,7 +67,7 @@ namespace {
 constexpr int SELECT_BLOCK_X = 32, SELECT_BLOCK_Y = 8;
 constexpr int MAX_REGISTER_RADIUS = 3;  /* windows up to 7x7 in registers */
 constexpr int MAX_PACKED_RADIUS = 2;    /* the other ranks of 5x5 */
-constexpr int MAX_TILE_RADIUS = 3;        /* the median of 5x5 and 7x7 */
+constexpr int MAX_TILE_RADIUS = 3;      /* the median of 5x5 and 7x7 */
 constexpr int COLUMNS_THREADS = 128;    /* tile words (4 bytes) across a block, halo included */
 constexpr int COLUMNS_ROWS = 16;        /* output rows a column or tile block walks down */
 constexpr int HIST_THREADS = 32;        /* one warp; bins interleaved by thread: no bank conflicts */
