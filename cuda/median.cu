@@ -3,35 +3,41 @@
  *
  * Every kernel finds exact order statistics, so the output equals the CPU's
  * bit for bit:
- * - median_columns_kernel (u8, square, radius <= 3; every rank of 3x3, the
- *   median of 5x5 and 7x7): separable sorting networks after Adams 2021,
- *   "Fast median filters using separable sorting networks". A block walks
- *   down 16 output rows, keeping each column's raw words in registers (the
- *   new rows loaded a step ahead of their use). 5x5 and 7x7 take two output
- *   rows a step: their windows share L-1 rows, whose columns are sorted once,
- *   and the selection among those shared keys is done once for both (3x3
- *   takes one row a step, all L rows sorted). Per step each thread sorts the
- *   window column of one aligned 4-byte word, its even and its odd bytes as
- *   two 16-bit lanes a word, into a shared tile, followed by the two outputs'
- *   own rows unsorted. Sorting is per lane, so the sorted column at any byte
+ * - median_columns_kernel (u8, square, every rank of 3x3): separable
+ *   sorting networks after Adams 2021, "Fast median filters using separable
+ *   sorting networks". A block walks down 16 output rows, keeping each
+ *   column's raw words in registers (the next row loaded a step ahead of its
+ *   use). Per row each thread sorts the window column of one aligned 4-byte
+ *   word, its even and its odd bytes as two 16-bit lanes a word, into a
+ *   shared tile. Sorting is per lane, so the sorted column at any byte
  *   offset is a regrouping of the sorted words' lanes (one byte permute at
  *   most): columns are sorted once and shared by every output that uses
  *   them. The tile is as wide as the block; the threads at its ends sort
  *   the halo and output nothing. Each thread reads the tile words its
- *   windows span once for both streams, then selects its outputs with a
+ *   window spans once for both streams, then selects its outputs with a
  *   network built at compile time (median_network.h): the rank-rows sorted
  *   across the columns, keys the row/column order rules out dropped, the
- *   rest merged; with two rows the shared grid yields the L+1 candidate
- *   ranks and each output merges in its sorted own row; everything pruned
- *   backwards to the ranks needed. Lanes
- *   hold 0x6400 + byte, which also reads as the half float 1024 + byte, so
- *   the even outputs' network runs as 16-bit integer min/max and the odd
- *   outputs' as half-float min/max (sm_80 on). On sm_90 both kinds run in
- *   the ALU pipe, which bounds the networks with issue slots to spare, so
- *   from 5x5 on the odd outputs' full comparators are half-float
- *   arithmetic instead (min = a - relu (a - b), max = b + relu (a - b),
- *   exact on these integers): the FMA pipe takes that share.
- * - median_packed_kernel (u8, square, radius <= 2, the other ranks): four
+ *   rest merged, everything pruned backwards to the rank needed. Lanes hold
+ *   0x6400 + byte, which also reads as the half float 1024 + byte, so the
+ *   even outputs' network runs as 16-bit integer min/max and the odd
+ *   outputs' as half-float min/max (sm_80 on).
+ * - median_tile_kernel (u8, square, the median of 5x5 and 7x7): Adams'
+ *   2-D tiles. Outputs that are neighbours in the same channel share most
+ *   of their windows, so the block's sorted columns are regrouped by
+ *   channel: a tile word holds one channel's columns x and x + W as two
+ *   16-bit lanes, and a thread selects a 2x2 tile of outputs per lane (two
+ *   rows, two adjacent pixels). Their windows share an (L-1) x (L-1) core,
+ *   selected once; each tile column's own sorted column and each tile row's
+ *   own keys are merged in once for the outputs that share them. At 7x7
+ *   that is 153 min/max a register of two outputs, against 232 when only
+ *   two rows shared (the column kernel's layout, which pairs bytes of
+ *   different channels). Instruction issue bounds the kernel, the
+ *   networks two thirds of it at 7x7, half at 5x5: on sm_90
+ *   integer min/max issue in the ALU pipe at half rate, so half the full
+ *   comparators are half-float arithmetic in the FMA pipe instead
+ *   (min = a - relu (a - b), max = b + relu (a - b), exact on these
+ *   integers), which balances the issue slots against the ALU pipe.
+ * - median_packed_kernel (u8, square, the other ranks of 5x5): four
  *   bytes per 32-bit word through a full sorting network with SIMD byte
  *   min/max, then the rank-k word is picked.
  * - median_select_kernel (f32, circles, other u8 ranks up to 7x7): each
@@ -60,10 +66,10 @@ namespace {
 
 constexpr int SELECT_BLOCK_X = 32, SELECT_BLOCK_Y = 8;
 constexpr int MAX_REGISTER_RADIUS = 3;  /* windows up to 7x7 in registers */
-constexpr int MAX_PACKED_RADIUS = 2;
-constexpr int MAX_COLUMNS_RADIUS = 3;
+constexpr int MAX_PACKED_RADIUS = 2;    /* the other ranks of 5x5 */
+constexpr int MAX_TILE_RADIUS = 3;      /* the median of 5x5 and 7x7 */
 constexpr int COLUMNS_THREADS = 128;    /* tile words (4 bytes) across a block, halo included */
-constexpr int COLUMNS_ROWS = 16;        /* output rows a block walks down */
+constexpr int COLUMNS_ROWS = 16;        /* output rows a column or tile block walks down */
 constexpr int HIST_THREADS = 32;        /* one warp; bins interleaved by thread: no bank conflicts */
 constexpr int HIST_SEGMENT = 64;        /* output rows per thread */
 
@@ -229,7 +235,7 @@ median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
 }
 
 template <int N> constexpr median_network::sort_network<N> sorter{};
-template <int L, int RANK, int STEP> constexpr median_network::select_network<L, RANK, STEP> selector{};
+template <int L, int RANK> constexpr median_network::select_network<L, RANK> selector{};
 
 /* The networks run with every slot index a compile-time constant, so the
  * keys stay in registers whatever the compiler's unrolling heuristics decide.
@@ -312,27 +318,19 @@ fma_compare (unsigned a, unsigned b, unsigned &lo, unsigned &hi)
 #endif
 }
 
-/* The pruned selection network on one stream of lanes. SPLIT (half-float
- * lanes only): comparators that keep both halves take fma_compare, the
- * others one min or max, so the work splits between two pipes. */
-template <int L, int RANK, int STEP, bool HALF, bool SPLIT, int... I>
+/* The pruned selection network on one stream of lanes. */
+template <int L, int RANK, bool HALF, int... I>
 __device__ __forceinline__ void
 select_lanes (unsigned *v, std::integer_sequence<int, I...>)
 {
-  static_assert (HALF || !SPLIT, "fma_compare needs half-float lanes");
   ((void) ([&] {
-     constexpr int a = selector<L, RANK, STEP>.a[I], b = selector<L, RANK, STEP>.b[I];
-     constexpr bool to_a = selector<L, RANK, STEP>.min_to_a[I], to_b = selector<L, RANK, STEP>.max_to_b[I];
-     if constexpr (SPLIT && to_a && to_b)
-       fma_compare (v[a], v[b], v[a], v[b]);
-     else
-       {
-         unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
-         if (to_a)
-           v[a] = lo;
-         if (to_b)
-           v[b] = hi;
-       }
+     constexpr int a = selector<L, RANK>.a[I], b = selector<L, RANK>.b[I];
+     constexpr bool to_a = selector<L, RANK>.min_to_a[I], to_b = selector<L, RANK>.max_to_b[I];
+     unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
+     if (to_a)
+       v[a] = lo;
+     if (to_b)
+       v[b] = hi;
    } ()), ...);
 }
 
@@ -430,53 +428,34 @@ column_key (const uint2 *words)
   return key;
 }
 
-/* Output rows a column-kernel step computes: from 5x5 on, two rows share
- * the sorting of L-1 window rows and the selection among them; at 3x3 the
- * own rows' sorting costs more than it saves. */
-template <int R> constexpr int rows_per_step = R >= 2 ? 2 : 1;
-
-/* Whether the odd outputs' full comparators move to the FMA pipe
- * (fma_compare): from 5x5 on, where the networks bound the kernel; at 3x3
- * they are a small part of its work. */
-template <int R> constexpr bool split_pipes = R >= 2;
-
-/* Blocks an SM must hold (0: no bound). 5 caps 7x7 at 96 registers (112
- * unbounded), which is faster; more blocks spill. 3x3 is left alone. */
-template <int R> constexpr int columns_min_blocks = R >= 2 ? 5 : 0;
-
-/* The thread's even and odd outputs of the step's STEP rows: every tile word
- * of the tile's rows is read once for both streams (a column needs one or
- * two words of one stream), then the pruned selection networks run, even
- * outputs by integer min/max and odd ones by half-float min/max. Tile rows:
- * the SORTED = L - STEP + 1 shared window rows, sorted per column, then
- * (STEP 2) the upper and the lower output's own rows, as loaded. */
-template <int R, int CH, int RANK, int STEP, int... DX>
-__device__ __forceinline__ void
-select_from_tile (const uint2 *tile, int tile_width, int base, uint2 *out, std::integer_sequence<int, DX...>)
+/* The thread's even and odd outputs: every tile word of the tile's L rows
+ * (the window rows, sorted per column) is read once for both streams (a
+ * column needs one or two words of one stream), then the pruned selection
+ * networks run, even outputs by integer min/max and odd ones by half-float
+ * min/max. */
+template <int R, int CH, int RANK, int... DX>
+__device__ __forceinline__ uint2
+select_from_tile (const uint2 *tile, int tile_width, int base, std::integer_sequence<int, DX...>)
 {
-  constexpr int L = 2 * R + 1, SORTED = L - STEP + 1, TILE_ROWS = SORTED + (STEP - 1) * 2;
+  constexpr int L = 2 * R + 1;
   /* Words read, from the thread's own: column P reads word P >> 2 and, when
    * P & 2, the next, so floor ((P + 2) / 4) last, most for P = R * CH + 1. */
   constexpr int LO = (-R * CH) >> 2, WORDS = ((R * CH + 3) >> 2) - LO + 1;
-  /* Slot of tile row k, column DX, as the network numbers them. */
-  constexpr auto slot = [] (int k, int dx) { return k < SORTED ? dx * SORTED + k : SORTED * L + (k - SORTED) * L + dx; };
-  unsigned even[TILE_ROWS * L], odd[TILE_ROWS * L];
+  unsigned even[L * L], odd[L * L]; /* tile row k, column DX: slot DX * L + k */
 #pragma unroll
-  for (int k = 0; k < TILE_ROWS; k++)
+  for (int k = 0; k < L; k++)
     {
       uint2 words[WORDS];
 #pragma unroll
       for (int q = 0; q < WORDS; q++)
         words[q] = tile[k * tile_width + base + LO + q];
-      ((even[slot (k, DX)] = column_key<(DX - R) * CH, LO> (words)), ...);
-      ((odd[slot (k, DX)] = column_key<(DX - R) * CH + 1, LO> (words)), ...);
+      ((even[DX * L + k] = column_key<(DX - R) * CH, LO> (words)), ...);
+      ((odd[DX * L + k] = column_key<(DX - R) * CH + 1, LO> (words)), ...);
     }
-  constexpr int ops = selector<L, RANK, STEP>.count;
-  constexpr int upper = selector<L, RANK, STEP>.answer[0], lower = selector<L, RANK, STEP>.answer[STEP - 1];
-  select_lanes<L, RANK, STEP, false, false> (even, std::make_integer_sequence<int, ops> ());
-  select_lanes<L, RANK, STEP, true, split_pipes<R>> (odd, std::make_integer_sequence<int, ops> ());
-  out[0] = make_uint2 (even[upper], odd[upper]);
-  out[STEP - 1] = make_uint2 (even[lower], odd[lower]);
+  constexpr int ops = selector<L, RANK>.count, answer = selector<L, RANK>.answer[0];
+  select_lanes<L, RANK, false> (even, std::make_integer_sequence<int, ops> ());
+  select_lanes<L, RANK, true> (odd, std::make_integer_sequence<int, ops> ());
+  return make_uint2 (even[answer], odd[answer]);
 }
 
 /* Words of a row left and right of a column kernel's outputs that their
@@ -488,107 +467,268 @@ template <int R, int CH> constexpr int columns_halo = (R * CH + 3) / 4;
  * each, the outer ones only for their neighbours' windows. */
 template <int R, int CH> constexpr int columns_outputs = COLUMNS_THREADS - 2 * columns_halo<R, CH>;
 
-/* u8, square, radius R, CH channels, rank RANK. Per step of STEP output
- * rows, each thread sorts the columns of one aligned word of the row, split
- * into its even and odd bytes as two 16-bit lanes each, into a shared tile
- * as wide as the block: the window rows all the step's outputs share,
- * sorted, then each output's own row. The HALO threads at either end only
- * sort: a second pass for the halo words, by one warp and with loads not
- * prefetched, kept the other warps waiting at the barrier. Sorting is per lane,
- * so a column at any byte offset is the sorted column words' lanes regrouped
- * (one byte permute at most). Then the pruned selection network gives the
- * thread's two even and two odd outputs of each of the STEP rows. */
+/* u8, square, radius R, CH channels, rank RANK (built for 3x3, every
+ * rank). Per output row, each thread sorts the window column of one
+ * aligned word of the row, split into its even and odd bytes as two 16-bit
+ * lanes each, into a shared tile as wide as the block. The HALO threads at
+ * either end only sort: a second pass for the halo words, by one warp and
+ * with loads not prefetched, kept the other warps waiting at the barrier.
+ * Sorting is per lane, so a column at any byte offset is the sorted column
+ * words' lanes regrouped (one byte permute at most). Then the pruned
+ * selection network gives the thread's two even and two odd outputs. */
 template <int R, int CH, int RANK>
-__global__ void __launch_bounds__ (COLUMNS_THREADS, columns_min_blocks<R>)
+__global__ void __launch_bounds__ (COLUMNS_THREADS)
 median_columns_kernel (cfx_stripe s)
 {
-  constexpr int L = 2 * R + 1, STEP = rows_per_step<R>;
-  constexpr int SORTED = L - STEP + 1, TILE_ROWS = SORTED + (STEP - 1) * 2;
-  constexpr int RAW = L + STEP - 1; /* input rows of a step */
+  constexpr int L = 2 * R + 1;
   constexpr int HALO = columns_halo<R, CH>, TILE = COLUMNS_THREADS;
-  static_assert (COLUMNS_ROWS % STEP == 0, "a block's rows split into whole steps");
   static_assert (columns_outputs<R, CH> > 0, "the halo fits the block");
-  __shared__ uint2 tiles[2][TILE_ROWS * TILE]; /* two, so one barrier a step suffices */
+  __shared__ uint2 tiles[2][L * TILE]; /* two, so one barrier a step suffices */
   const int row_bytes = s.width * CH, last_row = s.rows + 2 * s.halo - 1;
   /* Thread t sorts tile column t, row word w; it outputs word w if it is
    * none of the halo's. */
   const int w = blockIdx.x * columns_outputs<R, CH> - HALO + (int) threadIdx.x;
   const bool outputs = threadIdx.x >= HALO && threadIdx.x < TILE - HALO && 4 * w < row_bytes;
   const int y0 = blockIdx.y * COLUMNS_ROWS, y1 = min (y0 + COLUMNS_ROWS, s.rows);
-  /* The column's raw words stay in registers from step to step: each step
-   * loads STEP new rows, a step ahead of their use. */
+  /* The column's raw words stay in registers from row to row: each step
+   * loads the next row, a step ahead of its use. */
   auto load = [&] (int row) {
     return load_word (s.d_src + (size_t) min (row, last_row) * s.src_pitch, 4 * w, row_bytes, CH);
   };
-  unsigned raw[RAW]; /* input rows y - R .. y + STEP - 1 + R */
+  unsigned raw[L]; /* input rows y - R .. y + R */
 #pragma unroll
-  for (int k = 0; k < RAW; k++)
+  for (int k = 0; k < L; k++)
     raw[k] = load (y0 + s.halo - R + k);
-  for (int y = y0; y < y1; y += STEP)
+  for (int y = y0; y < y1; y++)
     {
-      uint2 *tile = tiles[(y / STEP) & 1];
-      unsigned even[RAW], odd[RAW];
+      uint2 *tile = tiles[y & 1];
+      unsigned even[L], odd[L];
 #pragma unroll
-      for (int k = 0; k < RAW; k++)
+      for (int k = 0; k < L; k++)
         {
           even[k] = __byte_perm (raw[k], 0x64646464, 0x4240); /* 0x6400 + byte a lane */
           odd[k] = __byte_perm (raw[k], 0x64646464, 0x4341);
         }
 #pragma unroll
-      for (int k = 0; k + STEP < RAW; k++)
-        raw[k] = raw[k + STEP];
-#pragma unroll
-      for (int j = 0; j < STEP; j++)
-        raw[RAW - STEP + j] = load (y + s.halo - R + RAW + j);
-      /* shared rows: all but the first and last input rows at STEP 2 */
-      sort_lanes<SORTED> (even + STEP - 1, std::make_integer_sequence<int, sorter<SORTED>.net.count> ());
-      sort_lanes<SORTED> (odd + STEP - 1, std::make_integer_sequence<int, sorter<SORTED>.net.count> ());
-      uint2 *column = tile + threadIdx.x;
-      store_sorted<SORTED> (column, TILE, even + STEP - 1, odd + STEP - 1, std::make_integer_sequence<int, SORTED> ());
-      if (STEP == 2)
-        {
-          column[SORTED * TILE] = make_uint2 (even[0], odd[0]);
-          column[(SORTED + 1) * TILE] = make_uint2 (even[RAW - 1], odd[RAW - 1]);
-        }
+      for (int k = 0; k + 1 < L; k++)
+        raw[k] = raw[k + 1];
+      raw[L - 1] = load (y + s.halo + R + 1);
+      sort_lanes<L> (even, std::make_integer_sequence<int, sorter<L>.net.count> ());
+      sort_lanes<L> (odd, std::make_integer_sequence<int, sorter<L>.net.count> ());
+      store_sorted<L> (tile + threadIdx.x, TILE, even, odd, std::make_integer_sequence<int, L> ());
       __syncthreads ();
       if (outputs)
         {
-          uint2 out[STEP];
-          select_from_tile<R, CH, RANK, STEP> (tile, TILE, threadIdx.x, out, std::make_integer_sequence<int, L> ());
+          const uint2 out = select_from_tile<R, CH, RANK> (tile, TILE, threadIdx.x, std::make_integer_sequence<int, L> ());
           /* The lanes' low bytes; rows are padded to 256 bytes on the
            * device: a whole word always fits. */
-#pragma unroll
-          for (int j = 0; j < STEP; j++)
-            if (y + j < y1)
-              *(unsigned *) (s.d_dst + (size_t) (y + j) * s.dst_pitch + 4 * w) = __byte_perm (out[j].x, out[j].y, 0x6240);
+          *(unsigned *) (s.d_dst + (size_t) y * s.dst_pitch + 4 * w) = __byte_perm (out.x, out.y, 0x6240);
         }
     }
 }
 
-template <int R, int CH, int... RANK>
-bool
+/* The column kernels built: every rank of 3x3. */
+template <int CH, int... RANK>
+void
 launch_columns (const cfx_stripe *s, int rank, std::integer_sequence<int, RANK...>)
 {
   int words = (s->width * CH + 3) / 4;
-  constexpr int out = columns_outputs<R, CH>;
+  constexpr int out = columns_outputs<1, CH>;
   dim3 grid ((words + out - 1) / out, (s->rows + COLUMNS_ROWS - 1) / COLUMNS_ROWS);
-  return ((rank == RANK
-           && (median_columns_kernel<R, CH, RANK><<<grid, COLUMNS_THREADS, 0, s->stream>>> (*s), true))
-          || ...);
+  ((rank == RANK ? median_columns_kernel<1, CH, RANK><<<grid, COLUMNS_THREADS, 0, s->stream>>> (*s) : (void) 0), ...);
 }
 
-/* The column kernels built: every rank of 3x3, the median of 5x5 and 7x7. */
-template <int CH>
-bool
-launch_columns (const cfx_stripe *s, int r, int rank)
+template <int L, int RANK> constexpr median_network::tile_network<L, RANK> tiler{};
+
+/* Full comparators of the tile network that run as half-float arithmetic in
+ * the FMA pipe (fma_compare, 3 instructions) rather than as 2 integer
+ * min/max in the ALU pipe, which issues every other cycle: FMA_EIGHTHS of
+ * every 8 (by position in the network). Half balances the two limits, the
+ * issue slots and the ALU pipe; 3 or 5 eighths measured slower. */
+constexpr int FMA_EIGHTHS = 4;
+
+template <int L, int RANK, int... I>
+__device__ __forceinline__ void
+tile_select (unsigned *v, std::integer_sequence<int, I...>)
 {
-  switch (r)
+  ((void) ([&] {
+     constexpr int a = tiler<L, RANK>.a[I], b = tiler<L, RANK>.b[I];
+     constexpr bool to_a = tiler<L, RANK>.min_to_a[I], to_b = tiler<L, RANK>.max_to_b[I];
+     if constexpr (tiler<L, RANK>.copy[I])
+       v[b] = v[a];
+     else if constexpr (to_a && to_b && I % 8 < FMA_EIGHTHS)
+       fma_compare (v[a], v[b], v[a], v[b]);
+     else
+       {
+         unsigned lo = __vminu2 (v[a], v[b]), hi = __vmaxu2 (v[a], v[b]);
+         if (to_a)
+           v[a] = lo;
+         if (to_b)
+           v[b] = hi;
+       }
+   } ()), ...);
+}
+
+/* The median tile kernel's shape for CH channels: W tile words a channel
+ * plane's row (each word two 16-bit lanes, columns W apart), 2W output
+ * pixels a block, and one selecting thread a pair of tile words, so that a
+ * warp selects in one plane. */
+template <int CH> constexpr int tile_words = CH >= 3 ? 64 : 256 / CH;
+template <int CH> constexpr int tile_threads = CH * tile_words<CH> / 2;
+
+/* The tile row's key-pair words in registers, slots as tile_network
+ * numbers them. Tile row k of plane c holds, at word j, the columns
+ * x0 - R + j (low lane) and x0 + W - R + j (high lane); the thread's outputs
+ * are columns 2p + R and 2p + R + 1 of each lane. */
+template <int R, int... J>
+__device__ __forceinline__ void
+tile_row_words (const unsigned *row, int k, unsigned *v, std::integer_sequence<int, J...>)
+{
+  constexpr int L = 2 * R + 1, H = L - 1;
+  using net = median_network::tile_network<L, 0>;
+  unsigned w[L + 1];
+  ((*(uint2 *) &w[2 * J] = *(const uint2 *) &row[2 * J]), ...);
+  if (k < H)
     {
-    case 1: return launch_columns<1, CH> (s, rank, std::make_integer_sequence<int, 9> ());
-    case 2: return launch_columns<2, CH> (s, rank, std::integer_sequence<int, 12> ());
-    case 3: return launch_columns<3, CH> (s, rank, std::integer_sequence<int, 24> ());
-    default: return false;
+      v[net::LEFT + k] = w[0];
+      v[net::RIGHT + k] = w[L];
+#pragma unroll
+      for (int c = 0; c < H; c++)
+        v[c * H + k] = w[1 + c];
     }
+  else
+#pragma unroll
+    for (int j = 0; j <= L; j++)
+      v[(k == H ? net::UPPER : net::LOWER) + j] = w[j];
+}
+
+/* Sorted lanes of a column into its tile column, k-th smallest in row k. */
+template <int N, int... K>
+__device__ __forceinline__ void
+store_sorted_words (unsigned *column, int rows_apart, const unsigned *v, std::integer_sequence<int, K...>)
+{
+  ((void) ([&] {
+     constexpr int slot = sorter<N>.order[K];
+     column[K * rows_apart] = v[slot];
+   } ()), ...);
+}
+
+/* A tile thread's outputs from d on: row (0 or 1) and column (0 or 1) of
+ * each lane, lane 1's `far` bytes further; `left` columns of the row from
+ * d on, lane 0's first. */
+template <int CH>
+__device__ __forceinline__ void
+store_tile_output (unsigned char *d, size_t pitch, int far, bool lower, int left, unsigned ul, unsigned ur,
+                   unsigned ll, unsigned lr)
+{
+  const unsigned out[4] = { ul, ur, ll, lr };
+#pragma unroll
+  for (int q = 0; q < 4; q++)
+    {
+      if (q >= 2 && !lower)
+        break;
+      unsigned char *at = d + (q / 2) * pitch + (q % 2) * CH;
+      if (q % 2 < left)
+        *at = (unsigned char) out[q];
+      if (q % 2 + far / CH < left)
+        at[far] = (unsigned char) (out[q] >> 16);
+    }
+}
+
+/* u8 median of L x L windows, radius R 2 or 3 (Adams 2021's 2-D tiles).
+ * The block's CH x W x 2 sorted column keys are regrouped by channel into
+ * a tile: plane c's word j pairs the columns x0 - R + j and x0 + W - R + j
+ * as 16-bit lanes 0x6400 + byte, so that every min/max serves two outputs
+ * W pixels apart and each word holds one channel: horizontally adjacent
+ * outputs of a channel lie in neighbouring words. Per step of two output
+ * rows, each thread sorts the columns of its (up to SORT_K) words over the
+ * two rows' L - 1 shared input rows into the tile, followed by the upper
+ * and the lower output's own row as loaded; its raw words stay in
+ * registers, the next rows loaded a step ahead. Then each thread reads the
+ * L + 1 words of its plane that its 2x2 outputs per lane span and runs the
+ * tile network (median_network.h): the four windows' shared (L-1)^2 core
+ * selected once, each column's own column and each row's own keys merged in
+ * once for the outputs that share them. */
+template <int R, int CH>
+__global__ void __launch_bounds__ (tile_threads<CH>)
+median_tile_kernel (cfx_stripe s)
+{
+  constexpr int L = 2 * R + 1, H = L - 1, RANK = L * L / 2, RAW = L + 1, TILE_ROWS = H + 2;
+  constexpr int W = tile_words<CH>, THREADS = tile_threads<CH>, TW = W + 2 * R; /* words a plane row */
+  constexpr int WORDS = CH * TW, SORT_K = (WORDS + THREADS - 1) / THREADS;
+  static_assert (W % 64 == 0 && COLUMNS_ROWS % 2 == 0, "warps select in one plane, steps of two rows");
+  __shared__ __align__ (16) unsigned tiles[2][TILE_ROWS * WORDS]; /* two, so one barrier a step suffices */
+  const int x0 = blockIdx.x * 2 * W, last_row = s.rows + 2 * s.halo - 1;
+  const int y0 = blockIdx.y * COLUMNS_ROWS, y1 = min (y0 + COLUMNS_ROWS, s.rows);
+  /* Sorted words: t = j * CH + c (consecutive threads, consecutive bytes);
+   * byte offsets of the two lanes' columns, clamped to the row. */
+  int lo_byte[SORT_K], hi_byte[SORT_K], tile_at[SORT_K];
+#pragma unroll
+  for (int m = 0; m < SORT_K; m++)
+    {
+      const int t = threadIdx.x + m * THREADS, j = t / CH, c = t % CH;
+      lo_byte[m] = min (max (x0 - R + j, 0), s.width - 1) * CH + c;
+      hi_byte[m] = min (max (x0 + W - R + j, 0), s.width - 1) * CH + c;
+      tile_at[m] = c * TW + j;
+    }
+  auto load = [&] (int m, int row) {
+    const unsigned char *p = s.d_src + (size_t) min (row, last_row) * s.src_pitch;
+    return (unsigned) __ldg (p + lo_byte[m]) | (unsigned) __ldg (p + hi_byte[m]) << 16 | 0x64006400u;
+  };
+  unsigned raw[SORT_K][RAW]; /* input rows y - R .. y + 1 + R */
+#pragma unroll
+  for (int m = 0; m < SORT_K; m++)
+    if (threadIdx.x + m * THREADS < WORDS)
+#pragma unroll
+      for (int k = 0; k < RAW; k++)
+        raw[m][k] = load (m, y0 + s.halo - R + k);
+  /* Selecting thread: plane c, words 2p .. 2p + L of each tile row. */
+  const int c = threadIdx.x / (W / 2), p = threadIdx.x % (W / 2);
+  for (int y = y0; y < y1; y += 2)
+    {
+      unsigned *tile = tiles[(y / 2) & 1];
+#pragma unroll
+      for (int m = 0; m < SORT_K; m++)
+        if (threadIdx.x + m * THREADS < WORDS)
+          {
+            unsigned v[RAW];
+#pragma unroll
+            for (int k = 0; k < RAW; k++)
+              v[k] = raw[m][k];
+#pragma unroll
+            for (int k = 0; k + 2 < RAW; k++)
+              raw[m][k] = raw[m][k + 2];
+            raw[m][RAW - 2] = load (m, y + s.halo - R + RAW);
+            raw[m][RAW - 1] = load (m, y + s.halo - R + RAW + 1);
+            sort_lanes<H> (v + 1, std::make_integer_sequence<int, sorter<H>.net.count> ());
+            store_sorted_words<H> (tile + tile_at[m], WORDS, v + 1, std::make_integer_sequence<int, H> ());
+            tile[H * WORDS + tile_at[m]] = v[0];
+            tile[(H + 1) * WORDS + tile_at[m]] = v[RAW - 1];
+          }
+      __syncthreads ();
+      unsigned v[tiler<L, RANK>.slots];
+#pragma unroll
+      for (int k = 0; k < TILE_ROWS; k++)
+        tile_row_words<R> (tile + k * WORDS + c * TW + 2 * p, k, v, std::make_integer_sequence<int, (L + 1) / 2> ());
+      tile_select<L, RANK> (v, std::make_integer_sequence<int, tiler<L, RANK>.count> ());
+      /* The lanes' low bytes: answers (upper left, upper right, lower left,
+       * lower right), columns x0 + 2p (+ 1) and W further. */
+      unsigned char *d = s.d_dst + (size_t) y * s.dst_pitch + (size_t) (x0 + 2 * p) * CH + c;
+      const bool lower = y + 1 < y1;
+      const int left = s.width - x0 - 2 * p; /* columns from x0 + 2p to the row's end */
+      constexpr int ul = tiler<L, RANK>.answer[0], ur = tiler<L, RANK>.answer[1];
+      constexpr int ll = tiler<L, RANK>.answer[2], lr = tiler<L, RANK>.answer[3];
+      store_tile_output<CH> (d, s.dst_pitch, W * CH, lower, left, v[ul], v[ur], v[ll], v[lr]);
+    }
+}
+
+template <int R, int CH>
+void
+launch_tile (const cfx_stripe *s)
+{
+  constexpr int W = tile_words<CH>;
+  dim3 grid ((s->width + 2 * W - 1) / (2 * W), (s->rows + COLUMNS_ROWS - 1) / COLUMNS_ROWS);
+  median_tile_kernel<R, CH><<<grid, tile_threads<CH>, 0, s->stream>>> (*s);
 }
 
 struct median_ctx
@@ -622,35 +762,42 @@ median_stripe (void *ctx, const cfx_stripe *s)
   const median_ctx *m = (const median_ctx *) ctx;
   if (s->type == CUDAFX_F32)
     return launch_select<float> (m, s);
-  if (m->p->radius <= MAX_COLUMNS_RADIUS && m->p->shape == CUDAFX_SHAPE_SQUARE)
+  const int r = m->p->radius;
+  const bool square = m->p->shape == CUDAFX_SHAPE_SQUARE;
+  if (square && r == 1)
     {
-      bool launched;
+      constexpr auto ranks = std::make_integer_sequence<int, 9> ();
       switch (s->channels)
         {
-        case 1: launched = launch_columns<1> (s, m->p->radius, m->rank); break;
-        case 2: launched = launch_columns<2> (s, m->p->radius, m->rank); break;
-        case 3: launched = launch_columns<3> (s, m->p->radius, m->rank); break;
-        default: launched = launch_columns<4> (s, m->p->radius, m->rank); break;
+        case 1: launch_columns<1> (s, m->rank, ranks); break;
+        case 2: launch_columns<2> (s, m->rank, ranks); break;
+        case 3: launch_columns<3> (s, m->rank, ranks); break;
+        default: launch_columns<4> (s, m->rank, ranks); break;
         }
-      if (launched)
-        return cfx_check_launch ("median", "median_columns_kernel");
+      return cfx_check_launch ("median", "median_columns_kernel");
     }
-  /* Other ranks: packed networks up to 5x5; at 7x7 the network outgrows the
+  if (square && r <= MAX_TILE_RADIUS && m->rank == (2 * r + 1) * (2 * r + 1) / 2)
+    {
+      switch (s->channels)
+        {
+        case 1: r == 2 ? launch_tile<2, 1> (s) : launch_tile<3, 1> (s); break;
+        case 2: r == 2 ? launch_tile<2, 2> (s) : launch_tile<3, 2> (s); break;
+        case 3: r == 2 ? launch_tile<2, 3> (s) : launch_tile<3, 3> (s); break;
+        default: r == 2 ? launch_tile<2, 4> (s) : launch_tile<3, 4> (s); break;
+        }
+      return cfx_check_launch ("median", "median_tile_kernel");
+    }
+  /* Other ranks of 5x5: the packed network; at 7x7 it outgrows the
    * registers and selection by counting is faster. */
-  if (m->p->radius <= MAX_PACKED_RADIUS && m->p->shape == CUDAFX_SHAPE_SQUARE)
+  if (r == MAX_PACKED_RADIUS && square)
     {
       dim3 block (64, 4);
       dim3 grid (((s->width * s->channels + 3) / 4 + block.x - 1) / block.x, (s->rows + block.y - 1) / block.y);
-      switch (m->p->radius)
-        {
-        case 1: median_packed_kernel<1><<<grid, block, 0, s->stream>>> (*s, m->rank); break;
-        default: median_packed_kernel<2><<<grid, block, 0, s->stream>>> (*s, m->rank); break;
-        }
+      median_packed_kernel<MAX_PACKED_RADIUS><<<grid, block, 0, s->stream>>> (*s, m->rank);
       return cfx_check_launch ("median", "median_packed_kernel");
     }
   if (m->p->radius <= MAX_REGISTER_RADIUS)
     return launch_select<unsigned char> (m, s);
-  int r = m->p->radius;
   dim3 grid ((s->width + HIST_THREADS - 1) / HIST_THREADS, (s->rows + HIST_SEGMENT - 1) / HIST_SEGMENT,
              s->channels);
   /* byte counts while the window holds at most 255 keys */
