@@ -1187,7 +1187,8 @@ typedef struct {
   size_t        first[256];   /* bucket b: colours, then its first place in the list */
   uint16_t     *low;
   uint32_t     *table;        /* DISTINCT_LOW zeroed counters per thread */
-  int           write;        /* the second bucket pass: write the list */
+  int           scatter;      /* the partition's second pass */
+  int           write;        /* the buckets' second pass: write the list */
 } distinct_job;
 
 /* Top byte and low 16 bits of the key of pixel x of a row. */
@@ -1199,8 +1200,10 @@ pixel_key (const quantize_ctx *q, const uint8_t *row, int x, int *top, int *low)
   *low = q->fs.dims == 3 ? px[1] << 8 | px[2] : 0;
 }
 
+/* Per chunk of rows: counts the keys of each top byte (the first pass), or
+ * writes each key's low bits at its bucket's next place (the second). */
 CUDAFX_CPU_CLONES static void
-count_chunks (void *ctx_, int c0, int c1)
+partition_chunks (void *ctx_, int c0, int c1)
 {
   distinct_job *job = ctx_;
   const quantize_ctx *q = job->q;
@@ -1213,26 +1216,10 @@ count_chunks (void *ctx_, int c0, int c1)
             {
               int top, low;
               pixel_key (q, row, x, &top, &low);
-              job->place[c][top]++;
-            }
-      }
-}
-
-CUDAFX_CPU_CLONES static void
-scatter_chunks (void *ctx_, int c0, int c1)
-{
-  distinct_job *job = ctx_;
-  const quantize_ctx *q = job->q;
-  for (int c = c0; c < c1; c++)
-    for (int y = c * job->rows; y < (c + 1) * job->rows && y < q->src->height; y++)
-      {
-        const uint8_t *row = cudafx_row (q->src, y);
-        for (int x = 0; x < q->width; x++)
-          if (is_voting (q, row, x))
-            {
-              int top, low;
-              pixel_key (q, row, x, &top, &low);
-              job->low[job->place[c][top]++] = (uint16_t) low;
+              if (job->scatter)
+                job->low[job->place[c][top]++] = (uint16_t) low;
+              else
+                job->place[c][top]++;
             }
       }
 }
@@ -1296,7 +1283,7 @@ find_colours (quantize_ctx *q, const cudafx_options *o, double from, double to)
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the colours of %zu pixels", n);
       goto done;
     }
-  if ((s = cudafx_parallel_rows (chunks, count_chunks, &job, o, from, from + step)))
+  if ((s = cudafx_parallel_rows (chunks, partition_chunks, &job, o, from, from + step)))
     goto done;
   size_t at = 0;
   for (int b = 0; b < 256; b++)
@@ -1310,7 +1297,8 @@ find_colours (quantize_ctx *q, const cudafx_options *o, double from, double to)
         }
     }
   job.start[256] = at;
-  if ((s = cudafx_parallel_rows (chunks, scatter_chunks, &job, o, from + step, from + 2 * step)) ||
+  job.scatter = 1;
+  if ((s = cudafx_parallel_rows (chunks, partition_chunks, &job, o, from + step, from + 2 * step)) ||
       (s = cudafx_parallel_rows (256, bucket_colours, &job, o, from + 2 * step, from + 3 * step)))
     goto done;
   q->colours = 0;
