@@ -39,6 +39,7 @@
 #include "../core/bluenoise.h"
 #include "context.cuh"
 
+#include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_select.cuh>
@@ -50,6 +51,8 @@
 #include <thrust/iterator/counting_iterator.h>
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int THREADS = 256;
 constexpr int PIXELS_PER_THREAD = 4;
@@ -227,8 +230,10 @@ nearest_entry (float fx, float fy, float fz, int k)
 /* ---- Lloyd over the distinct colours (u8; core/quantize.c's header) ------- */
 
 /* Counts the voting pixels of each colour key: r << 16 | g << 8 | b, grey
- * the value (v.votes is NULL when every pixel votes). Integer atomics: the
- * counts do not depend on the order. */
+ * the value (v.votes is NULL when every pixel votes). Neighbouring pixels
+ * often share a colour: the lanes of a warp with one key add their number
+ * in one atomic (CUDA's labeled_partition), not one each on the same word.
+ * Integer atomics: the counts do not depend on the order. */
 __global__ void
 histogram_kernel (stripe_view v, unsigned *bins)
 {
@@ -240,7 +245,9 @@ histogram_kernel (stripe_view v, unsigned *bins)
   if (v.votes && px[v.channels - 1] == 0)
     return;
   unsigned key = v.dims == 3 ? (unsigned) px[0] << 16 | (unsigned) px[1] << 8 | px[2] : px[0];
-  atomicAdd (bins + key, 1u);
+  cg::coalesced_group same = cg::labeled_partition (cg::coalesced_threads (), key);
+  if (same.thread_rank () == 0)
+    atomicAdd (bins + key, same.size ());
 }
 
 /* The bins CUB's selection keeps. */
@@ -278,31 +285,51 @@ colours_kernel (const unsigned *bins, unsigned *keys, int n, int dims, int oklab
 }
 
 /* The assignment over the n distinct colours: each adds its count times its
- * features to its nearest centre's sums, in int64 shared counters (a count
- * times a feature passes 2^31; the sums stay exact and order-free), then
- * to its block's slot of partials as assign_kernel does. */
+ * features to its nearest centre's sums (a count times a feature passes
+ * 2^31: int64), then to its block's slot of partials as assign_kernel does.
+ * A warp's colours are neighbours in key order, mostly of one centre: CUB
+ * sums each run of equal centres first, so one lane per run meets the
+ * shared counters (64-bit shared atomics are compare-and-swap loops, and
+ * 32 lanes on one counter wait for each other). Integer sums: the same in
+ * any order. */
 __global__ void __launch_bounds__ (THREADS)
 assign_colours_kernel (const float *plane0, const float *plane1, const float *plane2, const unsigned *count, int n,
                        int dims, int k, long long *partials)
 {
+  using warp_sum = cub::WarpReduce<long long>;
+  __shared__ typename warp_sum::TempStorage s_warp[THREADS / 32];
   __shared__ unsigned long long s_total[COUNTERS];
-  const int counters = 4 * k;
+  const int counters = 4 * k, lane = threadIdx.x % 32;
+  warp_sum sum (s_warp[threadIdx.x / 32]);
   for (int i = threadIdx.x; i < counters; i += THREADS)
     s_total[i] = 0;
   __syncthreads ();
-  for (int i = blockIdx.x * THREADS + threadIdx.x; i < n; i += gridDim.x * THREADS)
+  /* the loop bound depends on the block only: whole warps take part in the sums */
+  for (int base = blockIdx.x * THREADS; base < n; base += gridDim.x * THREADS)
     {
-      float fx = plane0[i], fy = dims == 3 ? plane1[i] : 0.0f, fz = dims == 3 ? plane2[i] : 0.0f;
-      unsigned long long *slot = s_total + 4 * nearest_entry (fx, fy, fz, k);
-      long long pixels = count[i];
-      /* two's complement: adding the unsigned image of a negative product subtracts it */
-      atomicAdd (slot, (unsigned long long) (pixels * (int) fx));
-      if (dims == 3)
+      int i = base + threadIdx.x, label = -1;
+      long long value[4] = { 0, 0, 0, 0 }; /* count times each feature, and the count */
+      if (i < n)
         {
-          atomicAdd (slot + 1, (unsigned long long) (pixels * (int) fy));
-          atomicAdd (slot + 2, (unsigned long long) (pixels * (int) fz));
+          float fx = plane0[i], fy = dims == 3 ? plane1[i] : 0.0f, fz = dims == 3 ? plane2[i] : 0.0f;
+          label = nearest_entry (fx, fy, fz, k);
+          value[3] = count[i];
+          value[0] = value[3] * (int) fx;
+          value[1] = value[3] * (int) fy;
+          value[2] = value[3] * (int) fz;
         }
-      atomicAdd (slot + 3, (unsigned long long) pixels);
+      int before = __shfl_up_sync (0xffffffffu, label, 1);
+      bool head = lane == 0 || label != before;
+      for (int c = 0; c < 4; c++)
+        {
+          if (c > 0 && c < 3 && dims == 1)
+            continue;
+          long long run = sum.HeadSegmentedSum (value[c], head);
+          __syncwarp (); /* the warp's CUB storage is reused */
+          /* two's complement: adding the unsigned image of a negative sum subtracts it */
+          if (head && label >= 0)
+            atomicAdd (s_total + 4 * label + c, (unsigned long long) run);
+        }
     }
   __syncthreads ();
   for (int i = threadIdx.x; i < counters; i += THREADS)
