@@ -1280,7 +1280,7 @@ find_colours (quantize_ctx *q, const cudafx_options *o, double from, double to)
   job.table = calloc ((size_t) threads * DISTINCT_LOW, sizeof *job.table);
   if (!job.place || !job.low || !job.table)
     {
-      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the colours of %zu pixels", n);
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
       goto done;
     }
   if ((s = cudafx_parallel_rows (chunks, partition_chunks, &job, o, from, from + step)))
@@ -1313,7 +1313,7 @@ find_colours (quantize_ctx *q, const cudafx_options *o, double from, double to)
     taken &= !!(q->colour[c] = cudafx_host_alloc_plain (q->colours * sizeof (float)));
   if (!taken)
     {
-      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu colours", q->colours);
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
       goto done;
     }
   job.write = 1;
