@@ -289,9 +289,8 @@ colours_kernel (const unsigned *bins, unsigned *keys, int n, int dims, int oklab
  * 2^31: int64), then to its block's slot of partials as assign_kernel does.
  * A warp's colours are neighbours in key order, mostly of one centre: CUB
  * sums each run of equal centres first, so one lane per run meets the
- * shared counters (64-bit shared atomics are compare-and-swap loops, and
- * 32 lanes on one counter wait for each other). Integer sums: the same in
- * any order. */
+ * shared counters rather than 32 lanes queueing on one 64-bit counter
+ * (docs/BENCHMARKS.md). Integer sums: the same in any order. */
 __global__ void __launch_bounds__ (THREADS)
 assign_colours_kernel (const float *plane0, const float *plane1, const float *plane2, const unsigned *count, int n,
                        int dims, int k, long long *partials)
