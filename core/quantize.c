@@ -68,6 +68,17 @@
  * reduction gives the same), centre = floor ((2 * sum + count) / (2 * count))
  * (round half up); a centre with no pixels stays put. Stop when no centre
  * moved (the next assignment would repeat this one); iterations = t.
+ * On u8 images both backends run these passes over the distinct colours of
+ * the voting pixels, each with its count, instead of over every pixel: a
+ * pixel's features depend on its colour alone and its assignment on its
+ * features alone, so adding count * feature for each distinct colour gives
+ * the same int64 sums (order-free), hence the same centres, iterations and
+ * palette, bit for bit. The colours are found once a run (the distinct
+ * section below; cuda/quantize.cu: a device histogram, then CUB's
+ * selection of its non-empty bins). f32 images, images of 2^32 pixels or
+ * more (a count is uint32) and CUDAFX_QUANTIZE_PER_PIXEL (tests) take
+ * every pixel; so does the CUDA backend when the colours' buffers exceed
+ * its budget's share.
  *
  * Palette (host): centre / 256 on the 0..255 scale (rgb), or the inverse
  * Oklab transform in double with libm; then rounded to the element type (u8:
@@ -110,8 +121,9 @@
  *
  * Backends. The per-pixel arithmetic (features, distance) is quantize.h's,
  * shared with cuda/quantize.cu. quantize_run drives a backend session
- * (core/backend.h): the backend does the passes over every pixel
- * (assignment sums, mapping, Floyd–Steinberg) and the seeding attempts on
+ * (core/backend.h): the backend does the passes over the image (assignment
+ * sums, over every pixel or its distinct colours, mapping,
+ * Floyd–Steinberg) and the seeding attempts on
  * the sample (cuda/quantize.cu's seeding section: the same integer
  * arithmetic, so the same centres; a backend may leave the seeding to the
  * host's reference, as the CUDA one does when its memory budget leaves no
@@ -236,9 +248,13 @@ typedef struct {
   float               lloyd[CUDAFX_MAX_COLORS][3]; /* Lloyd's centres as features */
   quantize_sums      *acc;       /* one per thread */
   const quantize_mapping *map;   /* the mapping's palette */
+  size_t              colours;   /* distinct colours of the voting pixels (plan->distinct), else 0 */
+  float              *colour[3]; /* their features (planes past dims: NULL) */
+  uint32_t           *count;     /* and their voting pixels */
 } quantize_ctx;
 
-/* The CPU backend's session: the passes' context with the Oklab cache. */
+/* The CPU backend's session: the passes' context with the Oklab cache or
+ * the distinct colours. */
 struct quantize_session {
   quantize_ctx          q;
   const cudafx_options *o;
@@ -398,6 +414,36 @@ CUDAFX_CPU_CLONES static void
 assign_rows (void *ctx_, int y0, int y1)
 {
   for_blocks (ctx_, y0, y1, accumulate_block);
+}
+
+/* The assignment over blocks [b0, b1) of BLOCK distinct colours: each adds
+ * its count times its features, the same int64 sums as its pixels one by
+ * one. */
+CUDAFX_CPU_CLONES static void
+assign_colours (void *ctx_, int b0, int b1)
+{
+  quantize_ctx *q = ctx_;
+  quantize_sums *acc = &q->acc[omp_get_thread_num ()];
+  float best_d[BLOCK];
+  int32_t best_k[BLOCK];
+  for (int b = b0; b < b1; b++)
+    {
+      size_t i0 = (size_t) b * BLOCK;
+      int len = q->colours - i0 < BLOCK ? (int) (q->colours - i0) : BLOCK;
+      const float *f[3];
+      for (int c = 0; c < 3; c++)
+        f[c] = q->colour[c] ? q->colour[c] + i0 : zero_block;
+      nearest_block (f[0], f[1], f[2], len, q->centre, q->k, best_d, best_k);
+      for (int i = 0; i < len; i++)
+        {
+          int j = best_k[i];
+          int64_t n = q->count[i0 + i];
+          acc->sums[j][0] += n * (int64_t) f[0][i];
+          acc->sums[j][1] += n * (int64_t) f[1][i];
+          acc->sums[j][2] += n * (int64_t) f[2][i];
+          acc->counts[j] += n;
+        }
+    }
 }
 
 /* Writes palette entry best_k[i] to pixel x0 + i of row y, alpha copied. */
@@ -1115,6 +1161,170 @@ seed_reference (const sample_set *smp, const quantize_seeding *job, const cudafx
   return s;
 }
 
+/* ---- the distinct colours (u8) ----------------------------------------------
+ *
+ * A voting pixel's key is its colour bytes (RGB: r << 16 | g << 8 | b;
+ * grey: the value). A radix partition by the top byte: each chunk of rows
+ * counts its keys per top byte; prefix sums over (top byte, chunk) give each
+ * chunk its places, where it writes the low 16 bits, so a bucket's keys lie
+ * together. Each bucket then counts its keys in a table of 2^16 counters of
+ * its thread's own (256 KiB, in that core's cache) and lists every key once
+ * with its count, clearing the counters as it goes; it does that twice,
+ * first for the number of colours per bucket (their places in the list),
+ * then to write them. 2 bytes per voting pixel for the time of the build,
+ * and no atomics: the same speed per core on 2 cores or 16. The arrays are
+ * cudafx_host_alloc_plain's, in huge pages: on a virtual machine the 4 KB
+ * pages' faults cost more than the build itself (docs/BENCHMARKS.md). */
+
+#define DISTINCT_CHUNKS 1024   /* most chunks of rows in the partition */
+#define DISTINCT_LOW    65536  /* keys per bucket: the low 16 bits */
+
+typedef struct {
+  quantize_ctx *q;
+  int           rows;         /* rows per chunk */
+  size_t      (*place)[256];  /* per chunk and top byte: keys, then the first place */
+  size_t        start[257];   /* bucket b: low[start[b] .. start[b + 1]) */
+  size_t        first[256];   /* bucket b: colours, then its first place in the list */
+  uint16_t     *low;
+  uint32_t     *table;        /* DISTINCT_LOW zeroed counters per thread */
+  int           scatter;      /* the partition's second pass */
+  int           write;        /* the buckets' second pass: write the list */
+} distinct_job;
+
+/* Top byte and low 16 bits of the key of pixel x of a row. */
+static inline void
+pixel_key (const quantize_ctx *q, const uint8_t *row, int x, int *top, int *low)
+{
+  const uint8_t *px = row + (size_t) x * q->src->channels;
+  *top = px[0];
+  *low = q->fs.dims == 3 ? px[1] << 8 | px[2] : 0;
+}
+
+/* Per chunk of rows: counts the keys of each top byte (the first pass), or
+ * writes each key's low bits at its bucket's next place (the second). */
+CUDAFX_CPU_CLONES static void
+partition_chunks (void *ctx_, int c0, int c1)
+{
+  distinct_job *job = ctx_;
+  const quantize_ctx *q = job->q;
+  for (int c = c0; c < c1; c++)
+    for (int y = c * job->rows; y < (c + 1) * job->rows && y < q->src->height; y++)
+      {
+        const uint8_t *row = cudafx_row (q->src, y);
+        for (int x = 0; x < q->width; x++)
+          if (is_voting (q, row, x))
+            {
+              int top, low;
+              pixel_key (q, row, x, &top, &low);
+              if (job->scatter)
+                job->low[job->place[c][top]++] = (uint16_t) low;
+              else
+                job->place[c][top]++;
+            }
+      }
+}
+
+/* Colour `at` of the list: key top << 16 | low, n voting pixels. */
+static void
+store_colour (quantize_ctx *q, int top, int low, uint32_t n, size_t at)
+{
+  uint8_t code[3] = { (uint8_t) top, (uint8_t) (low >> 8), (uint8_t) low };
+  float v[3] = { code[0], code[1], code[2] }, f[3];
+  features_of (&q->fs, v, code, f);
+  for (int c = 0; c < q->fs.dims; c++)
+    q->colour[c][at] = f[c];
+  q->count[at] = n;
+}
+
+CUDAFX_CPU_CLONES static void
+bucket_colours (void *ctx_, int b0, int b1)
+{
+  distinct_job *job = ctx_;
+  uint32_t *table = job->table + (size_t) omp_get_thread_num () * DISTINCT_LOW;
+  for (int b = b0; b < b1; b++)
+    {
+      const uint16_t *low = job->low + job->start[b];
+      size_t len = job->start[b + 1] - job->start[b], found = 0;
+      for (size_t i = 0; i < len; i++)
+        table[low[i]]++;
+      for (size_t i = 0; i < len; i++)
+        {
+          uint32_t n = table[low[i]];
+          if (!n)
+            continue;
+          table[low[i]] = 0;
+          if (job->write)
+            store_colour (job->q, b, low[i], n, job->first[b] + found);
+          found++;
+        }
+      if (!job->write)
+        job->first[b] = found;
+    }
+}
+
+/* The distinct colours of the voting pixels and their counts into
+ * q->colours, colour and count (the plan's distinct path: u8, fewer than
+ * 2^32 pixels, so that a count fits uint32). Progress from `from` to `to`. */
+static cudafx_status
+find_colours (quantize_ctx *q, const cudafx_options *o, double from, double to)
+{
+  int h = q->src->height, threads = cudafx_thread_count (o);
+  int chunks = h < DISTINCT_CHUNKS ? h : DISTINCT_CHUNKS;
+  distinct_job job = { .q = q, .rows = (h + chunks - 1) / chunks };
+  chunks = (h + job.rows - 1) / job.rows;
+  size_t n = (size_t) q->src->width * (size_t) h;
+  double step = (to - from) / 4;
+  cudafx_status s = CUDAFX_OK;
+  job.place = calloc ((size_t) chunks, sizeof *job.place);
+  job.low = cudafx_host_alloc_plain (n * sizeof *job.low);
+  job.table = calloc ((size_t) threads * DISTINCT_LOW, sizeof *job.table);
+  if (!job.place || !job.low || !job.table)
+    {
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
+      goto done;
+    }
+  if ((s = cudafx_parallel_rows (chunks, partition_chunks, &job, o, from, from + step)))
+    goto done;
+  size_t at = 0;
+  for (int b = 0; b < 256; b++)
+    {
+      job.start[b] = at;
+      for (int c = 0; c < chunks; c++)
+        {
+          size_t keys = job.place[c][b];
+          job.place[c][b] = at;
+          at += keys;
+        }
+    }
+  job.start[256] = at;
+  job.scatter = 1;
+  if ((s = cudafx_parallel_rows (chunks, partition_chunks, &job, o, from + step, from + 2 * step)) ||
+      (s = cudafx_parallel_rows (256, bucket_colours, &job, o, from + 2 * step, from + 3 * step)))
+    goto done;
+  q->colours = 0;
+  for (int b = 0; b < 256; b++)
+    {
+      size_t found = job.first[b];
+      job.first[b] = q->colours;
+      q->colours += found;
+    }
+  int taken = !!(q->count = cudafx_host_alloc_plain (q->colours * sizeof *q->count));
+  for (int c = 0; c < q->fs.dims; c++)
+    taken &= !!(q->colour[c] = cudafx_host_alloc_plain (q->colours * sizeof (float)));
+  if (!taken)
+    {
+      s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
+      goto done;
+    }
+  job.write = 1;
+  s = cudafx_parallel_rows (256, bucket_colours, &job, o, from + 3 * step, to);
+done:
+  free (job.place);
+  free (job.low);
+  free (job.table);
+  return s;
+}
+
 /* ---- the CPU backend's session (core/cpu.c's table) ---------------------- */
 
 void
@@ -1123,7 +1333,11 @@ cudafx_quantize_cpu_close (quantize_session *ses)
   if (!ses)
     return;
   for (int c = 0; c < 3; c++)
-    free (ses->q.plane[c]);
+    {
+      free (ses->q.plane[c]);
+      free (ses->q.colour[c]);
+    }
+  free (ses->q.count);
   free (ses->q.acc);
   free (ses);
 }
@@ -1143,16 +1357,20 @@ cudafx_quantize_cpu_open (const quantize_plan *plan, const cudafx_options *o, qu
   q->width = src->width;
   q->fs = plan->fs;
   q->everyone_votes = plan->everyone_votes;
-  /* Oklab features cost cube roots: computed once (up to CACHE_MAX_PIXELS).
-   * RGB ones are recomputed from the pixels in every pass, cheaper than
-   * reading a cache. */
-  int want_cache = q->fs.oklab && n <= CACHE_MAX_PIXELS, cache = want_cache;
+  /* Oklab features cost cube roots: computed once (up to CACHE_MAX_PIXELS)
+   * for the passes over every pixel. RGB ones are recomputed from the
+   * pixels in every pass, cheaper than reading a cache. The distinct path's
+   * Lloyd reads its colours' features, and the one mapping pass computes
+   * each pixel's as a cache would. */
+  int want_cache = q->fs.oklab && n <= CACHE_MAX_PIXELS && !plan->distinct, cache = want_cache;
   for (int c = 0; c < q->fs.dims && cache; c++)
     if (!(q->plane[c] = malloc (n * sizeof (float))))
       cache = 0;
   q->acc = malloc ((size_t) threads * sizeof (quantize_sums));
   if (cache != want_cache || !q->acc)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for %zu pixels", n);
+  if (plan->distinct)
+    return find_colours (q, o, 0.05, 0.1);
   return cache ? cudafx_parallel_rows (src->height, cache_rows, q, o, 0.05, 0.1) : CUDAFX_OK;
 }
 
@@ -1174,7 +1392,9 @@ cudafx_quantize_cpu_assign (quantize_session *ses, const float (*centre)[3], int
   q->centre = centre;
   q->k = k;
   memset (q->acc, 0, (size_t) threads * sizeof (quantize_sums));
-  cudafx_status s = cudafx_parallel_rows (q->src->height, assign_rows, q, ses->o, from, to);
+  cudafx_status s = q->colours ? cudafx_parallel_rows ((int) ((q->colours + BLOCK - 1) / BLOCK), assign_colours, q,
+                                                       ses->o, from, to)
+                               : cudafx_parallel_rows (q->src->height, assign_rows, q, ses->o, from, to);
   for (int t = 1; t < threads && !s; t++)
     for (int j = 0; j < k; j++)
       {
@@ -1311,7 +1531,11 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
         q->row_votes[y] = q->width;
       n_vote = n;
     }
-  quantize_plan plan = { src, q->fs, q->everyone_votes };
+  /* The distinct colours for u8 (a count fits uint32); CUDAFX_QUANTIZE_PER_PIXEL
+   * keeps every pixel, the same sums the long way (tests compare the two). */
+  const char *per_pixel = getenv ("CUDAFX_QUANTIZE_PER_PIXEL");
+  int distinct = src->type == CUDAFX_U8 && n <= UINT32_MAX && !(per_pixel && *per_pixel && strcmp (per_pixel, "0"));
+  quantize_plan plan = { src, q->fs, q->everyone_votes, distinct };
   if ((s = b->quantize_open (&plan, o, &ses)))
     goto done;
   int iterations = 0;

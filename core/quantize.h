@@ -48,6 +48,9 @@ typedef struct {
   const cudafx_image *src;
   quantize_space      fs;
   int                 everyone_votes; /* no alpha, or every pixel transparent */
+  /* Lloyd over the voting pixels' distinct colours with their counts
+   * (core/quantize.c's header); else over every voting pixel */
+  int                 distinct;
 } quantize_plan;
 
 /* What the mapping reads: the palette, and for dithering its entries on

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Colour quantize passes on the GPU: k-means assignment with the centre
- * sums (Lloyd 1982), the mapping of every pixel to its nearest palette
+ * sums (Lloyd 1982), over every pixel or, for u8 images, over the distinct
+ * colours of the voting pixels with their counts (a histogram of colour
+ * keys with integer atomics, then CUB's selection of the non-empty bins;
+ * see the distinct section), the mapping of every pixel to its nearest palette
  * entry, plain or with Floyd–Steinberg error diffusion, and the seeding
  * attempts on the sample (k-means++ and Lloyd, see the seeding section).
  * core/quantize.c drives them (a session of core/backend.h) and stays the
@@ -18,28 +21,38 @@
  * them into int64 shared totals after every chunk, and writes its totals to
  * its own slot of a partials array; a second kernel adds the slots up. No
  * global atomics, and the result does not depend on the grid, the block
- * size, the stripes or the scheduling.
+ * size, the stripes or the scheduling. Over the distinct colours a colour
+ * adds its count times its features into int64 shared counters instead:
+ * the same integer sums.
  *
  * Memory: the image, its features (float planes) and vote flags stay on the
  * device across the iterations when they fit the budget; otherwise every
  * pass uploads the image in stripes and recomputes their features. The
  * seeding's workspace (about 5 MB) is taken first when it costs at most a
- * quarter of the budget; otherwise the host seeds. The seeding runs on the
- * context's side stream while a one-stripe image goes up on its main one.
+ * quarter of the budget; otherwise the host seeds. The distinct colours'
+ * buffers (the 2^24 counters, 64 MiB, grey 256; per colour 16 bytes, at
+ * most one colour per pixel) come next on the same terms; otherwise Lloyd
+ * runs over every pixel. The seeding runs on the context's side stream
+ * while a one-stripe image goes up on its main one.
  *
  * Floyd–Steinberg: see the dither section below. */
 #include "../core/bluenoise.h"
 #include "context.cuh"
 
+#include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_select.cuh>
 #include <cub/warp/warp_reduce.cuh>
 #include <cub/warp/warp_scan.cuh>
 #include <new>
 #include <stdio.h>
 #include <thread>
+#include <thrust/iterator/counting_iterator.h>
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int THREADS = 256;
 constexpr int PIXELS_PER_THREAD = 4;
@@ -212,6 +225,114 @@ nearest_entry (float fx, float fy, float fz, int k)
         }
     }
   return label;
+}
+
+/* ---- Lloyd over the distinct colours (u8; core/quantize.c's header) ------- */
+
+/* Counts the voting pixels of each colour key: r << 16 | g << 8 | b, grey
+ * the value (v.votes is NULL when every pixel votes). Neighbouring pixels
+ * often share a colour: the lanes of a warp with one key add their number
+ * in one atomic (CUDA's labeled_partition), not one each on the same word.
+ * Integer atomics: the counts do not depend on the order. */
+__global__ void
+histogram_kernel (stripe_view v, unsigned *bins)
+{
+  size_t p = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= v.n)
+    return;
+  int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
+  const unsigned char *px = v.src + (size_t) y * v.src_pitch + (size_t) x * v.channels;
+  if (v.votes && px[v.channels - 1] == 0)
+    return;
+  unsigned key = v.dims == 3 ? (unsigned) px[0] << 16 | (unsigned) px[1] << 8 | px[2] : px[0];
+  cg::coalesced_group same = cg::labeled_partition (cg::coalesced_threads (), key);
+  if (same.thread_rank () == 0)
+    atomicAdd (bins + key, same.size ());
+}
+
+/* The bins CUB's selection keeps. */
+struct bin_filled
+{
+  const unsigned *bins;
+  __device__ bool operator() (unsigned key) const { return bins[key] != 0; }
+};
+
+/* The features of each of the n selected colours into the planes; its key
+ * in keys[i] becomes its count. */
+__global__ void
+colours_kernel (const unsigned *bins, unsigned *keys, int n, int dims, int oklab, float *plane0, float *plane1,
+                float *plane2)
+{
+  __shared__ float s_decode[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x)
+    s_decode[i] = c_decode[i];
+  __syncthreads ();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  unsigned key = keys[i];
+  unsigned char code[3] = { (unsigned char) (dims == 3 ? key >> 16 : key), (unsigned char) (key >> 8),
+                            (unsigned char) key };
+  float x255[3] = { (float) code[0], (float) code[1], (float) code[2] }, f[3];
+  quantize_features (dims, oklab, s_decode, x255, code, f);
+  plane0[i] = f[0];
+  if (dims == 3)
+    {
+      plane1[i] = f[1];
+      plane2[i] = f[2];
+    }
+  keys[i] = bins[key];
+}
+
+/* The assignment over the n distinct colours: each adds its count times its
+ * features to its nearest centre's sums (a count times a feature passes
+ * 2^31: int64), then to its block's slot of partials as assign_kernel does.
+ * A warp's colours are neighbours in key order, mostly of one centre: CUB
+ * sums each run of equal centres first, so one lane per run meets the
+ * shared counters rather than 32 lanes queueing on one 64-bit counter
+ * (docs/BENCHMARKS.md). Integer sums: the same in any order. */
+__global__ void __launch_bounds__ (THREADS)
+assign_colours_kernel (const float *plane0, const float *plane1, const float *plane2, const unsigned *count, int n,
+                       int dims, int k, long long *partials)
+{
+  using warp_sum = cub::WarpReduce<long long>;
+  __shared__ typename warp_sum::TempStorage s_warp[THREADS / 32];
+  __shared__ unsigned long long s_total[COUNTERS];
+  const int counters = 4 * k, lane = threadIdx.x % 32;
+  warp_sum sum (s_warp[threadIdx.x / 32]);
+  for (int i = threadIdx.x; i < counters; i += THREADS)
+    s_total[i] = 0;
+  __syncthreads ();
+  /* the loop bound depends on the block only: whole warps take part in the sums */
+  for (int base = blockIdx.x * THREADS; base < n; base += gridDim.x * THREADS)
+    {
+      int i = base + threadIdx.x, label = -1;
+      long long value[4] = { 0, 0, 0, 0 }; /* count times each feature, and the count */
+      if (i < n)
+        {
+          float fx = plane0[i], fy = dims == 3 ? plane1[i] : 0.0f, fz = dims == 3 ? plane2[i] : 0.0f;
+          label = nearest_entry (fx, fy, fz, k);
+          value[3] = count[i];
+          value[0] = value[3] * (int) fx;
+          value[1] = value[3] * (int) fy;
+          value[2] = value[3] * (int) fz;
+        }
+      int before = __shfl_up_sync (0xffffffffu, label, 1);
+      bool head = lane == 0 || label != before;
+      for (int c = 0; c < 4; c++)
+        {
+          if (c > 0 && c < 3 && dims == 1)
+            continue;
+          long long run = sum.HeadSegmentedSum (value[c], head);
+          __syncwarp (); /* the warp's CUB storage is reused */
+          /* two's complement: adding the unsigned image of a negative sum subtracts it */
+          if (head && label >= 0)
+            atomicAdd (s_total + 4 * label + c, (unsigned long long) run);
+        }
+    }
+  __syncthreads ();
+  for (int i = threadIdx.x; i < counters; i += THREADS)
+    partials[(size_t) blockIdx.x * counters + i] = (long long) s_total[i];
 }
 
 /* A palette entry (u8 or f32 as dst holds) into pixel (x, y) of dst; alpha
@@ -1170,6 +1291,16 @@ struct quantize_session
   const quantize_mapping *map;         /* the dithers' mapping: range, spread, method */
   volatile int         *h_rows_done, *d_rows_done; /* dither_args.rows_done: host, device address */
   int                   failed;        /* a CUDA error happened: drop the buffers at close */
+  /* Lloyd over the distinct colours (plan->distinct, and room in the budget) */
+  int                   distinct;
+  int                   colours;       /* found: their number, 0 before the first assignment */
+  int                   bins;          /* colour keys: 2^24, grey 256 */
+  unsigned             *d_bins;        /* voting pixels per key */
+  unsigned             *d_keys;        /* the colours' keys, then their counts */
+  float                *d_colour[3];   /* their features */
+  void                 *d_select;      /* CUB's scratch, select_bytes */
+  size_t                select_bytes;
+  int                  *d_selected;    /* how many CUB kept */
 };
 /* The context's events: 0-3 time the passes (main stream), 4-7 the seeding
  * (side stream). */
@@ -1260,7 +1391,7 @@ preload (quantize_session *q)
   return cfx_check (cudaEventRecord (q->cx->ev[2], q->cx->stream), FILTER, "event");
 }
 
-enum pass_kind { PASS_ASSIGN, PASS_MAP, PASS_DITHER, PASS_POSITION };
+enum pass_kind { PASS_ASSIGN, PASS_HISTOGRAM, PASS_MAP, PASS_DITHER, PASS_POSITION };
 
 /* The palette's range per channel, which dithered values are clamped to. */
 void
@@ -1338,6 +1469,7 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
 {
   cudafx_report *report = q->o ? q->o->report : NULL;
   cudafx_status s = CUDAFX_OK;
+  const bool maps = kind != PASS_ASSIGN && kind != PASS_HISTOGRAM;
   for (int i = 0; i < q->n_stripes && !s; i++)
     {
       char point[32];
@@ -1354,7 +1486,17 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
           (s = cfx_check (cudaEventRecord (q->cx->ev[1], q->cx->stream), FILTER, "event")) ||
           (fresh && (kind == PASS_ASSIGN || kind == PASS_MAP) && (s = compute_features (q, v, i))))
         break;
-      if (kind == PASS_ASSIGN)
+      if (kind == PASS_HISTOGRAM)
+        {
+          if (i == 0 && (s = cfx_check (cudaMemsetAsync (q->d_bins, 0, (size_t) q->bins * sizeof (unsigned),
+                                                         q->cx->stream),
+                                        FILTER, "memset")))
+            break;
+          histogram_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, q->d_bins);
+          if ((s = cfx_check_launch (FILTER, "histogram_kernel")))
+            break;
+        }
+      else if (kind == PASS_ASSIGN)
         {
           unsigned blocks = grid_for (v.n, CHUNK);
           if (blocks > (unsigned) q->max_blocks)
@@ -1392,7 +1534,7 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
         break;
       if ((s = cfx_check (cudaEventRecord (q->cx->ev[2], q->cx->stream), FILTER, "event")))
         break;
-      if (kind != PASS_ASSIGN)
+      if (maps)
         {
           touch_pages (dst, y0, v.rows, q->row_bytes, cudafx_thread_count (q->o)); /* as the kernel runs */
           if ((s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
@@ -1411,10 +1553,78 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
           report->kernel_ms += kernel_ms;
           report->transfer_ms += up_ms + down_ms;
         }
-      if (kind != PASS_ASSIGN)
+      if (maps)
         s = cudafx_progress (q->o, 0.9 + 0.1 * (y0 + v.rows) / q->src->height);
     }
   return fail_cuda (q, s);
+}
+
+/* Ends a stretch of work on the main stream that began at ev[0]: waits for
+ * it and adds its time to the report's kernel time. */
+cudafx_status
+add_kernel_time (quantize_session *q, const char *what)
+{
+  float ms = 0;
+  cudafx_status s;
+  if ((s = cfx_check (cudaEventRecord (q->cx->ev[1], q->cx->stream), FILTER, "event")) ||
+      (s = cfx_check (cudaEventSynchronize (q->cx->ev[1]), FILTER, what)) ||
+      (s = cfx_check (cudaEventElapsedTime (&ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")))
+    return s;
+  if (q->o && q->o->report)
+    q->o->report->kernel_ms += ms;
+  return CUDAFX_OK;
+}
+
+/* The distinct colours of the voting pixels, once a run: their keys
+ * counted stripe by stripe, CUB's selection of the non-empty bins (keys
+ * ascending), then each colour's features and count. */
+cudafx_status
+find_colours (quantize_session *q)
+{
+  cudaStream_t stream = q->cx->stream;
+  size_t bytes = q->select_bytes;
+  int selected = 0;
+  cudafx_status s;
+  if ((s = run_pass (q, PASS_HISTOGRAM, 0, NULL)) ||
+      (s = cfx_check (cudaEventRecord (q->cx->ev[0], stream), FILTER, "event")) ||
+      (s = cfx_check (cub::DeviceSelect::If (q->d_select, bytes, thrust::counting_iterator<unsigned> (0), q->d_keys,
+                                             q->d_selected, q->bins, bin_filled { q->d_bins }, stream),
+                      FILTER, "selecting the colours")) ||
+      (s = cfx_check (cudaMemcpyAsync (&selected, q->d_selected, sizeof selected, cudaMemcpyDeviceToHost, stream),
+                      FILTER, "copy to host")) ||
+      (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "selecting the colours")))
+    return s;
+  colours_kernel<<<grid_for ((size_t) selected, THREADS), THREADS, 0, stream>>> (
+    q->d_bins, q->d_keys, selected, q->dims, q->oklab, q->d_colour[0], q->d_colour[1], q->d_colour[2]);
+  /* the kernel time includes the count's copy back, a few bytes */
+  if ((s = cfx_check_launch (FILTER, "colours_kernel")) || (s = add_kernel_time (q, "colours_kernel")))
+    return s;
+  q->colours = selected;
+  return CUDAFX_OK;
+}
+
+/* One assignment over the distinct colours into d_totals (found on the
+ * first call). */
+cudafx_status
+assign_colours (quantize_session *q, int k)
+{
+  cudaStream_t stream = q->cx->stream;
+  cudafx_status s;
+  if (!q->colours && (s = find_colours (q)))
+    return s;
+  unsigned blocks = grid_for ((size_t) q->colours, THREADS);
+  if (blocks > (unsigned) q->max_blocks)
+    blocks = (unsigned) q->max_blocks;
+  if ((s = cfx_check (cudaEventRecord (q->cx->ev[0], stream), FILTER, "event")))
+    return s;
+  assign_colours_kernel<<<blocks, THREADS, 0, stream>>> (q->d_colour[0], q->d_colour[1], q->d_colour[2], q->d_keys,
+                                                         q->colours, q->dims, k, q->d_partials);
+  if ((s = cfx_check_launch (FILTER, "assign_colours_kernel")))
+    return s;
+  reduce_kernel<<<grid_for (4 * k, THREADS), THREADS, 0, stream>>> (q->d_partials, (int) blocks, 4 * k, q->d_totals);
+  if ((s = cfx_check_launch (FILTER, "reduce_kernel")))
+    return s;
+  return add_kernel_time (q, "assign_colours_kernel");
 }
 
 /* The palette the mapping reads, into constant memory. */
@@ -1471,6 +1681,31 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   /* the seeding's workspace when it costs at most a quarter of the budget */
   size_t seed_bytes = align_up (SEED_BYTES) <= budget / 4 ? align_up (SEED_BYTES) : 0;
   budget -= seed_bytes;
+  /* Lloyd over the distinct colours when their buffers cost at most a
+   * quarter of the rest: a counter per key, and per colour (at most one per
+   * key or per pixel) its key, then count, and features; CUB's scratch.
+   * Else over every pixel, the same sums. */
+  size_t colour_bytes = 0, bin_bytes = 0, array_bytes = 0;
+  if (plan->distinct)
+    {
+      q->bins = q->dims == 3 ? 1 << 24 : 256;
+      size_t pixels = (size_t) src->width * src->height;
+      size_t most = pixels < (size_t) q->bins ? pixels : (size_t) q->bins;
+      bin_bytes = align_up ((size_t) q->bins * sizeof (unsigned));
+      array_bytes = align_up (most * sizeof (float)); /* and of unsigned */
+      if ((s = cfx_check (cub::DeviceSelect::If (nullptr, q->select_bytes, thrust::counting_iterator<unsigned> (0),
+                                                 (unsigned *) nullptr, (int *) nullptr, q->bins,
+                                                 bin_filled { nullptr }, q->cx->stream),
+                          FILTER, "selecting the colours")))
+        return fail_cuda (q, s);
+      size_t bytes = bin_bytes + (1 + q->dims) * array_bytes + align_up (q->select_bytes) + ALIGN;
+      if (bytes <= budget / 4)
+        {
+          colour_bytes = bytes;
+          budget -= bytes;
+          q->distinct = 1;
+        }
+    }
   size_t block_bytes = COUNTERS * sizeof (long long);
   size_t blocks = (size_t) device_sms * BLOCKS_PER_SM;
   if (blocks * block_bytes > budget / 4)
@@ -1511,6 +1746,18 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   q->d_totals = q->d_partials + blocks * COUNTERS;
   q->d_bound = (float4 *) (q->d_totals + COUNTERS);
   q->d_progress = (int *) ((unsigned char *) q->d_bound + bound_bytes);
+  if (q->distinct)
+    {
+      unsigned char *d_colours;
+      if ((s = cfx_buffer (q->cx, CFX_SLOT_AUX, colour_bytes, (void **) &d_colours, FILTER)))
+        return fail_cuda (q, s);
+      q->d_bins = (unsigned *) d_colours;
+      q->d_keys = (unsigned *) (d_colours + bin_bytes);
+      for (int c = 0; c < q->dims; c++)
+        q->d_colour[c] = (float *) (d_colours + bin_bytes + (1 + c) * array_bytes);
+      q->d_select = d_colours + bin_bytes + (1 + q->dims) * array_bytes;
+      q->d_selected = (int *) ((unsigned char *) q->d_select + align_up (q->select_bytes));
+    }
 
   return fail_cuda (q, cfx_check (cudaMemcpyToSymbolAsync (c_decode, space->decode, sizeof space->decode,
                                                            0, cudaMemcpyHostToDevice, q->cx->stream),
@@ -1619,7 +1866,7 @@ cudafx_quantize_cuda_assign (quantize_session *q, const float (*centre)[3], int 
                       FILTER, "copy to device")) ||
       (s = cfx_check (cudaMemsetAsync (q->d_totals, 0, 4 * (size_t) k * sizeof (long long), stream), FILTER,
                       "memset")) ||
-      (s = run_pass (q, PASS_ASSIGN, k, NULL)) ||
+      (s = q->distinct ? assign_colours (q, k) : run_pass (q, PASS_ASSIGN, k, NULL)) ||
       (s = cfx_check (cudaMemcpyAsync (totals, q->d_totals, 4 * (size_t) k * sizeof (long long),
                                        cudaMemcpyDeviceToHost, stream),
                       FILTER, "copy to host")) ||

@@ -194,6 +194,46 @@ TEST (gpu_quantize_stripes_match_cpu)
   compare_capped (31, 301, 203, &p, 5);
 }
 
+/* Lloyd over the distinct colours on the device: an RGBA image of many
+ * repeated colours in one piece (the 2^24 counters), and grey u8, with and
+ * without alpha, under the caps that force stripes (its 256 counters still
+ * fit, so the histogram adds up stripe after stripe), against the CPU. */
+TEST (gpu_quantize_distinct_colours_match_cpu)
+{
+  static const char *limits[] = { "", "64K", "512K" };
+  harness_rng r = { 37 };
+  cudafx_image rgba = harness_image_new (97, 61, 4, 1, CUDAFX_U8, 3);
+  fill (&rgba, &r, 1);
+  for (int alpha = 0; alpha < 2; alpha++)
+    {
+      cudafx_image grey = harness_image_new (301, 203, 1 + alpha, alpha, CUDAFX_U8, 4);
+      fill (&grey, &r, 1);
+      for (int i = 0; i < 3; i++)
+        {
+          setenv ("CUDAFX_CUDA_MEM_LIMIT", limits[i], 1);
+          for (int space = 0; space < 2; space++)
+            for (int colors = 5; colors <= 20; colors *= 4)
+              {
+                cudafx_quantize_params p;
+                cudafx_quantize_params_init (&p);
+                p.color_space = space;
+                p.colors = colors;
+                char what[96];
+                snprintf (what, sizeof what, "grey alpha %d cap %s %s K %d", alpha, *limits[i] ? limits[i] : "none",
+                          space ? "rgb" : "oklab", colors);
+                compare (&grey, &p, what);
+                if (alpha || *limits[i])
+                  continue;
+                snprintf (what, sizeof what, "RGBA %s K %d", space ? "rgb" : "oklab", colors);
+                compare (&rgba, &p, what);
+              }
+        }
+      unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+      harness_image_free (&grey);
+    }
+  harness_image_free (&rgba);
+}
+
 /* Seeding on the device: every K of the issue, seeds 1..5, both spaces, on
  * a sample smaller than the image's 65536 cap with transparent pixels; one
  * Lloyd iteration (the starting centres decide the palette) or ten. */

@@ -593,6 +593,53 @@ TEST (quantize_does_not_depend_on_threads)
       }
 }
 
+/* Lloyd over the distinct colours with their counts (u8, the default)
+ * against every voting pixel one by one (CUDAFX_QUANTIZE_PER_PIXEL): the
+ * same palette, iterations and output, on images of few colours each
+ * repeated many times, a quarter of the pixels transparent (their colours
+ * must not count), grey and RGB, both spaces, several thread counts, and
+ * with every pixel transparent (then all vote). */
+TEST (quantize_distinct_colours_match_every_pixel)
+{
+  harness_rng r = { 31 };
+  for (int ch = 1; ch <= 4; ch++)
+    for (int space = 0; space < 2; space++)
+      for (int all_clear = 0; all_clear < 1 + (ch % 2 == 0); all_clear++)
+        {
+          int alpha = ch % 2 == 0;
+          cudafx_image src = harness_image_new (211, 97, ch, alpha, CUDAFX_U8, 5);
+          cudafx_image want = harness_image_new (211, 97, ch, alpha, CUDAFX_U8, 0);
+          cudafx_image got = harness_image_new (211, 97, ch, alpha, CUDAFX_U8, 0);
+          clustered_image (&src, &r, 5, 3); /* about 1000 colours (grey: 40) in 20467 pixels */
+          for (int y = 0; y < 97 && all_clear; y++)
+            for (int x = 0; x < 211; x++)
+              harness_set (&src, x, y, ch - 1, 0);
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.color_space = space;
+          for (p.colors = 7; p.colors <= 56; p.colors *= 8)
+            {
+              cudafx_palette a, b;
+              setenv ("CUDAFX_QUANTIZE_PER_PIXEL", "1", 1);
+              CHECK (run (&src, &want, &p, 2, &a) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+              unsetenv ("CUDAFX_QUANTIZE_PER_PIXEL");
+              for (int threads = 1; threads <= 3; threads += 2)
+                {
+                  CHECK (run (&src, &got, &p, threads, &b) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+                  CHECK (same_palette (&a, &b), "ch %d %s K %d%s, %d threads: %d colours, %d iterations; "
+                         "every pixel: %d, %d", ch, space ? "rgb" : "oklab", p.colors,
+                         all_clear ? " all transparent" : "", threads, b.colors, b.iterations, a.colors,
+                         a.iterations);
+                  CHECK (harness_max_diff (&want, &got) == 0, "ch %d %s K %d: output differs", ch,
+                         space ? "rgb" : "oklab", p.colors);
+                }
+            }
+          harness_image_free (&src);
+          harness_image_free (&want);
+          harness_image_free (&got);
+        }
+}
+
 TEST (quantize_seed_decides_the_palette)
 {
   harness_rng r = { 3 };
