@@ -302,6 +302,86 @@ TEST (gpu_threads_on_devices_match_the_cpu)
   harness_image_free (&src);
 }
 
+/* Two lanes of one device at once (options.lane, as the CLI's two workers
+ * a device run): two threads on each lane, every filter, each output equal
+ * to the same filter's output on lane 0 alone (quantize, which always takes
+ * lane 0, included). Also a lane past the last wraps, a negative one is
+ * refused. */
+typedef struct {
+  const cudafx_image *src;
+  cudafx_image        out[4];
+  int                 lane;
+  cudafx_status       status[4];
+} lane_job;
+
+static void *
+lane_run (void *arg)
+{
+  lane_job *w = arg;
+  for (int round = 0; round < 3; round++)
+    for (int i = 0; i < 4; i++)
+      {
+        cudafx_options o = harness_cpu_options ();
+        o.backend = CUDAFX_BACKEND_CUDA;
+        o.lane = w->lane;
+        w->status[i] = gpu_filters[i].run (w->src, &w->out[i], &o);
+        if (w->status[i])
+          return NULL;
+      }
+  return NULL;
+}
+
+TEST (gpu_lanes_match_one_lane)
+{
+  enum { THREADS = 4, W = 1280, H = 960 };
+  harness_rng rng = { 29 };
+  cudafx_image src = harness_image_new (W, H, 3, 0, CUDAFX_U8, 0);
+  cudafx_image ref[4];
+  harness_image_random (&src, &rng);
+  for (int i = 0; i < 4; i++)
+    {
+      cudafx_options o = harness_cpu_options ();
+      o.backend = CUDAFX_BACKEND_CUDA;
+      ref[i] = harness_image_new (W, H, 3, 0, CUDAFX_U8, 0);
+      CHECK (gpu_filters[i].run (&src, &ref[i], &o) == CUDAFX_OK, "%s on lane 0 failed: %s", gpu_filters[i].name,
+             cudafx_error_message ());
+    }
+  lane_job jobs[THREADS];
+  pthread_t threads[THREADS];
+  for (int t = 0; t < THREADS; t++)
+    {
+      memset (&jobs[t], 0, sizeof jobs[t]);
+      jobs[t].src = &src;
+      jobs[t].lane = t == 3 ? CUDAFX_CUDA_LANES + 1 : t % CUDAFX_CUDA_LANES; /* the last wraps to lane 1 */
+      for (int i = 0; i < 4; i++)
+        {
+          jobs[t].out[i] = harness_image_new (W, H, 3, 0, CUDAFX_U8, 0);
+          harness_image_poison (&jobs[t].out[i]);
+        }
+      CHECK (pthread_create (&threads[t], NULL, lane_run, &jobs[t]) == 0, "thread %d", t);
+    }
+  for (int t = 0; t < THREADS; t++)
+    {
+      pthread_join (threads[t], NULL);
+      for (int i = 0; i < 4; i++)
+        {
+          CHECK (jobs[t].status[i] == CUDAFX_OK, "thread %d (lane %d) %s: status %d", t, jobs[t].lane,
+                 gpu_filters[i].name, jobs[t].status[i]);
+          CHECK (harness_max_diff (&ref[i], &jobs[t].out[i]) == 0, "thread %d (lane %d) %s differs from lane 0 alone",
+                 t, jobs[t].lane, gpu_filters[i].name);
+          harness_image_free (&jobs[t].out[i]);
+        }
+    }
+  cudafx_options o = harness_cpu_options ();
+  o.backend = CUDAFX_BACKEND_CUDA;
+  o.lane = -1;
+  CHECK (gpu_filters[0].run (&src, &ref[0], &o) == CUDAFX_ERR_INVALID_ARG, "lane -1 accepted");
+  CHECK (strstr (cudafx_error_message (), "lane -1") != NULL, "lane -1: message '%s'", cudafx_error_message ());
+  for (int i = 0; i < 4; i++)
+    harness_image_free (&ref[i]);
+  harness_image_free (&src);
+}
+
 TEST (gpu_faults_fall_back_to_cpu)
 {
   /* the first stripe, a middle one, the allocation, a kernel launch */
