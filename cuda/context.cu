@@ -436,23 +436,45 @@ cfx_memory_budget (cfx_context *cx)
   return budget;
 }
 
+/* The kernels' shared-memory limits as set on each device. A limit is the
+ * kernel's on the device, not a lane's: it is only ever raised, under the
+ * device's lock, so that one lane never lowers it below what a launch on
+ * the other lane needs. */
+static struct
+{
+  std::mutex  lock;
+  const void *kernel[CFX_SHARED_ATTRIBUTES];
+  int         allowed[CFX_SHARED_ATTRIBUTES];
+  int         n;
+} shared_limits[CFX_MAX_DEVICES];
+
 cudafx_status
 cfx_allow_shared (cfx_context *cx, const void *kernel, size_t bytes, const char *filter)
 {
+  auto &t = shared_limits[cx->device];
+  std::lock_guard<std::mutex> guard (t.lock);
   int i = 0;
-  while (i < cx->n_shared && cx->shared_kernel[i] != kernel)
+  while (i < t.n && t.kernel[i] != kernel)
     i++;
-  if (i < cx->n_shared && cx->shared_allowed[i] >= (int) bytes)
+  if (i < t.n && t.allowed[i] >= (int) bytes)
     return CUDAFX_OK;
+  if (i == CFX_SHARED_ATTRIBUTES)
+    {
+      /* A full table: the device's own record of the limit instead. */
+      cudaFuncAttributes a;
+      cudafx_status s = cfx_check (cudaFuncGetAttributes (&a, kernel), filter, "kernel attributes");
+      if (s || a.maxDynamicSharedSizeBytes >= (int) bytes)
+        return s;
+    }
   cudafx_status s = cfx_check (cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                      (int) bytes),
                                filter, "shared-memory attribute");
-  if (s || i == CFX_SHARED_ATTRIBUTES) /* a full table only costs the call again */
+  if (s || i == CFX_SHARED_ATTRIBUTES)
     return s;
-  cx->shared_kernel[i] = kernel;
-  cx->shared_allowed[i] = (int) bytes;
-  if (i == cx->n_shared)
-    cx->n_shared++;
+  t.kernel[i] = kernel;
+  t.allowed[i] = (int) bytes;
+  if (i == t.n)
+    t.n++;
   return CUDAFX_OK;
 }
 

@@ -19,7 +19,7 @@
  * - pinned host staging buffers, grow-only, mapped into the device's
  *   address space; an image in cudafx_host_alloc's pinned memory needs
  *   none (its blocks are listed in context.cu);
- * - the kernels' shared-memory attributes already set;
+ * - (per device, in context.cu) the kernels' shared-memory limits already set;
  * - the threads that copy between pageable images and the pinned staging
  *   buffers (context.cu says why they are not OpenMP's);
  * - the lane's lock: one call uses a lane at a time.
@@ -49,7 +49,7 @@ enum cfx_staging_slot { CFX_STAGING_UP, CFX_STAGING_DOWN, CFX_STAGING_COUNTERS, 
 constexpr int CFX_PIPE_STRIPES = 16;
 constexpr int CFX_BASE_EVENTS = 8;
 constexpr int CFX_EVENTS = CFX_BASE_EVENTS + 5 * CFX_PIPE_STRIPES;
-constexpr int CFX_SHARED_ATTRIBUTES = 64; /* kernels whose shared-memory limit is remembered */
+constexpr int CFX_SHARED_ATTRIBUTES = 64; /* kernels whose shared-memory limit is remembered a device */
 
 struct cfx_copy_pool; /* the staging copies' threads (context.cu) */
 
@@ -73,9 +73,6 @@ struct cfx_context
   size_t       slot_size[CFX_N_SLOTS];
   void        *staging_ptr[CFX_N_STAGING];
   size_t       staging_size[CFX_N_STAGING];
-  const void  *shared_kernel[CFX_SHARED_ATTRIBUTES];
-  int          shared_allowed[CFX_SHARED_ATTRIBUTES];
-  int          n_shared;
   cfx_copy_pool *copies;     /* started on the first staging copy */
 };
 
