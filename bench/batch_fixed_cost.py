@@ -8,8 +8,10 @@ round), each with CUDAFX_BATCH_TIMELINE and its summary
 (bench/batch_timeline.py) kept.
 
 Usage: bench/batch_fixed_cost.py [--images 64] [--runs 3] [--threads 16]
-           [--work /tmp/e2e] [--keep DIR] NAME=CLI[@ENV] ...
-ENV: the bundle's variables ("VAR=... VAR=..."), as bench_e2e.py's --env.
+           [--work /tmp/e2e] [--keep DIR] NAME=CLI[ OPTIONS][@ENV] ...
+OPTIONS: the filter's options for that build (e.g. "--workers 1"), words
+after the executable; ENV: the bundle's variables ("VAR=... VAR=..."), as
+bench_e2e.py's --env.
 Prints, per build, the wall ms per photo of each run, batch and codecs only,
 and their ratio (median over the runs).
 """
@@ -45,7 +47,7 @@ def main():
         cli, _, env = rest.partition('@')
         e = dict(os.environ)
         e.update(item.split('=', 1) for item in shlex.split(env))
-        builds.append((name, cli, e))
+        builds.append((name, shlex.split(cli), e))
     times = {}
     for r in range(a.runs):
         for name, cli, env in builds:
@@ -55,7 +57,7 @@ def main():
                     e['CUDAFX_BENCH_CODECS_ONLY'] = '1'
                 tl = os.path.join(keep, '%s-%s-%d.jsonl' % (name, mode, r))
                 e['CUDAFX_BATCH_TIMELINE'] = tl
-                cmd = [cli, 'nl-means', '--threads', str(a.threads), '--output-dir', out] + photos
+                cmd = [cli[0], 'nl-means'] + cli[1:] + ['--threads', str(a.threads), '--output-dir', out] + photos
                 t0 = time.perf_counter()
                 p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 wall = time.perf_counter() - t0

@@ -11,9 +11,11 @@ Prints the batch's wall time cut into consecutive parts, in ms:
                   thread: the driver, the context, the filter's kernels)
   first call      the first file's engine call past CUDA ready, less a
                   typical (median) call: what a device's first call adds
-  worker idle     after that, the engine worker's gaps between calls
-                  (the next file not yet decoded, or the worker not woken)
-  calls           the other calls, each as long as it took
+  worker idle     after that, the gaps with no engine call in flight (the
+                  next file not yet decoded, or no worker woken)
+  calls           the rest until the last call ended: with one worker the
+                  calls one after another, with several (two lanes of a
+                  device) the time at least one call was in flight
   drain           the last call's end until the pipeline ended (last encodes)
   clean-up        the pipeline's end until main returned (pool freed, codecs
                   shut down)
@@ -54,10 +56,15 @@ def main():
         calls = [dur(f, 'compute') for f in computed]
         typical = med(calls[1:])
         first_end = computed[0]['compute'][1]
-        gaps = sum(max(0, b['compute'][0] - a['compute'][1]) for a, b in zip(computed, computed[1:]))
+        # Gaps with no call in flight, after the first call ended.
+        gaps, reach = 0.0, first_end
+        for f in computed[1:]:
+            gaps += max(0.0, f['compute'][0] - reach)
+            reach = max(reach, f['compute'][1])
+        last_end = max(f['compute'][1] for f in computed)
         parts += [('to CUDA ready', ready), ('first call', first_end - ready - typical),
-                  ('worker idle', gaps), ('calls', typical + sum(calls[1:])),
-                  ('drain', batch['pipeline_end'] - computed[-1]['compute'][1])]
+                  ('worker idle', gaps), ('calls', last_end - first_end - gaps + typical),
+                  ('drain', batch['pipeline_end'] - last_end)]
         print('CUDA: thread began %.1f, devices counted %.1f, default device ready %.1f, all %.1f ms'
               % (cuda['start'], cuda['counted'], ready, cuda['all_ready']))
         print('first file: decoded %.1f..%.1f, call %.1f..%.1f (%.1f ms; typical call %.1f, engine ms %.1f)'
@@ -65,6 +72,9 @@ def main():
         waiting = sum(1 for a, b in zip(computed, computed[1:]) if b['decode'][1] > a['compute'][1])
         print('calls that waited for their file\'s decode: %d of %d; decoded by CUDA ready: %d'
               % (waiting, len(computed) - 1, sum(1 for f in files if 0 <= f['decode'][1] <= ready)))
+        print('calls in flight, on average while any was: %.2f; ms a file from the first call\'s end to the '
+              'last\'s: %.2f' % (sum(calls[1:]) / max(1e-9, last_end - first_end - gaps),
+                                  (last_end - first_end) / max(1, len(computed) - 1)))
     else:
         parts += [('pipeline', batch['pipeline_end'])]
     parts += [('clean-up', end - batch['pipeline_end'])]

@@ -27,7 +27,8 @@ class Report(C.Structure):
 
 class Options(C.Structure):
     _fields_ = [("backend", C.c_int), ("threads", C.c_int), ("progress", C.c_void_p),
-                ("user_data", C.c_void_p), ("report", C.POINTER(Report)), ("device", C.c_int)]
+                ("user_data", C.c_void_p), ("report", C.POINTER(Report)), ("device", C.c_int),
+                ("lane", C.c_int)]
 
 
 class NoiseModel(C.Structure):

@@ -64,7 +64,7 @@ typedef struct {
   int         kernel_size;          /* 0 unless --kernel was given */
   cudafx_palette palette;           /* --palette FILE.gpl, when given */
   int         threads;
-  int         workers;        /* 0: one per CUDA device the batch runs on */
+  int         workers;        /* 0: two per CUDA device the batch runs on */
   int         json;
   int         strip;          /* --strip: no metadata in OUT */
   double      max_megapixels; /* 0: no limit */
@@ -90,8 +90,9 @@ static const cli_option cli_options[] = {
                                  "OUT is not given then."), -1 },
   { "threads", "N", N_("CPU threads; 0 uses all cores. Integer 0..1024, default 0."), -1 },
   { "workers", "N", N_("Files filtered at once with --output-dir, each on its own CUDA device in turn; "
-                       "0 runs one per device CUDA lists (CUDA_VISIBLE_DEVICES chooses them) when the "
-                       "batch runs on CUDA, one otherwise. Integer 0..64, default 0."), -1 },
+                       "0 runs two per device CUDA lists (CUDA_VISIBLE_DEVICES chooses them), so that "
+                       "one file's copies overlap the other's kernels, when the batch runs on CUDA, one "
+                       "otherwise. Integer 0..64, default 0."), -1 },
   { "max-megapixels", "N", N_("Refuse inputs larger than N megapixels before reading their "
                               "pixels; 0 for no limit. Default 500."), -1 },
   { "strip", NULL, N_("Leave the input's ICC profile, EXIF and XMP metadata out of OUT."), -1 },
@@ -664,7 +665,7 @@ typedef struct {
   cudafx_filter_params params;
   cli_file            *files;
   int                  codecs_only;
-  int                  devices;  /* CUDA devices the workers take in turn; 0: the default one */
+  int                  devices;  /* CUDA devices the workers take in turn; 0: the default one alone */
 } cli_batch;
 
 /* One file's line of --json. A file that failed has "input", "output" and
@@ -790,7 +791,10 @@ filter_file (cli_batch *b, cli_file *f, int worker)
 
   cudafx_options_init (&options);
   options.threads = b->c->threads;
+  /* Worker w: device w % devices, its lane w / devices (the engine's lanes
+   * of one device run at once). */
   options.device = b->devices ? worker % b->devices + 1 : 0;
+  options.lane = b->devices ? worker / b->devices : worker;
   if (b->codecs_only)
     {
       /* bench-e2e's baseline: the same files through the same codecs and
@@ -1015,15 +1019,18 @@ run_filter (const cli_command *c)
 
   if (!status)
     {
-      /* Several files on CUDA: a worker per device, device w % devices for
-       * worker w (--workers may ask for more workers than devices, or for
-       * workers on the CPU). One file needs one worker. */
+      /* Several files on CUDA: a worker per lane of each device, so that
+       * two files are on a device at once and one's copies and host work
+       * overlap the other's kernels (a lone worker left the GPU idle for
+       * those: docs/BENCHMARKS.md, "two files on the GPU at once");
+       * --workers may ask for other numbers, or for workers on the CPU.
+       * One file needs one worker. */
       int workers = c->workers;
       if (n > 1 && !b.codecs_only)
         b.devices = cli_cuda_devices ();
       if (!workers)
-        workers = n > 1 && b.devices > 1 ? b.devices : 1;
-      if (workers == 1)
+        workers = n > 1 && b.devices > 0 ? b.devices * CUDAFX_CUDA_LANES : 1;
+      if (workers == 1 || b.devices == 1)
         b.devices = 0; /* the default device, which CUDAFX_DEVICE may name */
       /* A batch keeps its image memory for the next files (pinned when a
        * file first takes it to a device); codecs-only runs too, the

@@ -91,7 +91,16 @@ typedef struct {
   int                device;    /* CUDA device counted from 1 as the runtime lists them (CUDA_VISIBLE_DEVICES
                                    applied): device k is the runtime's k - 1; 0: the default one,
                                    CUDAFX_DEVICE or the first usable */
+  int                lane;      /* CUDA: which of the device's CUDAFX_CUDA_LANES call contexts (lane mod
+                                   CUDAFX_CUDA_LANES; >= 0): calls on different lanes of one device run
+                                   at once, each with its own streams and device buffers, so one call's
+                                   copies overlap another's kernels; calls on one lane wait for each
+                                   other. Quantize always takes lane 0 (its kernels share the device's
+                                   constant memory). The CPU ignores it */
 } cudafx_options;
+
+/* Lanes of one CUDA device (options.lane). */
+#define CUDAFX_CUDA_LANES 2
 
 /* Defaults: backend auto, all threads, no progress, no report. */
 void cudafx_options_init (cudafx_options *options);

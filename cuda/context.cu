@@ -16,17 +16,20 @@
 #include <emmintrin.h>
 #endif
 
-/* One context per device the runtime lists (at most CFX_MAX_DEVICES), and
- * which of them calls with options.device 0 get; probed once. Every field of
- * a context past its lock is guarded by that lock. */
+/* One context per lane of each device the runtime lists (at most
+ * CFX_MAX_DEVICES), and which device calls with options.device 0 get;
+ * probed once, into lane 0 and copied to the others. Every field of a
+ * context past its lock is guarded by that lock. */
 constexpr int CFX_MAX_DEVICES = 64;
-static cfx_context contexts[CFX_MAX_DEVICES];
+constexpr int CFX_LANES = CUDAFX_CUDA_LANES;
+static cfx_context contexts[CFX_MAX_DEVICES][CFX_LANES];
 static struct
 {
-  std::once_flag once;
-  int            count;          /* contexts in use */
-  int            chosen;         /* the default's index, or -1 */
-  char           why[256];       /* chosen -1: why no default */
+  std::once_flag   once;
+  int              count;          /* devices in use */
+  int              chosen;         /* the default's index, or -1 */
+  char             why[256];       /* chosen -1: why no default */
+  std::atomic<int> lanes[CFX_MAX_DEVICES]; /* lanes of each device that have begun a call: they share its memory */
 } devices;
 
 /* ---- the devices ---------------------------------------------------------------- */
@@ -78,11 +81,22 @@ probe (void)
   devices.count = count < CFX_MAX_DEVICES ? count : CFX_MAX_DEVICES;
   for (int d = 0; d < devices.count; d++)
     {
-      contexts[d].usable = take_device (&contexts[d], d);
-      if (contexts[d].usable && devices.count > 1)
+      cfx_context *cx = &contexts[d][0];
+      cx->usable = take_device (cx, d);
+      if (cx->usable && devices.count > 1)
         {
-          size_t n = strlen (contexts[d].name);
-          snprintf (contexts[d].name + n, sizeof contexts[d].name - n, " #%d", d);
+          size_t n = strlen (cx->name);
+          snprintf (cx->name + n, sizeof cx->name - n, " #%d", d);
+        }
+      for (int l = 1; l < CFX_LANES; l++)
+        {
+          cfx_context *other = &contexts[d][l];
+          other->usable = cx->usable;
+          other->device = cx->device;
+          other->sms = cx->sms;
+          other->shared_optin = cx->shared_optin;
+          memcpy (other->name, cx->name, sizeof cx->name);
+          memcpy (other->why, cx->why, sizeof cx->why);
         }
     }
   const char *env = getenv ("CUDAFX_DEVICE");
@@ -93,21 +107,21 @@ probe (void)
       if (*end || d < 0 || d >= devices.count)
         snprintf (devices.why, sizeof devices.why, _("CUDA device %d unusable (%s)"),
                   (int) (d < 0 || *end ? -1 : d), "CUDAFX_DEVICE");
-      else if (contexts[d].usable)
+      else if (contexts[d][0].usable)
         devices.chosen = (int) d;
       else
-        snprintf (devices.why, sizeof devices.why, "%s", contexts[d].why);
+        snprintf (devices.why, sizeof devices.why, "%s", contexts[d][0].why);
       return;
     }
   for (int d = 0; d < devices.count && devices.chosen < 0; d++)
-    if (contexts[d].usable)
+    if (contexts[d][0].usable)
       devices.chosen = d;
   if (devices.chosen < 0)
-    snprintf (devices.why, sizeof devices.why, "%s", contexts[0].why);
+    snprintf (devices.why, sizeof devices.why, "%s", contexts[0][0].why);
 }
 
-/* The context of options.device `device` (0: the default), or NULL with the
- * reason in why. */
+/* The lane-0 context of options.device `device` (0: the default), or NULL
+ * with the reason in why. */
 static cfx_context *
 context_of (int device, char *why, size_t why_size)
 {
@@ -115,14 +129,14 @@ context_of (int device, char *why, size_t why_size)
   if (device == 0 && devices.chosen < 0)
     snprintf (why, why_size, "%s", devices.why);
   else if (device == 0)
-    return &contexts[devices.chosen];
+    return &contexts[devices.chosen][0];
   else if (device < 0 || device > devices.count)
     snprintf (why, why_size, _("CUDA device %d unusable (%s)"), device - 1,
               devices.count ? "not among the devices CUDA lists" : devices.why);
-  else if (!contexts[device - 1].usable)
-    snprintf (why, why_size, "%s", contexts[device - 1].why);
+  else if (!contexts[device - 1][0].usable)
+    snprintf (why, why_size, "%s", contexts[device - 1][0].why);
   else
-    return &contexts[device - 1];
+    return &contexts[device - 1][0];
   return NULL;
 }
 
@@ -283,12 +297,20 @@ host_direct (const cudafx_image *img)
 /* ---- a call ---------------------------------------------------------------- */
 
 cudafx_status
-cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o)
+cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o, cfx_lanes lanes)
 {
   char why[256];
+  int lane = o ? o->lane : 0;
+  if (lane < 0)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: options.lane %d is negative", filter, lane);
   cfx_context *cx = context_of (o ? o->device : 0, why, sizeof why);
   if (!cx)
     return cudafx_fail (CUDAFX_ERR_NO_DEVICE, "%s: backend cuda: %s", filter, why);
+  lane = lanes == CFX_LANE_ASKED ? lane % CFX_LANES : 0;
+  cx += lane; /* the device's lanes lie side by side */
+  int seen = devices.lanes[cx->device].load ();
+  while (seen < lane + 1 && !devices.lanes[cx->device].compare_exchange_weak (seen, lane + 1))
+    ;
   call.guard = std::unique_lock<std::mutex> (cx->lock);
   call.cx = cx;
   cudafx_status s = cfx_check (cudaSetDevice (cx->device), filter, "device selection");
@@ -399,7 +421,8 @@ cfx_memory_budget (cfx_context *cx)
     free_b = 0;
   for (int i = 0; i < CFX_N_SLOTS; i++)
     free_b += cx->slot_size[i];
-  size_t budget = free_b / 10 * 9;
+  /* Two lanes at work would otherwise each count on the same free memory. */
+  size_t budget = free_b / 10 * 9 / (size_t) devices.lanes[cx->device].load ();
   const char *env = getenv ("CUDAFX_CUDA_MEM_LIMIT");
   if (env && *env)
     {
@@ -413,23 +436,45 @@ cfx_memory_budget (cfx_context *cx)
   return budget;
 }
 
+/* The kernels' shared-memory limits as set on each device. A limit is the
+ * kernel's on the device, not a lane's: it is only ever raised, under the
+ * device's lock, so that one lane never lowers it below what a launch on
+ * the other lane needs. */
+static struct
+{
+  std::mutex  lock;
+  const void *kernel[CFX_SHARED_ATTRIBUTES];
+  int         allowed[CFX_SHARED_ATTRIBUTES];
+  int         n;
+} shared_limits[CFX_MAX_DEVICES];
+
 cudafx_status
 cfx_allow_shared (cfx_context *cx, const void *kernel, size_t bytes, const char *filter)
 {
+  auto &t = shared_limits[cx->device];
+  std::lock_guard<std::mutex> guard (t.lock);
   int i = 0;
-  while (i < cx->n_shared && cx->shared_kernel[i] != kernel)
+  while (i < t.n && t.kernel[i] != kernel)
     i++;
-  if (i < cx->n_shared && cx->shared_allowed[i] >= (int) bytes)
+  if (i < t.n && t.allowed[i] >= (int) bytes)
     return CUDAFX_OK;
+  if (i == CFX_SHARED_ATTRIBUTES)
+    {
+      /* A full table: the device's own record of the limit instead. */
+      cudaFuncAttributes a;
+      cudafx_status s = cfx_check (cudaFuncGetAttributes (&a, kernel), filter, "kernel attributes");
+      if (s || a.maxDynamicSharedSizeBytes >= (int) bytes)
+        return s;
+    }
   cudafx_status s = cfx_check (cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                      (int) bytes),
                                filter, "shared-memory attribute");
-  if (s || i == CFX_SHARED_ATTRIBUTES) /* a full table only costs the call again */
+  if (s || i == CFX_SHARED_ATTRIBUTES)
     return s;
-  cx->shared_kernel[i] = kernel;
-  cx->shared_allowed[i] = (int) bytes;
-  if (i == cx->n_shared)
-    cx->n_shared++;
+  t.kernel[i] = kernel;
+  t.allowed[i] = (int) bytes;
+  if (i == t.n)
+    t.n++;
   return CUDAFX_OK;
 }
 

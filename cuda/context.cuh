@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* The CUDA backend's context: one object per device, holding what every
- * filter's launcher shares on it. A call picks its device through
- * options.device (0: the default one), so several threads can each drive
- * their own device at once, as the CLI's batch workers do.
+/* The CUDA backend's context: one object per device and lane, holding what
+ * every filter's launcher shares on it. A call picks its device through
+ * options.device (0: the default one) and its lane through options.lane, so
+ * several threads can each drive their own device at once, as the CLI's
+ * batch workers do, and two can share one device: while one call's kernels
+ * run, the other's copies and host work proceed (a lone call leaves the GPU
+ * idle while its image goes up and comes down).
  * - the device's properties, probed once for all devices: CUDAFX_DEVICE=N
  *   names the default, else the first device that can run kernels (compute
  *   mode not prohibited); multiprocessor count and shared-memory opt-in limit;
@@ -16,10 +19,10 @@
  * - pinned host staging buffers, grow-only, mapped into the device's
  *   address space; an image in cudafx_host_alloc's pinned memory needs
  *   none (its blocks are listed in context.cu);
- * - the kernels' shared-memory attributes already set;
+ * - (per device, in context.cu) the kernels' shared-memory limits already set;
  * - the threads that copy between pageable images and the pinned staging
  *   buffers (context.cu says why they are not OpenMP's);
- * - the device's lock: one call uses a device at a time.
+ * - the lane's lock: one call uses a lane at a time.
  * Also here: CUDA errors into engine statuses, fault injection for the
  * fallback tests (CUDAFX_CUDA_FAIL), and the stripe runner that feeds
  * kernels rows with halos, so an image larger than device memory works, and
@@ -46,7 +49,7 @@ enum cfx_staging_slot { CFX_STAGING_UP, CFX_STAGING_DOWN, CFX_STAGING_COUNTERS, 
 constexpr int CFX_PIPE_STRIPES = 16;
 constexpr int CFX_BASE_EVENTS = 8;
 constexpr int CFX_EVENTS = CFX_BASE_EVENTS + 5 * CFX_PIPE_STRIPES;
-constexpr int CFX_SHARED_ATTRIBUTES = 64; /* kernels whose shared-memory limit is remembered */
+constexpr int CFX_SHARED_ATTRIBUTES = 64; /* kernels whose shared-memory limit is remembered a device */
 
 struct cfx_copy_pool; /* the staging copies' threads (context.cu) */
 
@@ -70,9 +73,6 @@ struct cfx_context
   size_t       slot_size[CFX_N_SLOTS];
   void        *staging_ptr[CFX_N_STAGING];
   size_t       staging_size[CFX_N_STAGING];
-  const void  *shared_kernel[CFX_SHARED_ATTRIBUTES];
-  int          shared_allowed[CFX_SHARED_ATTRIBUTES];
-  int          n_shared;
   cfx_copy_pool *copies;     /* started on the first staging copy */
 };
 
@@ -83,10 +83,18 @@ struct cfx_call
   cfx_context                 *cx = nullptr;
 };
 
+/* Whether a launcher's calls may take the lane the caller asks for: not
+ * when its kernels read state that is the device's, not the lane's (the
+ * __constant__ memory quantize sets per call), which two calls at once
+ * would overwrite for each other; such calls all take lane 0. */
+enum cfx_lanes { CFX_LANE_ZERO, CFX_LANE_ASKED };
+
 /* Takes the lock of the context of o's device (o->device; o NULL: the
- * default) and makes it ready on the calling thread (device current,
- * streams, events). Every other function below wants a context so held. */
-cudafx_status cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o);
+ * default) and lane (o->lane, as `lanes` allows) and makes it ready on the
+ * calling thread (device current, streams, events). Every other function
+ * below wants a context so held. */
+cudafx_status cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o,
+                         cfx_lanes lanes = CFX_LANE_ZERO);
 
 /* Turns a CUDA error into CUDAFX_ERR_CUDA with "filter: what: reason". */
 cudafx_status cfx_check (cudaError_t err, const char *filter, const char *what);
@@ -106,7 +114,8 @@ void cfx_release_buffers (cfx_context *cx);
 cudafx_status cfx_staging (cfx_context *cx, cfx_staging_slot which, size_t bytes, void **host, void **device,
                            const char *filter);
 /* Bytes a call may hold on the device: free memory (plus what the cache
- * holds) less a margin, capped by CUDAFX_CUDA_MEM_LIMIT (K, M or G suffix). */
+ * holds) less a margin, shared among the lanes of the device that have run
+ * a call, capped by CUDAFX_CUDA_MEM_LIMIT (K, M or G suffix). */
 size_t cfx_memory_budget (cfx_context *cx);
 /* Lets kernel use `bytes` of dynamic shared memory (set once per size). */
 cudafx_status cfx_allow_shared (cfx_context *cx, const void *kernel, size_t bytes, const char *filter);

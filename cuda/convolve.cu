@@ -1425,7 +1425,7 @@ cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst, const convolve
                       const cudafx_options *o)
 {
   cfx_call call;
-  cudafx_status s = cfx_begin (call, "convolve", o);
+  cudafx_status s = cfx_begin (call, "convolve", o, CFX_LANE_ASKED);
   if (s)
     return s;
   stripe_args a = { { plan, plan->border, call.cx }, src->has_alpha != 0, {} };

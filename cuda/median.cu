@@ -818,7 +818,7 @@ cudafx_median_cuda (const cudafx_image *src, cudafx_image *dst, const median_pla
                     const cudafx_options *o)
 {
   cfx_call call;
-  cudafx_status s = cfx_begin (call, "median", o);
+  cudafx_status s = cfx_begin (call, "median", o, CFX_LANE_ASKED);
   if (s)
     return s;
   median_ctx m = { plan, plan->rank, NULL, call.cx };

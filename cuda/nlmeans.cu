@@ -675,7 +675,7 @@ cudafx_nlmeans_cuda_open (const cudafx_image *src, int colours, int max_halo, in
   nlmeans_session *ses = *out = new (std::nothrow) nlmeans_session ();
   if (!ses)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
-  cudafx_status s = cfx_begin (ses->call, "nl-means", o);
+  cudafx_status s = cfx_begin (ses->call, "nl-means", o, CFX_LANE_ASKED);
   ses->src = src;
   ses->max_halo = max_halo;
   ses->m = { ses->call.cx, colours, kernel_channels (colours), o, NULL, 0, 1, NULL, NULL, NULL };

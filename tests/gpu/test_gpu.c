@@ -233,14 +233,14 @@ TEST (gpu_every_device_and_a_missing_one)
   compare_on (CUDAFX_U8, n + 1, CUDAFX_BACKEND_CUDA, CUDAFX_ERR_NO_DEVICE, CUDAFX_BACKEND_CUDA, "");
 }
 
-/* Three threads at once, thread t on device t % devices + 1 (all on one
- * device where there is one), as the CLI's workers run. */
+/* One of several threads at once, as the CLI's workers run: the first
+ * `filters` of gpu_filters, four times, on its device and lane. */
 typedef struct {
   const cudafx_image *src;
-  cudafx_image        out[2];
-  int                 device;
-  cudafx_status       status[2];
-  cudafx_report       report[2];
+  cudafx_image        out[4];
+  int                 device, lane, filters;
+  cudafx_status       status[4];
+  cudafx_report       report[4];
 } worker_job;
 
 static void *
@@ -248,17 +248,20 @@ worker_run (void *arg)
 {
   worker_job *w = arg;
   for (int round = 0; round < 4; round++)
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < w->filters; i++)
       {
         cudafx_options o = harness_cpu_options ();
         o.backend = CUDAFX_BACKEND_CUDA;
         o.device = w->device;
+        o.lane = w->lane;
         o.report = &w->report[i];
-        w->status[i] = gpu_filters[i].run (w->src, &w->out[i], &o); /* median, convolve */
+        w->status[i] = gpu_filters[i].run (w->src, &w->out[i], &o);
       }
   return NULL;
 }
 
+/* Three threads at once, thread t on device t % devices + 1 (all on one
+ * device where there is one): median and convolve. */
 TEST (gpu_threads_on_devices_match_the_cpu)
 {
   enum { THREADS = 3 };
@@ -280,6 +283,7 @@ TEST (gpu_threads_on_devices_match_the_cpu)
       memset (&jobs[t], 0, sizeof jobs[t]);
       jobs[t].src = &src;
       jobs[t].device = n > 0 ? t % n + 1 : 0;
+      jobs[t].filters = 2;
       for (int i = 0; i < 2; i++)
         jobs[t].out[i] = harness_image_new (640, 480, 4, 1, CUDAFX_U8, 0);
       CHECK (pthread_create (&threads[t], NULL, worker_run, &jobs[t]) == 0, "thread %d", t);
@@ -298,6 +302,64 @@ TEST (gpu_threads_on_devices_match_the_cpu)
         }
     }
   for (int i = 0; i < 2; i++)
+    harness_image_free (&ref[i]);
+  harness_image_free (&src);
+}
+
+/* Two lanes of one device at once (options.lane, as the CLI's two workers
+ * a device run): two threads on each lane, every filter, each output equal
+ * to the same filter's output on lane 0 alone (quantize, which always takes
+ * lane 0, included). Also a lane past the last wraps, a negative one is
+ * refused. */
+
+TEST (gpu_lanes_match_one_lane)
+{
+  enum { THREADS = 4, W = 1280, H = 960 };
+  harness_rng rng = { 29 };
+  cudafx_image src = harness_image_new (W, H, 3, 0, CUDAFX_U8, 0);
+  cudafx_image ref[4];
+  harness_image_random (&src, &rng);
+  for (int i = 0; i < 4; i++)
+    {
+      cudafx_options o = harness_cpu_options ();
+      o.backend = CUDAFX_BACKEND_CUDA;
+      ref[i] = harness_image_new (W, H, 3, 0, CUDAFX_U8, 0);
+      CHECK (gpu_filters[i].run (&src, &ref[i], &o) == CUDAFX_OK, "%s on lane 0 failed: %s", gpu_filters[i].name,
+             cudafx_error_message ());
+    }
+  worker_job jobs[THREADS];
+  pthread_t threads[THREADS];
+  for (int t = 0; t < THREADS; t++)
+    {
+      memset (&jobs[t], 0, sizeof jobs[t]);
+      jobs[t].src = &src;
+      jobs[t].lane = t == 3 ? CUDAFX_CUDA_LANES + 1 : t % CUDAFX_CUDA_LANES; /* the last wraps to lane 1 */
+      jobs[t].filters = 4;
+      for (int i = 0; i < 4; i++)
+        {
+          jobs[t].out[i] = harness_image_new (W, H, 3, 0, CUDAFX_U8, 0);
+          harness_image_poison (&jobs[t].out[i]);
+        }
+      CHECK (pthread_create (&threads[t], NULL, worker_run, &jobs[t]) == 0, "thread %d", t);
+    }
+  for (int t = 0; t < THREADS; t++)
+    {
+      pthread_join (threads[t], NULL);
+      for (int i = 0; i < 4; i++)
+        {
+          CHECK (jobs[t].status[i] == CUDAFX_OK, "thread %d (lane %d) %s: status %d", t, jobs[t].lane,
+                 gpu_filters[i].name, jobs[t].status[i]);
+          CHECK (harness_max_diff (&ref[i], &jobs[t].out[i]) == 0, "thread %d (lane %d) %s differs from lane 0 alone",
+                 t, jobs[t].lane, gpu_filters[i].name);
+          harness_image_free (&jobs[t].out[i]);
+        }
+    }
+  cudafx_options o = harness_cpu_options ();
+  o.backend = CUDAFX_BACKEND_CUDA;
+  o.lane = -1;
+  CHECK (gpu_filters[0].run (&src, &ref[0], &o) == CUDAFX_ERR_INVALID_ARG, "lane -1 accepted");
+  CHECK (strstr (cudafx_error_message (), "lane -1") != NULL, "lane -1: message '%s'", cudafx_error_message ());
+  for (int i = 0; i < 4; i++)
     harness_image_free (&ref[i]);
   harness_image_free (&src);
 }
