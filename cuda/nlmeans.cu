@@ -160,11 +160,11 @@ pixel (const unsigned *px, const float *planes, int plane, int i, float (&v)[NA]
       v[c] = planes[c * plane + i];
 }
 
-/* Patch weight i of 0..2P. The weights are symmetric, g_i = g_2P-i (the
- * plan's Gaussian depends on (i - P)^2; nlmeans_stripe checks), so only
- * g_0 .. g_P are read: a value's products with g_i and g_2P-i are then one
- * multiplication, which the compiler shares between the two sums that use
- * it (the same floats, one multiplication fewer a term). */
+/* Patch weight i of 0..2P. The plan's weights are symmetric, g_i = g_2P-i
+ * (core/nlmeans.h), so only g_0 .. g_P are read: a value's products with
+ * g_i and g_2P-i are then one multiplication, which the compiler shares
+ * between the two sums that use it (the same floats, one multiplication
+ * fewer a term). */
 template <int P>
 __device__ __forceinline__ float
 patch_weight (const nlm_args &a, int i)
@@ -595,14 +595,9 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   const nlmeans_plan *plan = m->plan;
   const int P = plan->patch_radius, S = plan->search_radius;
   const bool u8 = s->type == CUDAFX_U8;
-  bool flat = true, symmetric = true;
+  bool flat = true;
   for (int j = 0; j <= 2 * P; j++)
-    {
-      flat = flat && plan->patch_weights[j] == 1.0f;
-      symmetric = symmetric && plan->patch_weights[j] == plan->patch_weights[2 * P - j];
-    }
-  if (!symmetric) /* the kernels read half of them (patch_weight) */
-    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: the CUDA kernels need symmetric patch weights");
+    flat = flat && plan->patch_weights[j] == 1.0f;
   const int kind = !u8 ? F32 : flat ? U8_FLAT : U8_WEIGHTED;
   nlm_kernel_fn kernel = kernel_for (P, m->na, kind);
   size_t shm = shared_bytes (P, S, m->na, u8);
