@@ -24,7 +24,9 @@ struct nlmeans_vst;
 
 typedef struct {
   int   patch_radius, search_radius;
-  /* Separable patch weights g[0 .. 2P]: all 1 (flat) or a Gaussian. */
+  /* Separable patch weights g[0 .. 2P]: all 1 (flat) or a Gaussian; always
+   * symmetric, g[j] = g[2P - j] (a function of (j - P)^2), which
+   * cuda/nlmeans.cu relies on: it reads g[0 .. P] only. */
   float patch_weights[2 * NLMEANS_MAX_PATCH_RADIUS + 1];
   float dist_scale;  /* 1 / (n (sum g)^2 h^2), n colour channels */
   float dist_offset; /* 2 s^2 / h^2 */

@@ -8,8 +8,8 @@
  *
  * Same fast formulation as the CPU (Darbon et al., ISBI 2008): the loop runs
  * over search offsets and each offset's squared-difference image is filtered
- * over the patch with separable weights g (flat or Gaussian; flat u8 sums
- * slide along when they are exact integers). Offsets come in
+ * over the patch with separable weights g (flat or Gaussian, symmetric;
+ * flat u8 sums slide along when they are exact integers). Offsets come in
  * pairs, d(p, p+o) = d(p+o, p): one distance image serves o and -o. One
  * thread block owns a TILE_W x TILE_H tile of output pixels and keeps the
  * tile plus its halo (search + patch radius) in shared memory, loaded once:
@@ -24,7 +24,8 @@
  *       squared differences in registers;
  *   CD. each thread one column and RPT rows of the tile: the vertical sums
  *       g_0 h(y-P) + ... + g_2P h(y+P) at p (weight of o) and at p - o
- *       (weight of -o), the weight nlmeans_exp_neg (d * scale - offset),
+ *       (weight of -o), the weight nlmeans_exp_neg (d * scale - offset)
+ *       (computed as exp_neg below: the same float, fewer instructions),
  *       the weighted sums, the sum of weights and the largest weight, kept in
  *       registers across offsets.
  * After the last offset the centre is added with weight 1 or the largest
@@ -104,13 +105,6 @@ struct nlm_args
   float g[2 * NLMEANS_MAX_PATCH_RADIUS + 1]; /* patch weights */
 };
 
-/* Integer 0 <= i < 2^23 as a float without a conversion instruction. */
-__device__ __forceinline__ float
-small_uint_float (unsigned i)
-{
-  return __uint_as_float (i | 0x4b000000u) - 8388608.0f;
-}
-
 /* Byte C of a packed pixel as a float. */
 template <int C>
 __device__ __forceinline__ float
@@ -126,8 +120,10 @@ distance (const unsigned *px, const float *planes, int plane, int i, int j)
 {
   if constexpr (U8)
     {
+      /* The sum (at most 4 * 255^2 < 2^23) added to the bits of 2^23: the
+       * float 2^23 + sum, exact, without a conversion instruction. */
       unsigned d = __vabsdiffu4 (px[i], px[j]);
-      return small_uint_float (__dp4a (d, d, 0u)); /* at most 4 * 255^2 */
+      return __uint_as_float (__dp4a (d, d, 0x4b000000u)) - 8388608.0f;
     }
   else
     {
@@ -164,6 +160,41 @@ pixel (const unsigned *px, const float *planes, int plane, int i, float (&v)[NA]
       v[c] = planes[c * plane + i];
 }
 
+/* Patch weight i of 0..2P. The plan's weights are symmetric, g_i = g_2P-i
+ * (core/nlmeans.h), so only g_0 .. g_P are read: a value's products with
+ * g_i and g_2P-i are then one multiplication, which the compiler shares
+ * between the two sums that use it (the same floats, one multiplication
+ * fewer a term). */
+template <int P>
+__device__ __forceinline__ float
+patch_weight (const nlm_args &a, int i)
+{
+  return a.g[i <= P ? i : 2 * P - i];
+}
+
+/* nlmeans_exp_neg (core/nlmeans.h), the same float for every x, in one
+ * instruction fewer and without its float-to-integer conversion (a slower
+ * pipe than the float arithmetic's): with x clamped to 0..87,
+ * t = x * log2(e) + 0.5 lies in 0.5..126.02, so t + 2^23 rounded toward
+ * zero is 2^23 + (int) t exactly (the ulp there is 1): its bits are
+ * 0x4b000000 + k, less 2^23 the float k. p = exp (-g) lies in 0.70..1.42
+ * and p > 1 when k = 126 (x near 87), so p 2^-k is a normal float, equal to
+ * p with k taken from its exponent: the bits of p less k << 23, which is
+ * (bits of t) << 23 (0x4b000000 << 23 overflows to 0). */
+__device__ __forceinline__ float
+exp_neg (float x)
+{
+  int i = __float_as_int (x);
+  i = i > 0 ? i : 0;
+  i = i < 0x42ae0000 ? i : 0x42ae0000;
+  x = __int_as_float (i);
+  float t = __fadd_rz (x * 1.44269504f + 0.5f, 8388608.0f);
+  float g = x - (t - 8388608.0f) * 0.693147182f;
+  float p = 1.0f + g * (-1.0f + g * (0.5f + g * (-1.0f / 6 + g * (1.0f / 24 + g * (-1.0f / 120
+                                                                                   + g * (1.0f / 720))))));
+  return __int_as_float (__float_as_int (p) - (__float_as_int (t) << 23));
+}
+
 /* Whether the patch sums are integers below 2^24 however they are summed
  * (u8, flat patch, the window moved by one sum plus and one minus): then
  * sliding sums are exact, the same floats as the CPU's sums term by term. */
@@ -194,12 +225,12 @@ weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int p
         d = d + hv[j + 2 * P] - hv[j - 1];
       else
         {
-          d = FLAT ? hv[j] : a.g[0] * hv[j];
+          d = FLAT ? hv[j] : patch_weight<P> (a, 0) * hv[j];
 #pragma unroll
           for (int i = 1; i <= 2 * P; i++)
-            d += FLAT ? hv[j + i] : a.g[i] * hv[j + i];
+            d += FLAT ? hv[j + i] : patch_weight<P> (a, i) * hv[j + i];
         }
-      float w = nlmeans_exp_neg (d * a.scale - a.offset);
+      float w = exp_neg (d * a.scale - a.offset);
       float v[NA];
       pixel<NA, U8> (px, planes, plane, nb + j * iws, v);
 #pragma unroll
@@ -303,10 +334,10 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
                   h = h + e[k + 2 * P] - e[k - 1];
                 else
                   {
-                    h = FLAT ? e[k] : a.g[0] * e[k];
+                    h = FLAT ? e[k] : patch_weight<P> (a, 0) * e[k];
 #pragma unroll
                     for (int j = 1; j <= 2 * P; j++)
-                      h += FLAT ? e[k + j] : a.g[j] * e[k + j];
+                      h += FLAT ? e[k + j] : patch_weight<P> (a, j) * e[k + j];
                   }
                 hrow[k] = h;
               }
