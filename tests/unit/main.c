@@ -237,7 +237,10 @@ main (int argc, char **argv)
     }
   for (int i = 0; i < n_tests; i++)
     {
+      /* The loop stops at the first argument that chooses the test: its
+       * shard, if it names one, is the one run. */
       int selected = argc == first;
+      shard_count = 0;
       for (int a = first; a < argc && !selected; a++)
         selected = selects (argv[a], i);
       if (!selected)
@@ -246,15 +249,11 @@ main (int argc, char **argv)
         {
           if (tests[i].shards == 1)
             printf ("%s\n", tests[i].name);
-          for (int k = 0; k < tests[i].shards && tests[i].shards > 1; k++)
-            printf ("%s@%d/%d\n", tests[i].name, k, tests[i].shards);
+          else
+            for (int k = 0; k < tests[i].shards; k++)
+              printf ("%s@%d/%d\n", tests[i].name, k, tests[i].shards);
           continue;
         }
-      /* The shard of the first argument that chooses this test, if any. */
-      shard_count = 0;
-      for (int a = first; a < argc; a++)
-        if (selects (argv[a], i))
-          break;
       cases_seen = 0;
       current_failures = 0;
       tests[i].fn ();
