@@ -544,7 +544,7 @@ template <int L, int RANK> constexpr median_network::tile_network<L, RANK> tiler
  * the FMA pipe (fma_compare, 3 instructions) rather than as 2 integer
  * min/max in the ALU pipe, which issues every other cycle: FMA_EIGHTHS of
  * every 8 (by position in the network). Half balances the two limits, the
- * issue slots and the ALU pipe; 3 or 5 eighths measured slower. */
+ * issue slots and the ALU pipe (docs/BENCHMARKS.md times other shares). */
 constexpr int FMA_EIGHTHS = 4;
 
 template <int L, int RANK, int... I>
