@@ -5,7 +5,10 @@
  * decoding (a finished item frees its pixels sooner), and decode only while
  * fewer than `window` items are in flight, so memory stays bounded whatever
  * the number of files. Items are decoded in input order; they finish in
- * whatever order their stages end. */
+ * whatever order their stages end. The codec threads start first; the
+ * engine workers once the stages' engine callback has said how many (CUDA
+ * counting its devices takes about 0.1 s, which the first decodes overlap:
+ * docs/BENCHMARKS.md, 2026-11-26, "decoding from main's start"). */
 #include "batch.h"
 
 #include "../core/i18n.h"
@@ -36,6 +39,10 @@ typedef struct {
   int                       *finished;     /* items in the order they finished */
   int                        n_finished;
   int                        stop;         /* a thread could not be created: nothing runs */
+  int                        workers;      /* workers that may compute; 0 until the engine answered */
+  int                        codec_nice;   /* the codec threads' priority drop, once workers > 0 */
+  long                      *codec_tid;    /* the codec threads' ids (Linux), as they begin */
+  int                        n_codec_tids;
 } pipeline;
 
 /* ---- stderr shared with the progress line ---------------------------------- *
@@ -122,10 +129,13 @@ typedef struct {
 } thread_arg;
 
 /* With the lock held: the item this thread takes next and the state its
- * stage leads to, or -1. Codec threads encode first, then decode. */
+ * stage leads to, or -1. Codec threads encode first, then decode; a worker
+ * computes once the engine has answered. */
 static int
 take_item (pipeline *p, int worker, int *next_state)
 {
+  if (worker >= p->workers)
+    return -1;
   int item = find_item (p, worker < 0 ? COMPUTED : DECODED);
   *next_state = worker < 0 ? FINISHED : COMPUTED;
   if (item < 0 && worker < 0 && p->next_decode < p->items && p->in_flight < p->window)
@@ -139,19 +149,33 @@ take_item (pipeline *p, int worker, int *next_state)
   return item;
 }
 
-/* The calling thread's priority lowered by `by` nice levels. Linux keeps a
- * nice value per thread (setpriority on its thread id); elsewhere the call
- * would lower the whole process, so it does nothing there. */
-static void
-lower_thread_priority (int by)
+/* The calling thread's id, for lower_priority; 0 where threads have none
+ * of their own. */
+static long
+thread_id (void)
 {
 #ifdef __linux__
-  id_t tid = (id_t) syscall (SYS_gettid);
-  errno = 0;
-  int nice = getpriority (PRIO_PROCESS, tid);
-  if (errno == 0)
-    setpriority (PRIO_PROCESS, tid, nice + by); /* best effort: only the order of waking changes */
+  return (long) syscall (SYS_gettid);
 #else
+  return 0;
+#endif
+}
+
+/* Thread tid's priority lowered by `by` nice levels. Linux keeps a nice
+ * value per thread (setpriority on its thread id); elsewhere the call would
+ * lower the whole process, so it does nothing there. */
+static void
+lower_priority (long tid, int by)
+{
+#ifdef __linux__
+  if (!tid || by <= 0)
+    return;
+  errno = 0;
+  int nice = getpriority (PRIO_PROCESS, (id_t) tid);
+  if (errno == 0)
+    setpriority (PRIO_PROCESS, (id_t) tid, nice + by); /* best effort: only the order of waking changes */
+#else
+  (void) tid;
   (void) by;
 #endif
 }
@@ -159,14 +183,22 @@ lower_thread_priority (int by)
 static void *
 pipeline_thread (void *arg)
 {
-  pipeline *p = ((thread_arg *) arg)->p;
-  int worker = ((thread_arg *) arg)->worker;
+  thread_arg a = *(thread_arg *) arg;
+  pipeline *p = a.p;
+  int worker = a.worker;
   const cli_stages *st = p->stages;
 
-  if (worker < 0 && p->config->codec_nice > 0)
-    lower_thread_priority (p->config->codec_nice);
-
+  free (arg);
   pthread_mutex_lock (&p->lock);
+  /* A codec thread's priority drops as soon as it is known: here if the
+   * engine answered already, else when it does (engine_answered). */
+  if (worker < 0)
+    {
+      long tid = thread_id ();
+      p->codec_tid[p->n_codec_tids++] = tid;
+      if (p->workers > 0)
+        lower_priority (tid, p->codec_nice);
+    }
   while (!p->stop)
     {
       int next_state, item = take_item (p, worker, &next_state);
@@ -188,22 +220,75 @@ pipeline_thread (void *arg)
   return NULL;
 }
 
+/* A pipeline thread for engine worker `worker`, or a codec thread (-1);
+ * 0 when it runs. */
+static int
+start_thread (pipeline *p, pthread_t *thread, int worker)
+{
+  thread_arg *arg = malloc (sizeof *arg); /* the thread's, which frees it */
+  if (!arg)
+    return -1;
+  *arg = (thread_arg) { p, worker };
+  if (pthread_create (thread, NULL, pipeline_thread, arg))
+    {
+      free (arg);
+      return -1;
+    }
+  return 0;
+}
+
+static int
+window_of (const cli_pipeline_config *config, int codecs, int workers)
+{
+  return config->window > 0 ? config->window : codecs + 2 * workers;
+}
+
+/* With the lock held: the engine's answer, `workers` workers (the first
+ * already runs; threads holds room for the others) and the codec threads'
+ * priority drop. A worker that cannot be started leaves the batch to
+ * fewer. Returns the threads started. */
+static int
+engine_answered (pipeline *p, pthread_t *threads, int codecs, int workers, int nice)
+{
+  int started = 0;
+  p->codec_nice = nice;
+  for (int i = 0; i < p->n_codec_tids; i++)
+    lower_priority (p->codec_tid[i], nice);
+  p->workers = 1;
+  for (int w = 1; w < workers && !start_thread (p, &threads[codecs + w], w); w++)
+    {
+      p->workers++;
+      started++;
+    }
+  p->window = window_of (p->config, codecs, p->workers);
+  pthread_cond_broadcast (&p->changed);
+  return started;
+}
+
 int
 cli_pipeline_run (const cli_stages *stages, int items, const cli_pipeline_config *config)
 {
   pipeline p = { .stages = stages, .config = config, .items = items };
   int codecs = config->codec_threads < 1 ? 1 : config->codec_threads;
   int workers = config->workers < 1 ? 1 : config->workers;
-  pthread_t *threads = calloc ((size_t) (codecs + workers), sizeof *threads);
-  thread_arg *args = calloc ((size_t) (codecs + workers), sizeof *args);
+  pthread_t *threads = NULL;
   int started = 0, failed = 0, reported = 0;
   double start = cli_now_ms ();
 
-  p.window = config->window > 0 ? config->window : codecs + 2 * workers;
+  /* No more threads than items can use. */
+  if (codecs > items)
+    codecs = items;
+  if (workers > items)
+    workers = items;
+  p.workers = stages->engine ? 0 : workers;
+  p.codec_nice = config->codec_nice;
+  p.window = window_of (config, codecs, p.workers ? p.workers : 1);
+  threads = calloc ((size_t) (codecs + workers + 1), sizeof *threads);
+  p.codec_tid = calloc ((size_t) codecs + 1, sizeof *p.codec_tid);
   p.state = calloc ((size_t) items + 1, sizeof *p.state);
   p.status = calloc ((size_t) items + 1, sizeof *p.status);
   p.finished = calloc ((size_t) items + 1, sizeof *p.finished);
-  if (!threads || !args || !p.state || !p.status || !p.finished)
+  if (!threads || !p.codec_tid || !p.state || !p.status || !p.finished)
     {
       failed = -1;
       goto done;
@@ -211,18 +296,14 @@ cli_pipeline_run (const cli_stages *stages, int items, const cli_pipeline_config
   pthread_mutex_init (&p.lock, NULL);
   pthread_cond_init (&p.changed, NULL);
 
-  /* No more threads than items can use. The threads are created under the
-   * lock, so none starts work before all exist: if one cannot be created,
-   * the others stop untouched. */
-  if (codecs > items)
-    codecs = items;
-  if (workers > items)
-    workers = items;
+  /* The codec threads and the first worker (all of them when no engine
+   * callback is to answer) are created under the lock, so none starts work
+   * before all exist: if one cannot be created, the others stop untouched. */
+  int first = items > 0 ? codecs + (p.workers ? p.workers : 1) : 0;
   pthread_mutex_lock (&p.lock);
-  for (int i = 0; i < codecs + workers; i++)
+  for (int i = 0; i < first; i++)
     {
-      args[i] = (thread_arg) { &p, i < codecs ? -1 : i - codecs };
-      if (pthread_create (&threads[i], NULL, pipeline_thread, &args[i]))
+      if (start_thread (&p, &threads[i], i < codecs ? -1 : i - codecs))
         {
           p.stop = 1;
           break;
@@ -234,6 +315,18 @@ cli_pipeline_run (const cli_stages *stages, int items, const cli_pipeline_config
     {
       failed = -1;
       goto join;
+    }
+  if (items > 0 && stages->engine)
+    {
+      int nice = 0;
+      int answer = stages->engine (stages->ctx, &nice);
+      answer = answer < 1 ? 1 : answer > items ? items : answer;
+      pthread_t *more = realloc (threads, (size_t) (codecs + answer) * sizeof *threads);
+      if (more)
+        threads = more;
+      pthread_mutex_lock (&p.lock);
+      started += engine_answered (&p, threads, codecs, more ? answer : 1, nice);
+      pthread_mutex_unlock (&p.lock);
     }
 
   pthread_mutex_lock (&p.lock);
@@ -264,7 +357,7 @@ done:
   free (p.finished);
   free (p.status);
   free (p.state);
-  free (args);
+  free (p.codec_tid);
   free (threads);
   return failed;
 }

@@ -20,13 +20,21 @@ typedef struct {
    * the status of the stage that failed (0: all ran); frees what the item
    * holds. May be NULL. */
   void (*finish) (void *ctx, int item, int status);
+  /* May be NULL. Called once, on the thread that runs cli_pipeline_run,
+   * while the codec threads already decode: returns how many engine workers
+   * compute (config's workers is then unused) and sets the codec threads'
+   * priority drop (config's codec_nice is then unused). For an answer that
+   * is slow to come (the CUDA devices counted, about 0.1 s): the first
+   * decodes overlap it, and no item is computed before it returns. */
+  int  (*engine) (void *ctx, int *codec_nice);
   void  *ctx;
 } cli_stages;
 
 typedef struct {
   int codec_threads; /* >= 1 */
   int workers;       /* >= 1 */
-  int window;        /* most items decoded and not yet finished; 0: codec_threads + 2 * workers */
+  int window;        /* most items decoded and not yet finished; 0: codec_threads + 2 * workers
+                      * (one worker until the stages' engine has answered) */
   int progress;      /* show "[done/total] ... left" on stderr, redrawn as items finish */
   int codec_nice;    /* codec threads lower their priority by this much (Linux; 0: not) */
 } cli_pipeline_config;

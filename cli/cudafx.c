@@ -664,6 +664,7 @@ typedef struct {
   const cli_command   *c;
   cudafx_filter_params params;
   cli_file            *files;
+  int                  n;        /* files */
   int                  codecs_only;
   int                  devices;  /* CUDA devices the workers take in turn; 0: the default one alone */
 } cli_batch;
@@ -975,10 +976,32 @@ codec_nice (void)
   return cli_cuda_devices () > 0 ? 5 : 0;
 }
 
+/* The pipeline's engine callback, answered while the first files decode:
+ * several files on CUDA get a worker per lane of each device, so that two
+ * files are on a device at once and one's copies and host work overlap the
+ * other's kernels (a lone worker left the GPU idle for those:
+ * docs/BENCHMARKS.md, "two files on the GPU at once"); --workers may ask
+ * for other numbers, or for workers on the CPU. One file needs one worker.
+ * Counting the devices waits for CUDA's driver to start. */
+static int
+batch_engine (void *ctx, int *nice)
+{
+  cli_batch *b = ctx;
+  int workers = b->c->workers;
+  if (b->n > 1 && !b->codecs_only)
+    b->devices = cli_cuda_devices ();
+  if (!workers)
+    workers = b->n > 1 && b->devices > 0 ? b->devices * CUDAFX_CUDA_LANES : 1;
+  if (workers == 1 || b->devices == 1)
+    b->devices = 0; /* the default device, which CUDAFX_DEVICE may name */
+  *nice = codec_nice ();
+  return workers;
+}
+
 static int
 run_filter (const cli_command *c)
 {
-  cli_batch b = { .c = c };
+  cli_batch b = { .c = c, .n = c->n_inputs };
   int n = c->n_inputs, status = 0;
 
   cudafx_filter_params_from_values (c->filter_index, c->values, c->kernel_size ? c->kernel : NULL,
@@ -1019,30 +1042,17 @@ run_filter (const cli_command *c)
 
   if (!status)
     {
-      /* Several files on CUDA: a worker per lane of each device, so that
-       * two files are on a device at once and one's copies and host work
-       * overlap the other's kernels (a lone worker left the GPU idle for
-       * those: docs/BENCHMARKS.md, "two files on the GPU at once");
-       * --workers may ask for other numbers, or for workers on the CPU.
-       * One file needs one worker. */
-      int workers = c->workers;
-      if (n > 1 && !b.codecs_only)
-        b.devices = cli_cuda_devices ();
-      if (!workers)
-        workers = n > 1 && b.devices > 0 ? b.devices * CUDAFX_CUDA_LANES : 1;
-      if (workers == 1 || b.devices == 1)
-        b.devices = 0; /* the default device, which CUDAFX_DEVICE may name */
       /* A batch keeps its image memory for the next files (pinned when a
        * file first takes it to a device); codecs-only runs too, the
        * baseline it is measured by. */
       if (n > 1)
         cfx_image_memory (cli_image_pool_take, cli_image_pool_give);
-      cli_stages stages = { file_load, file_filter, file_save, file_finish, &b };
+      /* The codec threads begin decoding now; the workers, once
+       * batch_engine knows how many (CUDA's devices counted). */
+      cli_stages stages = { file_load, file_filter, file_save, file_finish, batch_engine, &b };
       cli_pipeline_config config = {
         .codec_threads = c->threads ? c->threads : cores > 0 ? (int) cores : 1,
-        .workers = workers,
         .progress = c->output_dir && n > 1 && isatty (STDERR_FILENO),
-        .codec_nice = codec_nice (),
       };
       int failed = cli_pipeline_run (&stages, n, &config);
       pipeline_end = cli_now_ms ();

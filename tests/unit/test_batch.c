@@ -4,7 +4,8 @@
  * that order; a failing stage skips the item's later stages and is the
  * status it finishes with; N workers share the items (three workers on one
  * device, as several GPUs would); no more items are in flight than the
- * window allows. */
+ * window allows; an engine callback that answers late (CUDA counting its
+ * devices) lets the decodes begin and keeps the computes back. */
 #include "harness.h"
 
 #include "../../cli/batch.h"
@@ -26,6 +27,9 @@ typedef struct {
   int             in_flight, most_in_flight;
   int             finished[ITEMS], finish_status[ITEMS];
   int             fail_item, fail_stage;  /* the item and stage (1..3) that fail */
+  int             decoded, computed;      /* stages ended */
+  int             answered;               /* the engine callback returned */
+  int             decoded_by_answer, computed_by_answer;
 } record;
 
 static void
@@ -43,6 +47,8 @@ step (record *r, int item, int stage)
     r->out_of_order++;
   r->stage[item] = stage;
   r->runs[item][stage - 1]++;
+  r->decoded += stage == 1;
+  r->computed += stage == 2;
   if (stage == 1 && ++r->in_flight > r->most_in_flight)
     r->most_in_flight = r->in_flight;
   pthread_mutex_unlock (&r->lock);
@@ -94,7 +100,7 @@ fake_finish (void *ctx, int item, int status)
 static int
 run (record *r, int codecs, int workers, int window)
 {
-  cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, r };
+  cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, NULL, r };
   /* The codec threads' lower priority changes only who runs first. */
   cli_pipeline_config config = { .codec_threads = codecs, .workers = workers, .window = window,
                                  .codec_nice = 1 };
@@ -164,9 +170,58 @@ TEST (batch_no_items)
 {
   record r;
   memset (&r, 0, sizeof r);
-  cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, &r };
+  cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, NULL, &r };
   cli_pipeline_config config = { .codec_threads = 2, .workers = 3 };
   CHECK (cli_pipeline_run (&stages, 0, &config) == 0, "an empty batch failed");
+}
+
+/* Answers 3 workers once 5 items are decoded (or after 2 s, which the
+ * test then reports), as CUDA's device count comes while files decode. */
+static int
+late_engine (void *ctx, int *codec_nice)
+{
+  record *r = ctx;
+  for (int waited = 0; waited < 2000; waited++)
+    {
+      pthread_mutex_lock (&r->lock);
+      int decoded = r->decoded;
+      pthread_mutex_unlock (&r->lock);
+      if (decoded >= 5)
+        break;
+      pause_us (1000);
+    }
+  pthread_mutex_lock (&r->lock);
+  r->answered = 1;
+  r->decoded_by_answer = r->decoded;
+  r->computed_by_answer = r->computed + r->computing;
+  pthread_mutex_unlock (&r->lock);
+  *codec_nice = 1;
+  return 3;
+}
+
+TEST (batch_engine_answers_while_items_decode)
+{
+  record r;
+  memset (&r, 0, sizeof r);
+  r.fail_item = -1;
+  pthread_mutex_init (&r.lock, NULL);
+  cli_stages stages = { fake_decode, fake_compute, fake_encode, fake_finish, late_engine, &r };
+  cli_pipeline_config config = { .codec_threads = 4, .workers = 1 }; /* workers: the engine's answer wins */
+  CHECK (cli_pipeline_run (&stages, ITEMS, &config) == 0, "items failed");
+  CHECK (r.answered, "the engine callback was not called");
+  CHECK (r.decoded_by_answer >= 5, "%d items decoded before the engine answered: the decodes waited "
+         "for it", r.decoded_by_answer);
+  CHECK (r.computed_by_answer == 0, "%d items computed before the engine answered", r.computed_by_answer);
+  CHECK (r.out_of_order == 0, "a stage ran out of order %d times", r.out_of_order);
+  int total = 0;
+  for (int w = 0; w < 3; w++)
+    {
+      CHECK (r.by_worker[w] > 0, "worker %d of the engine's 3 computed nothing", w);
+      total += r.by_worker[w];
+    }
+  CHECK (total == ITEMS && r.by_worker[3] == 0, "%d computations by workers 0..2 of %d items", total,
+         ITEMS);
+  CHECK (r.most_in_flight <= 4 + 2 * 3, "%d items in flight, window %d", r.most_in_flight, 4 + 2 * 3);
 }
 
 /* The batch's image memory (cli/image_pool.c): a block given back serves
