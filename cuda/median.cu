@@ -236,11 +236,12 @@ median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
 
 template <int N> constexpr median_network::sort_network<N> sorter{};
 template <int L, int RANK> constexpr median_network::select_network<L, RANK> selector{};
+template <int L, int RANK> constexpr median_network::tile_network<L, RANK> tiler{};
 
 /* The networks run with every slot index a compile-time constant, so the
  * keys stay in registers whatever the compiler's unrolling heuristics decide.
  * sort_bytes: four 8-bit lanes a word (__vminu4, emulated on sm_75..90);
- * sort_lanes and select_lanes: two 16-bit lanes (__vminu2, one instruction
+ * sort_lanes and run_network: two 16-bit lanes (__vminu2, one instruction
  * on sm_90). */
 template <int N, int... I>
 __device__ __forceinline__ void
@@ -318,19 +319,37 @@ fma_compare (unsigned a, unsigned b, unsigned &lo, unsigned &hi)
 #endif
 }
 
-/* The pruned selection network on one stream of lanes. */
-template <int L, int RANK, bool HALF, int... I>
+/* Full comparators of the tile network that run as half-float arithmetic in
+ * the FMA pipe (fma_compare, 3 instructions) rather than as 2 integer
+ * min/max in the ALU pipe, which issues every other cycle: FMA_EIGHTHS of
+ * every 8 (by position in the network). Half balances the two limits, the
+ * issue slots and the ALU pipe (docs/BENCHMARKS.md times other shares). */
+constexpr int FMA_EIGHTHS = 4;
+
+/* A pruned network (median_network::half_network: min/max halves and
+ * copies) on one stream of lanes. HALF: min/max as half floats, so that the
+ * column kernel's two streams issue as different instructions. FMA: the
+ * tile kernel's share of full comparators as fma_compare (copies are free:
+ * registers renamed). */
+template <const auto &NET, bool HALF, bool FMA, int... I>
 __device__ __forceinline__ void
-select_lanes (unsigned *v, std::integer_sequence<int, I...>)
+run_network (unsigned *v, std::integer_sequence<int, I...>)
 {
   ((void) ([&] {
-     constexpr int a = selector<L, RANK>.a[I], b = selector<L, RANK>.b[I];
-     constexpr bool to_a = selector<L, RANK>.min_to_a[I], to_b = selector<L, RANK>.max_to_b[I];
-     unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
-     if (to_a)
-       v[a] = lo;
-     if (to_b)
-       v[b] = hi;
+     constexpr int a = NET.a[I], b = NET.b[I];
+     constexpr bool to_a = NET.min_to_a[I], to_b = NET.max_to_b[I];
+     if constexpr (NET.copy[I])
+       v[b] = v[a];
+     else if constexpr (FMA && to_a && to_b && I % 8 < FMA_EIGHTHS)
+       fma_compare (v[a], v[b], v[a], v[b]);
+     else
+       {
+         unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
+         if (to_a)
+           v[a] = lo;
+         if (to_b)
+           v[b] = hi;
+       }
    } ()), ...);
 }
 
@@ -347,17 +366,14 @@ pick_sorted (const unsigned *v, int rank, std::integer_sequence<int, K...>)
   return out;
 }
 
-/* Sorted even and odd lanes of a column into its tile column, k-th smallest
- * in row k. */
-template <int L, int... K>
+/* A sorted column into its tile column, k-th smallest at column[k *
+ * rows_apart]: key (slot) is what a sorter<N> slot stores, the slot an
+ * std::integral_constant so that keys stay in registers. */
+template <int N, typename T, typename Key, int... K>
 __device__ __forceinline__ void
-store_sorted (uint2 *column, int tile_width, const unsigned *even, const unsigned *odd,
-              std::integer_sequence<int, K...>)
+store_sorted (T *column, int rows_apart, Key key, std::integer_sequence<int, K...>)
 {
-  ((void) ([&] {
-     constexpr int slot = sorter<L>.order[K];
-     column[K * tile_width] = make_uint2 (even[slot], odd[slot]);
-   } ()), ...);
+  ((column[K * rows_apart] = key (std::integral_constant<int, sorter<N>.order[K]> ())), ...);
 }
 
 /* Four consecutive bytes of a row starting at byte offset o (any alignment),
@@ -453,8 +469,8 @@ select_from_tile (const uint2 *tile, int tile_width, int base, std::integer_sequ
       ((odd[DX * L + k] = column_key<(DX - R) * CH + 1, LO> (words)), ...);
     }
   constexpr int ops = selector<L, RANK>.count, answer = selector<L, RANK>.answer[0];
-  select_lanes<L, RANK, false> (even, std::make_integer_sequence<int, ops> ());
-  select_lanes<L, RANK, true> (odd, std::make_integer_sequence<int, ops> ());
+  run_network<selector<L, RANK>, false, false> (even, std::make_integer_sequence<int, ops> ());
+  run_network<selector<L, RANK>, true, false> (odd, std::make_integer_sequence<int, ops> ());
   return make_uint2 (even[answer], odd[answer]);
 }
 
@@ -515,7 +531,8 @@ median_columns_kernel (cfx_stripe s)
       raw[L - 1] = load (y + s.halo + R + 1);
       sort_lanes<L> (even, std::make_integer_sequence<int, sorter<L>.net.count> ());
       sort_lanes<L> (odd, std::make_integer_sequence<int, sorter<L>.net.count> ());
-      store_sorted<L> (tile + threadIdx.x, TILE, even, odd, std::make_integer_sequence<int, L> ());
+      store_sorted<L> (tile + threadIdx.x, TILE, [&] (auto slot) { return make_uint2 (even[slot.value], odd[slot.value]); },
+                       std::make_integer_sequence<int, L> ());
       __syncthreads ();
       if (outputs)
         {
@@ -536,37 +553,6 @@ launch_columns (const cfx_stripe *s, int rank, std::integer_sequence<int, RANK..
   constexpr int out = columns_outputs<1, CH>;
   dim3 grid ((words + out - 1) / out, (s->rows + COLUMNS_ROWS - 1) / COLUMNS_ROWS);
   ((rank == RANK ? median_columns_kernel<1, CH, RANK><<<grid, COLUMNS_THREADS, 0, s->stream>>> (*s) : (void) 0), ...);
-}
-
-template <int L, int RANK> constexpr median_network::tile_network<L, RANK> tiler{};
-
-/* Full comparators of the tile network that run as half-float arithmetic in
- * the FMA pipe (fma_compare, 3 instructions) rather than as 2 integer
- * min/max in the ALU pipe, which issues every other cycle: FMA_EIGHTHS of
- * every 8 (by position in the network). Half balances the two limits, the
- * issue slots and the ALU pipe (docs/BENCHMARKS.md times other shares). */
-constexpr int FMA_EIGHTHS = 4;
-
-template <int L, int RANK, int... I>
-__device__ __forceinline__ void
-tile_select (unsigned *v, std::integer_sequence<int, I...>)
-{
-  ((void) ([&] {
-     constexpr int a = tiler<L, RANK>.a[I], b = tiler<L, RANK>.b[I];
-     constexpr bool to_a = tiler<L, RANK>.min_to_a[I], to_b = tiler<L, RANK>.max_to_b[I];
-     if constexpr (tiler<L, RANK>.copy[I])
-       v[b] = v[a];
-     else if constexpr (to_a && to_b && I % 8 < FMA_EIGHTHS)
-       fma_compare (v[a], v[b], v[a], v[b]);
-     else
-       {
-         unsigned lo = __vminu2 (v[a], v[b]), hi = __vmaxu2 (v[a], v[b]);
-         if (to_a)
-           v[a] = lo;
-         if (to_b)
-           v[b] = hi;
-       }
-   } ()), ...);
 }
 
 /* The median tile kernel's shape for CH channels: W tile words a channel
@@ -600,17 +586,6 @@ tile_row_words (const unsigned *row, int k, unsigned *v, std::integer_sequence<i
 #pragma unroll
     for (int j = 0; j <= L; j++)
       v[(k == H ? net::UPPER : net::LOWER) + j] = w[j];
-}
-
-/* Sorted lanes of a column into its tile column, k-th smallest in row k. */
-template <int N, int... K>
-__device__ __forceinline__ void
-store_sorted_words (unsigned *column, int rows_apart, const unsigned *v, std::integer_sequence<int, K...>)
-{
-  ((void) ([&] {
-     constexpr int slot = sorter<N>.order[K];
-     column[K * rows_apart] = v[slot];
-   } ()), ...);
 }
 
 /* A tile thread's outputs from d on: row (0 or 1) and column (0 or 1) of
@@ -701,7 +676,8 @@ median_tile_kernel (cfx_stripe s)
             raw[m][RAW - 2] = load (m, y + s.halo - R + RAW);
             raw[m][RAW - 1] = load (m, y + s.halo - R + RAW + 1);
             sort_lanes<H> (v + 1, std::make_integer_sequence<int, sorter<H>.net.count> ());
-            store_sorted_words<H> (tile + tile_at[m], WORDS, v + 1, std::make_integer_sequence<int, H> ());
+            store_sorted<H> (tile + tile_at[m], WORDS, [&] (auto slot) { return v[1 + slot.value]; },
+                             std::make_integer_sequence<int, H> ());
             tile[H * WORDS + tile_at[m]] = v[0];
             tile[(H + 1) * WORDS + tile_at[m]] = v[RAW - 1];
           }
@@ -710,7 +686,7 @@ median_tile_kernel (cfx_stripe s)
 #pragma unroll
       for (int k = 0; k < TILE_ROWS; k++)
         tile_row_words<R> (tile + k * WORDS + c * TW + 2 * p, k, v, std::make_integer_sequence<int, (L + 1) / 2> ());
-      tile_select<L, RANK> (v, std::make_integer_sequence<int, tiler<L, RANK>.count> ());
+      run_network<tiler<L, RANK>, false, true> (v, std::make_integer_sequence<int, tiler<L, RANK>.count> ());
       /* The lanes' low bytes: answers (upper left, upper right, lower left,
        * lower right), columns x0 + 2p (+ 1) and W further. */
       unsigned char *d = s.d_dst + (size_t) y * s.dst_pitch + (size_t) (x0 + 2 * p) * CH + c;
