@@ -588,26 +588,24 @@ tile_row_words (const unsigned *row, int k, unsigned *v, std::integer_sequence<i
       v[(k == H ? net::UPPER : net::LOWER) + j] = w[j];
 }
 
-/* A tile thread's outputs from d on: row (0 or 1) and column (0 or 1) of
- * each lane, lane 1's `far` bytes further; `left` columns of the row from
- * d on, lane 0's first. */
-template <int CH>
+/* One output row of a tile thread: columns 0 and 1 of each lane from d on,
+ * lane 1's FAR bytes further; `left` columns of the row from d on. Plain
+ * conditional stores off one pointer that the caller keeps from step to
+ * step: with the address worked out from the row inside, the compiler
+ * recomputed it for every store (about a tenth of the kernel's
+ * instructions). */
+template <int CH, int FAR>
 __device__ __forceinline__ void
-store_tile_output (unsigned char *d, size_t pitch, int far, bool lower, int left, unsigned ul, unsigned ur,
-                   unsigned ll, unsigned lr)
+store_tile_row (unsigned char *d, int left, unsigned l, unsigned r)
 {
-  const unsigned out[4] = { ul, ur, ll, lr };
-#pragma unroll
-  for (int q = 0; q < 4; q++)
-    {
-      if (q >= 2 && !lower)
-        break;
-      unsigned char *at = d + (q / 2) * pitch + (q % 2) * CH;
-      if (q % 2 < left)
-        *at = (unsigned char) out[q];
-      if (q % 2 + far / CH < left)
-        at[far] = (unsigned char) (out[q] >> 16);
-    }
+  if (left > 0)
+    d[0] = (unsigned char) l;
+  if (left > 1)
+    d[CH] = (unsigned char) r;
+  if (left > FAR / CH)
+    d[FAR] = (unsigned char) (l >> 16);
+  if (left > FAR / CH + 1)
+    d[FAR + CH] = (unsigned char) (r >> 16);
 }
 
 /* u8 median of L x L windows, radius R 2 or 3 (Adams 2021's 2-D tiles).
@@ -636,8 +634,10 @@ median_tile_kernel (cfx_stripe s)
   const int x0 = blockIdx.x * 2 * W, last_row = s.rows + 2 * s.halo - 1;
   const int y0 = blockIdx.y * COLUMNS_ROWS, y1 = min (y0 + COLUMNS_ROWS, s.rows);
   /* Sorted words: t = j * CH + c (consecutive threads, consecutive bytes);
-   * byte offsets of the two lanes' columns, clamped to the row. */
-  int lo_byte[SORT_K], hi_byte[SORT_K], tile_at[SORT_K];
+   * byte offsets of the two lanes' columns, clamped to the row. Rows are
+   * addressed once a step for all words (the block's rows are the same for
+   * every thread), each load one 32-bit offset from its row. */
+  unsigned lo_byte[SORT_K], hi_byte[SORT_K], tile_at[SORT_K];
 #pragma unroll
   for (int m = 0; m < SORT_K; m++)
     {
@@ -646,22 +646,28 @@ median_tile_kernel (cfx_stripe s)
       hi_byte[m] = min (max (x0 + W - R + j, 0), s.width - 1) * CH + c;
       tile_at[m] = c * TW + j;
     }
-  auto load = [&] (int m, int row) {
-    const unsigned char *p = s.d_src + (size_t) min (row, last_row) * s.src_pitch;
-    return (unsigned) __ldg (p + lo_byte[m]) | (unsigned) __ldg (p + hi_byte[m]) << 16 | 0x64006400u;
+  auto input_row = [&] (int row) { return s.d_src + (size_t) (unsigned) min (row, last_row) * s.src_pitch; };
+  auto load = [&] (int m, const unsigned char *row) {
+    return (unsigned) __ldg (row + lo_byte[m]) | (unsigned) __ldg (row + hi_byte[m]) << 16 | 0x64006400u;
   };
   unsigned raw[SORT_K][RAW]; /* input rows y - R .. y + 1 + R */
 #pragma unroll
-  for (int m = 0; m < SORT_K; m++)
-    if (threadIdx.x + m * THREADS < WORDS)
+  for (int k = 0; k < RAW; k++)
+    {
+      const unsigned char *row = input_row (y0 + s.halo - R + k);
 #pragma unroll
-      for (int k = 0; k < RAW; k++)
-        raw[m][k] = load (m, y0 + s.halo - R + k);
-  /* Selecting thread: plane c, words 2p .. 2p + L of each tile row. */
-  const int c = threadIdx.x / (W / 2), p = threadIdx.x % (W / 2);
-  for (int y = y0; y < y1; y += 2)
+      for (int m = 0; m < SORT_K; m++)
+        if (threadIdx.x + m * THREADS < WORDS)
+          raw[m][k] = load (m, row);
+    }
+  /* Selecting thread: plane c, words 2p .. 2p + L of each tile row; its
+   * outputs from column x0 + 2p on, `left` columns to the row's end. */
+  const int c = threadIdx.x / (W / 2), p = threadIdx.x % (W / 2), left = s.width - x0 - 2 * p;
+  unsigned char *out = s.d_dst + (size_t) y0 * s.dst_pitch + (size_t) (x0 + 2 * p) * CH + c;
+  for (int y = y0; y < y1; y += 2, out += 2 * s.dst_pitch)
     {
       unsigned *tile = tiles[(y / 2) & 1];
+      const unsigned char *next0 = input_row (y + s.halo - R + RAW), *next1 = input_row (y + s.halo - R + RAW + 1);
 #pragma unroll
       for (int m = 0; m < SORT_K; m++)
         if (threadIdx.x + m * THREADS < WORDS)
@@ -673,8 +679,8 @@ median_tile_kernel (cfx_stripe s)
 #pragma unroll
             for (int k = 0; k + 2 < RAW; k++)
               raw[m][k] = raw[m][k + 2];
-            raw[m][RAW - 2] = load (m, y + s.halo - R + RAW);
-            raw[m][RAW - 1] = load (m, y + s.halo - R + RAW + 1);
+            raw[m][RAW - 2] = load (m, next0);
+            raw[m][RAW - 1] = load (m, next1);
             sort_lanes<H> (v + 1, std::make_integer_sequence<int, sorter<H>.net.count> ());
             store_sorted<H> (tile + tile_at[m], WORDS, [&] (auto slot) { return v[1 + slot.value]; },
                              std::make_integer_sequence<int, H> ());
@@ -689,12 +695,11 @@ median_tile_kernel (cfx_stripe s)
       run_network<tiler<L, RANK>, false, true> (v, std::make_integer_sequence<int, tiler<L, RANK>.count> ());
       /* The lanes' low bytes: answers (upper left, upper right, lower left,
        * lower right), columns x0 + 2p (+ 1) and W further. */
-      unsigned char *d = s.d_dst + (size_t) y * s.dst_pitch + (size_t) (x0 + 2 * p) * CH + c;
-      const bool lower = y + 1 < y1;
-      const int left = s.width - x0 - 2 * p; /* columns from x0 + 2p to the row's end */
       constexpr int ul = tiler<L, RANK>.answer[0], ur = tiler<L, RANK>.answer[1];
       constexpr int ll = tiler<L, RANK>.answer[2], lr = tiler<L, RANK>.answer[3];
-      store_tile_output<CH> (d, s.dst_pitch, W * CH, lower, left, v[ul], v[ur], v[ll], v[lr]);
+      store_tile_row<CH, W * CH> (out, left, v[ul], v[ur]);
+      if (y + 1 < y1)
+        store_tile_row<CH, W * CH> (out + s.dst_pitch, left, v[ll], v[lr]);
     }
 }
 
