@@ -592,8 +592,8 @@ tile_row_words (const unsigned *row, int k, unsigned *v, std::integer_sequence<i
  * lane 1's FAR bytes further; `left` columns of the row from d on. Plain
  * conditional stores off one pointer that the caller keeps from step to
  * step: with the address worked out from the row inside, the compiler
- * recomputed it for every store (about a tenth of the kernel's
- * instructions). */
+ * recomputed it for every store, each behind its own branch
+ * (docs/BENCHMARKS.md). */
 template <int CH, int FAR>
 __device__ __forceinline__ void
 store_tile_row (unsigned char *d, int left, unsigned l, unsigned r)
