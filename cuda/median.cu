@@ -236,11 +236,12 @@ median_histogram_kernel (cfx_stripe s, int r, int rank, const int *d_half)
 
 template <int N> constexpr median_network::sort_network<N> sorter{};
 template <int L, int RANK> constexpr median_network::select_network<L, RANK> selector{};
+template <int L, int RANK> constexpr median_network::tile_network<L, RANK> tiler{};
 
 /* The networks run with every slot index a compile-time constant, so the
  * keys stay in registers whatever the compiler's unrolling heuristics decide.
  * sort_bytes: four 8-bit lanes a word (__vminu4, emulated on sm_75..90);
- * sort_lanes and select_lanes: two 16-bit lanes (__vminu2, one instruction
+ * sort_lanes and run_network: two 16-bit lanes (__vminu2, one instruction
  * on sm_90). */
 template <int N, int... I>
 __device__ __forceinline__ void
@@ -318,19 +319,37 @@ fma_compare (unsigned a, unsigned b, unsigned &lo, unsigned &hi)
 #endif
 }
 
-/* The pruned selection network on one stream of lanes. */
-template <int L, int RANK, bool HALF, int... I>
+/* Full comparators of the tile network that run as half-float arithmetic in
+ * the FMA pipe (fma_compare, 3 instructions) rather than as 2 integer
+ * min/max in the ALU pipe, which issues every other cycle: FMA_EIGHTHS of
+ * every 8 (by position in the network). Half balances the two limits, the
+ * issue slots and the ALU pipe (docs/BENCHMARKS.md times other shares). */
+constexpr int FMA_EIGHTHS = 4;
+
+/* A pruned network (median_network::half_network: min/max halves and
+ * copies) on one stream of lanes. HALF: min/max as half floats, so that the
+ * column kernel's two streams issue as different instructions. FMA: the
+ * tile kernel's share of full comparators as fma_compare (copies are free:
+ * registers renamed). */
+template <const auto &NET, bool HALF, bool FMA, int... I>
 __device__ __forceinline__ void
-select_lanes (unsigned *v, std::integer_sequence<int, I...>)
+run_network (unsigned *v, std::integer_sequence<int, I...>)
 {
   ((void) ([&] {
-     constexpr int a = selector<L, RANK>.a[I], b = selector<L, RANK>.b[I];
-     constexpr bool to_a = selector<L, RANK>.min_to_a[I], to_b = selector<L, RANK>.max_to_b[I];
-     unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
-     if (to_a)
-       v[a] = lo;
-     if (to_b)
-       v[b] = hi;
+     constexpr int a = NET.a[I], b = NET.b[I];
+     constexpr bool to_a = NET.min_to_a[I], to_b = NET.max_to_b[I];
+     if constexpr (NET.copy[I])
+       v[b] = v[a];
+     else if constexpr (FMA && to_a && to_b && I % 8 < FMA_EIGHTHS)
+       fma_compare (v[a], v[b], v[a], v[b]);
+     else
+       {
+         unsigned lo = lane_min<HALF> (v[a], v[b]), hi = lane_max<HALF> (v[a], v[b]);
+         if (to_a)
+           v[a] = lo;
+         if (to_b)
+           v[b] = hi;
+       }
    } ()), ...);
 }
 
@@ -347,17 +366,14 @@ pick_sorted (const unsigned *v, int rank, std::integer_sequence<int, K...>)
   return out;
 }
 
-/* Sorted even and odd lanes of a column into its tile column, k-th smallest
- * in row k. */
-template <int L, int... K>
+/* A sorted column into its tile column, k-th smallest at column[k *
+ * rows_apart]: key (slot) is what a sorter<N> slot stores, the slot an
+ * std::integral_constant so that keys stay in registers. */
+template <int N, typename T, typename Key, int... K>
 __device__ __forceinline__ void
-store_sorted (uint2 *column, int tile_width, const unsigned *even, const unsigned *odd,
-              std::integer_sequence<int, K...>)
+store_sorted (T *column, int rows_apart, Key key, std::integer_sequence<int, K...>)
 {
-  ((void) ([&] {
-     constexpr int slot = sorter<L>.order[K];
-     column[K * tile_width] = make_uint2 (even[slot], odd[slot]);
-   } ()), ...);
+  ((column[K * rows_apart] = key (std::integral_constant<int, sorter<N>.order[K]> ())), ...);
 }
 
 /* Four consecutive bytes of a row starting at byte offset o (any alignment),
@@ -453,8 +469,8 @@ select_from_tile (const uint2 *tile, int tile_width, int base, std::integer_sequ
       ((odd[DX * L + k] = column_key<(DX - R) * CH + 1, LO> (words)), ...);
     }
   constexpr int ops = selector<L, RANK>.count, answer = selector<L, RANK>.answer[0];
-  select_lanes<L, RANK, false> (even, std::make_integer_sequence<int, ops> ());
-  select_lanes<L, RANK, true> (odd, std::make_integer_sequence<int, ops> ());
+  run_network<selector<L, RANK>, false, false> (even, std::make_integer_sequence<int, ops> ());
+  run_network<selector<L, RANK>, true, false> (odd, std::make_integer_sequence<int, ops> ());
   return make_uint2 (even[answer], odd[answer]);
 }
 
@@ -515,7 +531,8 @@ median_columns_kernel (cfx_stripe s)
       raw[L - 1] = load (y + s.halo + R + 1);
       sort_lanes<L> (even, std::make_integer_sequence<int, sorter<L>.net.count> ());
       sort_lanes<L> (odd, std::make_integer_sequence<int, sorter<L>.net.count> ());
-      store_sorted<L> (tile + threadIdx.x, TILE, even, odd, std::make_integer_sequence<int, L> ());
+      store_sorted<L> (tile + threadIdx.x, TILE, [&] (auto slot) { return make_uint2 (even[slot.value], odd[slot.value]); },
+                       std::make_integer_sequence<int, L> ());
       __syncthreads ();
       if (outputs)
         {
@@ -536,37 +553,6 @@ launch_columns (const cfx_stripe *s, int rank, std::integer_sequence<int, RANK..
   constexpr int out = columns_outputs<1, CH>;
   dim3 grid ((words + out - 1) / out, (s->rows + COLUMNS_ROWS - 1) / COLUMNS_ROWS);
   ((rank == RANK ? median_columns_kernel<1, CH, RANK><<<grid, COLUMNS_THREADS, 0, s->stream>>> (*s) : (void) 0), ...);
-}
-
-template <int L, int RANK> constexpr median_network::tile_network<L, RANK> tiler{};
-
-/* Full comparators of the tile network that run as half-float arithmetic in
- * the FMA pipe (fma_compare, 3 instructions) rather than as 2 integer
- * min/max in the ALU pipe, which issues every other cycle: FMA_EIGHTHS of
- * every 8 (by position in the network). Half balances the two limits, the
- * issue slots and the ALU pipe (docs/BENCHMARKS.md times other shares). */
-constexpr int FMA_EIGHTHS = 4;
-
-template <int L, int RANK, int... I>
-__device__ __forceinline__ void
-tile_select (unsigned *v, std::integer_sequence<int, I...>)
-{
-  ((void) ([&] {
-     constexpr int a = tiler<L, RANK>.a[I], b = tiler<L, RANK>.b[I];
-     constexpr bool to_a = tiler<L, RANK>.min_to_a[I], to_b = tiler<L, RANK>.max_to_b[I];
-     if constexpr (tiler<L, RANK>.copy[I])
-       v[b] = v[a];
-     else if constexpr (to_a && to_b && I % 8 < FMA_EIGHTHS)
-       fma_compare (v[a], v[b], v[a], v[b]);
-     else
-       {
-         unsigned lo = __vminu2 (v[a], v[b]), hi = __vmaxu2 (v[a], v[b]);
-         if (to_a)
-           v[a] = lo;
-         if (to_b)
-           v[b] = hi;
-       }
-   } ()), ...);
 }
 
 /* The median tile kernel's shape for CH channels: W tile words a channel
@@ -602,37 +588,24 @@ tile_row_words (const unsigned *row, int k, unsigned *v, std::integer_sequence<i
       v[(k == H ? net::UPPER : net::LOWER) + j] = w[j];
 }
 
-/* Sorted lanes of a column into its tile column, k-th smallest in row k. */
-template <int N, int... K>
+/* One output row of a tile thread: columns 0 and 1 of each lane from d on,
+ * lane 1's FAR bytes further; `left` columns of the row from d on. Plain
+ * conditional stores off one pointer that the caller keeps from step to
+ * step: with the address worked out from the row inside, the compiler
+ * recomputed it for every store, each behind its own branch
+ * (docs/BENCHMARKS.md). */
+template <int CH, int FAR>
 __device__ __forceinline__ void
-store_sorted_words (unsigned *column, int rows_apart, const unsigned *v, std::integer_sequence<int, K...>)
+store_tile_row (unsigned char *d, int left, unsigned l, unsigned r)
 {
-  ((void) ([&] {
-     constexpr int slot = sorter<N>.order[K];
-     column[K * rows_apart] = v[slot];
-   } ()), ...);
-}
-
-/* A tile thread's outputs from d on: row (0 or 1) and column (0 or 1) of
- * each lane, lane 1's `far` bytes further; `left` columns of the row from
- * d on, lane 0's first. */
-template <int CH>
-__device__ __forceinline__ void
-store_tile_output (unsigned char *d, size_t pitch, int far, bool lower, int left, unsigned ul, unsigned ur,
-                   unsigned ll, unsigned lr)
-{
-  const unsigned out[4] = { ul, ur, ll, lr };
-#pragma unroll
-  for (int q = 0; q < 4; q++)
-    {
-      if (q >= 2 && !lower)
-        break;
-      unsigned char *at = d + (q / 2) * pitch + (q % 2) * CH;
-      if (q % 2 < left)
-        *at = (unsigned char) out[q];
-      if (q % 2 + far / CH < left)
-        at[far] = (unsigned char) (out[q] >> 16);
-    }
+  if (left > 0)
+    d[0] = (unsigned char) l;
+  if (left > 1)
+    d[CH] = (unsigned char) r;
+  if (left > FAR / CH)
+    d[FAR] = (unsigned char) (l >> 16);
+  if (left > FAR / CH + 1)
+    d[FAR + CH] = (unsigned char) (r >> 16);
 }
 
 /* u8 median of L x L windows, radius R 2 or 3 (Adams 2021's 2-D tiles).
@@ -661,8 +634,10 @@ median_tile_kernel (cfx_stripe s)
   const int x0 = blockIdx.x * 2 * W, last_row = s.rows + 2 * s.halo - 1;
   const int y0 = blockIdx.y * COLUMNS_ROWS, y1 = min (y0 + COLUMNS_ROWS, s.rows);
   /* Sorted words: t = j * CH + c (consecutive threads, consecutive bytes);
-   * byte offsets of the two lanes' columns, clamped to the row. */
-  int lo_byte[SORT_K], hi_byte[SORT_K], tile_at[SORT_K];
+   * byte offsets of the two lanes' columns, clamped to the row. Rows are
+   * addressed once a step for all words (the block's rows are the same for
+   * every thread), each load one 32-bit offset from its row. */
+  unsigned lo_byte[SORT_K], hi_byte[SORT_K], tile_at[SORT_K];
 #pragma unroll
   for (int m = 0; m < SORT_K; m++)
     {
@@ -671,22 +646,28 @@ median_tile_kernel (cfx_stripe s)
       hi_byte[m] = min (max (x0 + W - R + j, 0), s.width - 1) * CH + c;
       tile_at[m] = c * TW + j;
     }
-  auto load = [&] (int m, int row) {
-    const unsigned char *p = s.d_src + (size_t) min (row, last_row) * s.src_pitch;
-    return (unsigned) __ldg (p + lo_byte[m]) | (unsigned) __ldg (p + hi_byte[m]) << 16 | 0x64006400u;
+  auto input_row = [&] (int row) { return s.d_src + (size_t) (unsigned) min (row, last_row) * s.src_pitch; };
+  auto load = [&] (int m, const unsigned char *row) {
+    return (unsigned) __ldg (row + lo_byte[m]) | (unsigned) __ldg (row + hi_byte[m]) << 16 | 0x64006400u;
   };
   unsigned raw[SORT_K][RAW]; /* input rows y - R .. y + 1 + R */
 #pragma unroll
-  for (int m = 0; m < SORT_K; m++)
-    if (threadIdx.x + m * THREADS < WORDS)
+  for (int k = 0; k < RAW; k++)
+    {
+      const unsigned char *row = input_row (y0 + s.halo - R + k);
 #pragma unroll
-      for (int k = 0; k < RAW; k++)
-        raw[m][k] = load (m, y0 + s.halo - R + k);
-  /* Selecting thread: plane c, words 2p .. 2p + L of each tile row. */
-  const int c = threadIdx.x / (W / 2), p = threadIdx.x % (W / 2);
-  for (int y = y0; y < y1; y += 2)
+      for (int m = 0; m < SORT_K; m++)
+        if (threadIdx.x + m * THREADS < WORDS)
+          raw[m][k] = load (m, row);
+    }
+  /* Selecting thread: plane c, words 2p .. 2p + L of each tile row; its
+   * outputs from column x0 + 2p on, `left` columns to the row's end. */
+  const int c = threadIdx.x / (W / 2), p = threadIdx.x % (W / 2), left = s.width - x0 - 2 * p;
+  unsigned char *out = s.d_dst + (size_t) y0 * s.dst_pitch + (size_t) (x0 + 2 * p) * CH + c;
+  for (int y = y0; y < y1; y += 2, out += 2 * s.dst_pitch)
     {
       unsigned *tile = tiles[(y / 2) & 1];
+      const unsigned char *next0 = input_row (y + s.halo - R + RAW), *next1 = input_row (y + s.halo - R + RAW + 1);
 #pragma unroll
       for (int m = 0; m < SORT_K; m++)
         if (threadIdx.x + m * THREADS < WORDS)
@@ -698,10 +679,11 @@ median_tile_kernel (cfx_stripe s)
 #pragma unroll
             for (int k = 0; k + 2 < RAW; k++)
               raw[m][k] = raw[m][k + 2];
-            raw[m][RAW - 2] = load (m, y + s.halo - R + RAW);
-            raw[m][RAW - 1] = load (m, y + s.halo - R + RAW + 1);
+            raw[m][RAW - 2] = load (m, next0);
+            raw[m][RAW - 1] = load (m, next1);
             sort_lanes<H> (v + 1, std::make_integer_sequence<int, sorter<H>.net.count> ());
-            store_sorted_words<H> (tile + tile_at[m], WORDS, v + 1, std::make_integer_sequence<int, H> ());
+            store_sorted<H> (tile + tile_at[m], WORDS, [&] (auto slot) { return v[1 + slot.value]; },
+                             std::make_integer_sequence<int, H> ());
             tile[H * WORDS + tile_at[m]] = v[0];
             tile[(H + 1) * WORDS + tile_at[m]] = v[RAW - 1];
           }
@@ -710,15 +692,14 @@ median_tile_kernel (cfx_stripe s)
 #pragma unroll
       for (int k = 0; k < TILE_ROWS; k++)
         tile_row_words<R> (tile + k * WORDS + c * TW + 2 * p, k, v, std::make_integer_sequence<int, (L + 1) / 2> ());
-      tile_select<L, RANK> (v, std::make_integer_sequence<int, tiler<L, RANK>.count> ());
+      run_network<tiler<L, RANK>, false, true> (v, std::make_integer_sequence<int, tiler<L, RANK>.count> ());
       /* The lanes' low bytes: answers (upper left, upper right, lower left,
        * lower right), columns x0 + 2p (+ 1) and W further. */
-      unsigned char *d = s.d_dst + (size_t) y * s.dst_pitch + (size_t) (x0 + 2 * p) * CH + c;
-      const bool lower = y + 1 < y1;
-      const int left = s.width - x0 - 2 * p; /* columns from x0 + 2p to the row's end */
       constexpr int ul = tiler<L, RANK>.answer[0], ur = tiler<L, RANK>.answer[1];
       constexpr int ll = tiler<L, RANK>.answer[2], lr = tiler<L, RANK>.answer[3];
-      store_tile_output<CH> (d, s.dst_pitch, W * CH, lower, left, v[ul], v[ur], v[ll], v[lr]);
+      store_tile_row<CH, W * CH> (out, left, v[ul], v[ur]);
+      if (y + 1 < y1)
+        store_tile_row<CH, W * CH> (out + s.dst_pitch, left, v[ll], v[lr]);
     }
 }
 
