@@ -196,17 +196,22 @@ assign_kernel (stripe_view v, int k, long long *partials)
     partials[(size_t) blockIdx.x * counters + i] = s_total[i];
 }
 
-/* totals[i] += the blocks' partials[.][i]. */
-__global__ void
+/* totals[i] += the blocks' partials[.][i], launched with one block per
+ * counter: the threads split the column, CUB adds their sums (one thread
+ * per counter, adding every block's slot in turn, was a serial chain;
+ * docs/BENCHMARKS.md). Integer sums: the same in any order. */
+__global__ void __launch_bounds__ (THREADS)
 reduce_kernel (const long long *partials, int blocks, int counters, long long *totals)
 {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= counters)
-    return;
+  using block_sum = cub::BlockReduce<long long, THREADS>;
+  __shared__ typename block_sum::TempStorage s_sum;
+  const int i = blockIdx.x;
   long long sum = 0;
-  for (int b = 0; b < blocks; b++)
+  for (int b = threadIdx.x; b < blocks; b += THREADS)
     sum += partials[(size_t) b * counters + i];
-  totals[i] += sum;
+  sum = block_sum (s_sum).Sum (sum);
+  if (threadIdx.x == 0)
+    totals[i] += sum;
 }
 
 /* Index of the nearest of the k entries in c_centre, the first on ties. */
@@ -1504,8 +1509,7 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
           assign_kernel<<<blocks, THREADS, 0, q->cx->stream>>> (v, k, q->d_partials);
           if ((s = cfx_check_launch (FILTER, "assign_kernel")))
             break;
-          reduce_kernel<<<grid_for (4 * k, THREADS), THREADS, 0, q->cx->stream>>> (q->d_partials, (int) blocks, 4 * k,
-                                                                 q->d_totals);
+          reduce_kernel<<<4 * k, THREADS, 0, q->cx->stream>>> (q->d_partials, (int) blocks, 4 * k, q->d_totals);
           if ((s = cfx_check_launch (FILTER, "reduce_kernel")))
             break;
         }
@@ -1621,7 +1625,7 @@ assign_colours (quantize_session *q, int k)
                                                          q->colours, q->dims, k, q->d_partials);
   if ((s = cfx_check_launch (FILTER, "assign_colours_kernel")))
     return s;
-  reduce_kernel<<<grid_for (4 * k, THREADS), THREADS, 0, stream>>> (q->d_partials, (int) blocks, 4 * k, q->d_totals);
+  reduce_kernel<<<4 * k, THREADS, 0, stream>>> (q->d_partials, (int) blocks, 4 * k, q->d_totals);
   if ((s = cfx_check_launch (FILTER, "reduce_kernel")))
     return s;
   return add_kernel_time (q, "assign_colours_kernel");
