@@ -107,6 +107,13 @@ typedef struct {
   /* Integer sums and counts of the voting pixels by nearest of centre[0..k). */
   cudafx_status (*quantize_assign) (quantize_session *s, const float (*centre)[3], int k,
                                     quantize_sums *sums, double from, double to);
+  /* Lloyd from centres[0..k) as core/quantize.c's kmeans runs it (passes of
+   * quantize_assign, each followed by the centres' update, until none moves
+   * or max_iterations passes), every pass without the host: writes the
+   * final centres and the passes run. *ran 0 (nothing written): the engine
+   * runs the passes itself. */
+  cudafx_status (*quantize_lloyd) (quantize_session *s, int32_t (*centres)[3], int k, int max_iterations,
+                                   int *iterations, double from, double to, int *ran);
   /* dst from the mapping: nearest entries, or Floyd–Steinberg when m->dither. */
   cudafx_status (*quantize_map) (quantize_session *s, const quantize_mapping *m, cudafx_image *dst);
   void (*quantize_close) (quantize_session *s);
@@ -137,6 +144,9 @@ typedef struct {
                                             int64_t *error, int *seeded);                           \
   cudafx_status cudafx_quantize_##b##_assign (quantize_session *s, const float (*centre)[3], int k, \
                                               quantize_sums *sums, double from, double to);         \
+  cudafx_status cudafx_quantize_##b##_lloyd (quantize_session *s, int32_t (*centres)[3], int k,     \
+                                             int max_iterations, int *iterations, double from,      \
+                                             double to, int *ran);                                  \
   cudafx_status cudafx_quantize_##b##_map (quantize_session *s, const quantize_mapping *m,          \
                                            cudafx_image *dst);                                      \
   void cudafx_quantize_##b##_close (quantize_session *s);
@@ -149,7 +159,7 @@ typedef struct {
     cudafx_nlmeans_##b##_denoise,                                                                   \
     cudafx_nlmeans_##b##_close,                                                                     \
     cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
-    cudafx_quantize_##b##_map, cudafx_quantize_##b##_close                                          \
+    cudafx_quantize_##b##_lloyd, cudafx_quantize_##b##_map, cudafx_quantize_##b##_close             \
   }
 
 /* The CPU backend (core/cpu.c): the reference. */

@@ -127,9 +127,12 @@
  * the sample (cuda/quantize.cu's seeding section: the same integer
  * arithmetic, so the same centres; a backend may leave the seeding to the
  * host's reference, as the CUDA one does when its memory budget leaves no
- * room). The sample, the choice of the attempt, the image's centre update
- * and convergence test and the palette stay here for both, so the palette
- * is the CPU's. This file's CPU session is the reference backend.
+ * room). A backend may also run Lloyd's whole loop on the image, the
+ * passes with the centre updates (quantize.h's quantize_move_centre) and
+ * the convergence test, as the CUDA one does where the passes need no
+ * upload; else the engine runs it here pass by pass. The sample, the choice
+ * of the attempt and the palette stay here for both, so the palette is the
+ * CPU's. This file's CPU session is the reference backend.
  */
 #include "bluenoise.h"
 #include "cpu.h"
@@ -596,12 +599,7 @@ update_centres (const quantize_sums *acc, int k, int dims, int32_t (*centres)[3]
   int moved = 0;
   for (int j = 0; j < k; j++)
     if (acc->counts[j] > 0)
-      for (int c = 0; c < dims; c++)
-        {
-          int32_t mean = (int32_t) quantize_round_div (acc->sums[j][c], acc->counts[j]);
-          moved |= mean != centres[j][c];
-          centres[j][c] = mean;
-        }
+      moved |= quantize_move_centre (acc->sums[j], acc->counts[j], dims, centres[j]);
   return moved;
 }
 
@@ -1407,6 +1405,15 @@ cudafx_quantize_cpu_assign (quantize_session *ses, const float (*centre)[3], int
   return s;
 }
 
+/* The engine's own passes are the CPU's. */
+cudafx_status
+cudafx_quantize_cpu_lloyd (quantize_session *ses, int32_t (*centres)[3], int k, int max_iterations,
+                           int *iterations, double from, double to, int *ran)
+{
+  *ran = 0;
+  return CUDAFX_OK;
+}
+
 cudafx_status
 cudafx_quantize_cpu_map (quantize_session *ses, const quantize_mapping *m, cudafx_image *dst)
 {
@@ -1460,10 +1467,14 @@ kmeans (const cudafx_backend_ops *b, quantize_session *ses, quantize_ctx *q, con
       q->lloyd[j][c] = (float) centres[j][c];
 
   /* Assignments stop changing exactly when an update leaves every centre
-   * where it was: the next assignment would repeat this one. */
-  int moved = 1;
+   * where it was: the next assignment would repeat this one. The backend
+   * may run the loop itself (the same passes and updates), else it runs
+   * here pass by pass. */
+  int moved = 1, ran = 0;
   *iterations = 0;
-  for (int it = 1; it <= p->max_iterations && moved; it++)
+  if ((s = b->quantize_lloyd (ses, centres, q->k, p->max_iterations, iterations, 0.1, 0.9, &ran)))
+    goto done;
+  for (int it = 1; it <= p->max_iterations && moved && !ran; it++)
     {
       double from = 0.1 + 0.8 * (it - 1) / p->max_iterations;
       double to = 0.1 + 0.8 * it / p->max_iterations;
@@ -1518,7 +1529,11 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
       goto done;
     }
 
-  if ((s = cudafx_parallel_rows (h, vote_rows, q, o, 0.0, 0.05)))
+  /* without alpha every row votes whole: no pass (nor threads) needed */
+  if (q->everyone_votes)
+    for (int y = 0; y < h; y++)
+      q->row_votes[y] = q->width;
+  else if ((s = cudafx_parallel_rows (h, vote_rows, q, o, 0.0, 0.05)))
     goto done;
   uint64_t n_vote = 0;
   for (int y = 0; y < h; y++)
@@ -1535,7 +1550,7 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
    * keeps every pixel, the same sums the long way (tests compare the two). */
   const char *per_pixel = getenv ("CUDAFX_QUANTIZE_PER_PIXEL");
   int distinct = src->type == CUDAFX_U8 && n <= UINT32_MAX && !(per_pixel && *per_pixel && strcmp (per_pixel, "0"));
-  quantize_plan plan = { src, q->fs, q->everyone_votes, distinct };
+  quantize_plan plan = { src, q->fs, q->everyone_votes, distinct, p->dither };
   if ((s = b->quantize_open (&plan, o, &ses)))
     goto done;
   int iterations = 0;
