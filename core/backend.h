@@ -99,8 +99,9 @@ typedef struct {
   cudafx_status (*quantize_open) (const quantize_plan *plan, const cudafx_options *o,
                                   quantize_session **out);
   /* The seeding attempts on the sample: centres[a], found[a], error[a] for
-   * a < job->attempts. *seeded 0 (nothing written): the backend leaves the
-   * seeding to the reference (cudafx_quantize_seed_reference). */
+   * a < job->attempts (smp->codes: the features of the sample's values
+   * first). *seeded 0 (nothing written): the backend leaves the seeding to
+   * the engine's reference. */
   cudafx_status (*quantize_seed) (quantize_session *s, const sample_set *smp, const quantize_seeding *job,
                                   int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
                                   int *seeded);

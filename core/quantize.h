@@ -278,11 +278,14 @@ quantize_nearest_sorted (const float (*sorted)[4], int k, float fx, float fy, fl
 #define QUANTIZE_ATTEMPTS    8     /* most seedings tried on the sample (K <= 16) */
 #define QUANTIZE_MAX_TRIALS  8     /* k-means++ trials per centre: 2 + floor (log (256)) = 7 */
 
-/* The seeding sample, one plane per feature (planes past dims are zeros). */
+/* The seeding sample, one plane per feature (planes past dims are zeros).
+ * codes: the planes hold the sample pixels' u8 values (0..255) instead,
+ * whose features (quantize_features) the seeding computes first. */
 typedef struct {
   int    n;
   int    dims;
   float *plane[3];
+  int    codes;
 } sample_set;
 
 /* One seeding job: `attempts` attempts of k-means++ with `trials` trials per

@@ -617,6 +617,33 @@ choose_candidates (const seed_view &v, int a, int slot, const int *newest, int f
     }
 }
 
+/* A sample taken as u8 values (sample_set.codes) becomes its features in
+ * place: quantize_features of the codes, as the host's compute_features
+ * makes them. fs by value: the side stream reads no constant memory that
+ * the main stream may still be writing. */
+__global__ void
+sample_features_kernel (float *plane0, float *plane1, float *plane2, int n, quantize_space fs)
+{
+  __shared__ float s_decode[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x)
+    s_decode[i] = fs.decode[i];
+  __syncthreads ();
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= n)
+    return;
+  float *plane[3] = { plane0, plane1, plane2 };
+  float x255[3] = { 0.0f, 0.0f, 0.0f }, f[3];
+  unsigned char code[3] = { 0, 0, 0 };
+  for (int c = 0; c < fs.dims; c++)
+    {
+      code[c] = (unsigned char) plane[c][j];
+      x255[c] = (float) code[c];
+    }
+  quantize_features (fs.dims, fs.oklab, s_decode, x255, code, f);
+  for (int c = 0; c < fs.dims; c++)
+    plane[c][j] = f[c];
+}
+
 /* The first centre (draw 0) and D2 to it; then the first pick's candidates. */
 __global__ void __launch_bounds__ (SEED_THREADS)
 seed_first_kernel (seed_view v)
@@ -1371,6 +1398,7 @@ struct quantize_session
   cfx_context          *cx;
   const cudafx_image   *src;
   const cudafx_options *o;
+  quantize_space        fs;
   int                   dims, oklab, everyone_votes;
   size_t                row_bytes, pitch;
   int                   rows, n_stripes;
@@ -1784,6 +1812,7 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   const int everyone_votes = plan->everyone_votes;
   q->src = src;
   q->o = o;
+  q->fs = *space;
   q->dims = space->dims;
   q->oklab = space->oklab;
   q->everyone_votes = everyone_votes;
@@ -1938,6 +1967,13 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
   if ((s = cfx_check (cudaMemsetAsync (v.st, 0, sizeof (seed_state), stream), FILTER, "memset")) ||
       (s = cfx_check (cudaEventRecord (q->cx->ev[5], stream), FILTER, "event")))
     return fail_cuda (q, s);
+  if (smp->codes)
+    {
+      sample_features_kernel<<<v.blocks, SEED_THREADS, 0, stream>>> ((float *) v.plane[0], (float *) v.plane[1],
+                                                                   (float *) v.plane[2], v.n, q->fs);
+      if ((s = cfx_check_launch (FILTER, "sample_features_kernel")))
+        return fail_cuda (q, s);
+    }
   seed_first_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
   if ((s = cfx_check_launch (FILTER, "seed_first_kernel")))
     return fail_cuda (q, s);
