@@ -3,6 +3,8 @@
  * built-in operations and the data movement no operation can avoid.
  *
  *   gegl_bench [IMAGE [WIDTHxHEIGHT]]   (default tests/data/astronaut.png tiled to 4000x3000)
+ *   GEGL_BENCH_ONLY=TEXT: only the warm operations whose label holds TEXT
+ *   (the built-ins take most of a run's time)
  *
  * On a 12 MP "R'G'B' u8" buffer: the first call in the process (CUDA start
  * included) and the same in a second graph; each cudafx operation warm
@@ -369,6 +371,9 @@ main (int argc, char **argv)
   };
   for (size_t i = 0; i < G_N_ELEMENTS (jobs); i++)
     {
+      const char *only = g_getenv ("GEGL_BENCH_ONLY");
+      if (only && !strstr (jobs[i].label, only))
+        continue;
       double s = 0, ms = warm (input, &jobs[i], &s);
       printf ("warm %-34s %8.1f ms", jobs[i].label, ms);
       if (s > 0)

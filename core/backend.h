@@ -99,14 +99,22 @@ typedef struct {
   cudafx_status (*quantize_open) (const quantize_plan *plan, const cudafx_options *o,
                                   quantize_session **out);
   /* The seeding attempts on the sample: centres[a], found[a], error[a] for
-   * a < job->attempts. *seeded 0 (nothing written): the backend leaves the
-   * seeding to the reference (cudafx_quantize_seed_reference). */
+   * a < job->attempts (smp->codes: the features of the sample's values
+   * first). *seeded 0 (nothing written): the backend leaves the seeding to
+   * the engine's reference. */
   cudafx_status (*quantize_seed) (quantize_session *s, const sample_set *smp, const quantize_seeding *job,
                                   int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
                                   int *seeded);
   /* Integer sums and counts of the voting pixels by nearest of centre[0..k). */
   cudafx_status (*quantize_assign) (quantize_session *s, const float (*centre)[3], int k,
                                     quantize_sums *sums, double from, double to);
+  /* Lloyd from centres[0..k) as core/quantize.c's kmeans runs it (passes of
+   * quantize_assign, each followed by the centres' update, until none moves
+   * or max_iterations passes), every pass without the host: writes the
+   * final centres and the passes run. *ran 0 (nothing written): the engine
+   * runs the passes itself. */
+  cudafx_status (*quantize_lloyd) (quantize_session *s, int32_t (*centres)[3], int k, int max_iterations,
+                                   int *iterations, double from, double to, int *ran);
   /* dst from the mapping: nearest entries, or Floyd–Steinberg when m->dither. */
   cudafx_status (*quantize_map) (quantize_session *s, const quantize_mapping *m, cudafx_image *dst);
   void (*quantize_close) (quantize_session *s);
@@ -137,6 +145,9 @@ typedef struct {
                                             int64_t *error, int *seeded);                           \
   cudafx_status cudafx_quantize_##b##_assign (quantize_session *s, const float (*centre)[3], int k, \
                                               quantize_sums *sums, double from, double to);         \
+  cudafx_status cudafx_quantize_##b##_lloyd (quantize_session *s, int32_t (*centres)[3], int k,     \
+                                             int max_iterations, int *iterations, double from,      \
+                                             double to, int *ran);                                  \
   cudafx_status cudafx_quantize_##b##_map (quantize_session *s, const quantize_mapping *m,          \
                                            cudafx_image *dst);                                      \
   void cudafx_quantize_##b##_close (quantize_session *s);
@@ -149,7 +160,7 @@ typedef struct {
     cudafx_nlmeans_##b##_denoise,                                                                   \
     cudafx_nlmeans_##b##_close,                                                                     \
     cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
-    cudafx_quantize_##b##_map, cudafx_quantize_##b##_close                                          \
+    cudafx_quantize_##b##_lloyd, cudafx_quantize_##b##_map, cudafx_quantize_##b##_close             \
   }
 
 /* The CPU backend (core/cpu.c): the reference. */

@@ -126,10 +126,15 @@
  * Floyd–Steinberg) and the seeding attempts on
  * the sample (cuda/quantize.cu's seeding section: the same integer
  * arithmetic, so the same centres; a backend may leave the seeding to the
- * host's reference, as the CUDA one does when its memory budget leaves no
- * room). The sample, the choice of the attempt, the image's centre update
- * and convergence test and the palette stay here for both, so the palette
- * is the CPU's. This file's CPU session is the reference backend.
+ * host's reference, as the CPU one does and the CUDA one when its memory
+ * budget leaves no room). A u8 image without alpha gives the seeding its
+ * sample as pixel values, taken on one thread (sample_codes), and the
+ * seeding computes their features (on the device, or in sample_features). A backend may also run Lloyd's whole loop on the image, the
+ * passes with the centre updates (quantize.h's quantize_move_centre) and
+ * the convergence test, as the CUDA one does where the passes need no
+ * upload; else the engine runs it here pass by pass. The sample, the choice
+ * of the attempt and the palette stay here for both, so the palette is the
+ * CPU's. This file's CPU session is the reference backend.
  */
 #include "bluenoise.h"
 #include "cpu.h"
@@ -596,12 +601,7 @@ update_centres (const quantize_sums *acc, int k, int dims, int32_t (*centres)[3]
   int moved = 0;
   for (int j = 0; j < k; j++)
     if (acc->counts[j] > 0)
-      for (int c = 0; c < dims; c++)
-        {
-          int32_t mean = (int32_t) quantize_round_div (acc->sums[j][c], acc->counts[j]);
-          moved |= mean != centres[j][c];
-          centres[j][c] = mean;
-        }
+      moved |= quantize_move_centre (acc->sums[j], acc->counts[j], dims, centres[j]);
   return moved;
 }
 
@@ -1125,9 +1125,77 @@ sample_rows (void *ctx_, int y0, int y1)
     }
 }
 
+/* Every pixel of a u8 image votes: sample j is pixel floor (j * n / S),
+ * taken as its values (smp->codes), on this thread: no parallel region,
+ * whose threads spin on after it and would compete with a host's own
+ * threads (the GEGL module's), and the features' arithmetic goes to the
+ * seeding (the device's, or sample_features). floor (j * n / S) = j * q +
+ * floor (j * r / S) with n = q * S + r, the last term kept as a running
+ * quotient and remainder. */
+static void
+sample_codes (const quantize_ctx *q, uint64_t n_vote, sample_set *smp)
+{
+  const cudafx_image *src = q->src;
+  uint64_t whole = n_vote / (uint64_t) smp->n, part = n_vote % (uint64_t) smp->n, quotient = 0, remainder = 0;
+  for (int j = 0; j < smp->n; j++)
+    {
+      uint64_t rank = (uint64_t) j * whole + quotient;
+      int y = (int) (rank / (uint64_t) q->width), x = (int) (rank - (uint64_t) y * q->width);
+      const uint8_t *px = (const uint8_t *) cudafx_row (src, y) + (size_t) x * src->channels;
+      for (int c = 0; c < smp->dims; c++)
+        smp->plane[c][j] = px[c];
+      remainder += part;
+      if (remainder >= (uint64_t) smp->n)
+        {
+          remainder -= (uint64_t) smp->n;
+          quotient++;
+        }
+    }
+  smp->codes = 1;
+}
+
+/* Features of a sample taken as codes, in place, SAMPLE_CHUNK samples a
+ * task. */
+#define SAMPLE_CHUNK 1024
+
+typedef struct {
+  const quantize_space *fs;
+  sample_set           *smp;
+} code_job;
+
+CUDAFX_CPU_CLONES static void
+code_chunks (void *ctx_, int c0, int c1)
+{
+  const code_job *job = ctx_;
+  sample_set *smp = job->smp;
+  for (int j = c0 * SAMPLE_CHUNK; j < c1 * SAMPLE_CHUNK && j < smp->n; j++)
+    {
+      float v[3] = { 0, 0, 0 }, f[3] = { 0, 0, 0 };
+      uint8_t code[3] = { 0, 0, 0 };
+      for (int c = 0; c < smp->dims; c++)
+        code[c] = (uint8_t) (v[c] = smp->plane[c][j]);
+      features_of (job->fs, v, code, f);
+      for (int c = 0; c < smp->dims; c++)
+        smp->plane[c][j] = f[c];
+    }
+}
+
+static cudafx_status
+sample_features (const quantize_space *fs, sample_set *smp, const cudafx_options *o)
+{
+  code_job job = { fs, smp };
+  smp->codes = 0;
+  return cudafx_parallel_rows ((smp->n + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK, code_chunks, &job, o, 0.1, 0.1);
+}
+
 static cudafx_status
 take_sample (const quantize_ctx *q, uint64_t n_vote, sample_set *smp, const cudafx_options *o)
 {
+  if (q->everyone_votes && q->src->type == CUDAFX_U8)
+    {
+      sample_codes (q, n_vote, smp);
+      return CUDAFX_OK;
+    }
   int h = q->src->height;
   uint64_t *rank = malloc ((size_t) h * sizeof *rank);
   if (!rank)
@@ -1374,13 +1442,14 @@ cudafx_quantize_cpu_open (const quantize_plan *plan, const cudafx_options *o, qu
   return cache ? cudafx_parallel_rows (src->height, cache_rows, q, o, 0.05, 0.1) : CUDAFX_OK;
 }
 
+/* The engine's own seeding is the CPU's. */
 cudafx_status
 cudafx_quantize_cpu_seed (quantize_session *ses, const sample_set *smp, const quantize_seeding *job,
                           int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
                           int *seeded)
 {
-  *seeded = 1;
-  return seed_reference (smp, job, ses->o, centres, found, error);
+  *seeded = 0;
+  return CUDAFX_OK;
 }
 
 cudafx_status
@@ -1405,6 +1474,15 @@ cudafx_quantize_cpu_assign (quantize_session *ses, const float (*centre)[3], int
   if (!s)
     *sums = q->acc[0];
   return s;
+}
+
+/* The engine's own passes are the CPU's. */
+cudafx_status
+cudafx_quantize_cpu_lloyd (quantize_session *ses, int32_t (*centres)[3], int k, int max_iterations,
+                           int *iterations, double from, double to, int *ran)
+{
+  *ran = 0;
+  return CUDAFX_OK;
 }
 
 cudafx_status
@@ -1441,13 +1519,14 @@ kmeans (const cudafx_backend_ops *b, quantize_session *ses, quantize_ctx *q, con
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory for the seeding sample");
       goto done;
     }
-  sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count } };
+  sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count }, 0 };
   if ((s = take_sample (q, n_vote, &smp, o)))
     goto done;
   quantize_seeding seeding = seeding_for (p->colors, p->seed);
   int found[QUANTIZE_ATTEMPTS], seeded = 0;
   int64_t error[QUANTIZE_ATTEMPTS];
   if ((s = b->quantize_seed (ses, &smp, &seeding, attempt, found, error, &seeded)) ||
+      (!seeded && smp.codes && (s = sample_features (&q->fs, &smp, o))) ||
       (!seeded && (s = seed_reference (&smp, &seeding, o, attempt, found, error))))
     goto done;
   int best = best_attempt (error, seeding.attempts);
@@ -1460,10 +1539,14 @@ kmeans (const cudafx_backend_ops *b, quantize_session *ses, quantize_ctx *q, con
       q->lloyd[j][c] = (float) centres[j][c];
 
   /* Assignments stop changing exactly when an update leaves every centre
-   * where it was: the next assignment would repeat this one. */
-  int moved = 1;
+   * where it was: the next assignment would repeat this one. The backend
+   * may run the loop itself (the same passes and updates), else it runs
+   * here pass by pass. */
+  int moved = 1, ran = 0;
   *iterations = 0;
-  for (int it = 1; it <= p->max_iterations && moved; it++)
+  if ((s = b->quantize_lloyd (ses, centres, q->k, p->max_iterations, iterations, 0.1, 0.9, &ran)))
+    goto done;
+  for (int it = 1; it <= p->max_iterations && moved && !ran; it++)
     {
       double from = 0.1 + 0.8 * (it - 1) / p->max_iterations;
       double to = 0.1 + 0.8 * it / p->max_iterations;
@@ -1518,7 +1601,11 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
       goto done;
     }
 
-  if ((s = cudafx_parallel_rows (h, vote_rows, q, o, 0.0, 0.05)))
+  /* without alpha every row votes whole: no pass (nor threads) needed */
+  if (q->everyone_votes)
+    for (int y = 0; y < h; y++)
+      q->row_votes[y] = q->width;
+  else if ((s = cudafx_parallel_rows (h, vote_rows, q, o, 0.0, 0.05)))
     goto done;
   uint64_t n_vote = 0;
   for (int y = 0; y < h; y++)
@@ -1535,7 +1622,7 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
    * keeps every pixel, the same sums the long way (tests compare the two). */
   const char *per_pixel = getenv ("CUDAFX_QUANTIZE_PER_PIXEL");
   int distinct = src->type == CUDAFX_U8 && n <= UINT32_MAX && !(per_pixel && *per_pixel && strcmp (per_pixel, "0"));
-  quantize_plan plan = { src, q->fs, q->everyone_votes, distinct };
+  quantize_plan plan = { src, q->fs, q->everyone_votes, distinct, p->dither };
   if ((s = b->quantize_open (&plan, o, &ses)))
     goto done;
   int iterations = 0;

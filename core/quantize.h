@@ -51,6 +51,7 @@ typedef struct {
   /* Lloyd over the voting pixels' distinct colours with their counts
    * (core/quantize.c's header); else over every voting pixel */
   int                 distinct;
+  cudafx_dither       dither;         /* the mapping's, so that a backend can prepare for it */
 } quantize_plan;
 
 /* What the mapping reads: the palette, and for dithering its entries on
@@ -277,11 +278,14 @@ quantize_nearest_sorted (const float (*sorted)[4], int k, float fx, float fy, fl
 #define QUANTIZE_ATTEMPTS    8     /* most seedings tried on the sample (K <= 16) */
 #define QUANTIZE_MAX_TRIALS  8     /* k-means++ trials per centre: 2 + floor (log (256)) = 7 */
 
-/* The seeding sample, one plane per feature (planes past dims are zeros). */
+/* The seeding sample, one plane per feature (planes past dims are zeros).
+ * codes: the planes hold the sample pixels' u8 values (0..255) instead,
+ * whose features (quantize_features) the seeding computes first. */
 typedef struct {
   int    n;
   int    dims;
   float *plane[3];
+  int    codes;
 } sample_set;
 
 /* One seeding job: `attempts` attempts of k-means++ with `trials` trials per
@@ -341,6 +345,23 @@ quantize_round_div (int64_t sum, int64_t count)
   if (num % den != 0 && num < 0)
     q--;
   return q;
+}
+
+/* Lloyd's update of one centre with count > 0 pixels whose features sum
+ * to sums[0..dims): each feature the rounded mean; returns whether it
+ * moved. One definition for the host's passes and the device's (the
+ * seeding's and the image's). */
+static inline CUDAFX_HOST_DEVICE int
+quantize_move_centre (const int64_t *sums, int64_t count, int dims, int32_t *centre)
+{
+  int moved = 0;
+  for (int c = 0; c < dims; c++)
+    {
+      int32_t mean = (int32_t) quantize_round_div (sums[c], count);
+      moved |= mean != centre[c];
+      centre[c] = mean;
+    }
+  return moved;
 }
 
 #endif /* CUDAFX_QUANTIZE_H */

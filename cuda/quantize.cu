@@ -5,11 +5,13 @@
  * keys with integer atomics, then CUB's selection of the non-empty bins;
  * see the distinct section), the mapping of every pixel to its nearest palette
  * entry, plain or with Floyd–Steinberg error diffusion, and the seeding
- * attempts on the sample (k-means++ and Lloyd, see the seeding section).
- * core/quantize.c drives them (a session of core/backend.h) and stays the
- * reference: sampling, the choice
- * of the attempt, the centre update and convergence test on the image and
- * the palette run on the host for both backends, and the per-pixel
+ * attempts on the sample (k-means++ and Lloyd, see the seeding section),
+ * and Lloyd's loop on the image without the host where its passes need no
+ * upload (cudafx_quantize_cuda_lloyd: reduce_kernel's last block updates
+ * the centres with quantize.h's quantize_move_centre and tests
+ * convergence). core/quantize.c drives them (a session of core/backend.h)
+ * and stays the reference: sampling, the choice of the attempt and the
+ * palette run on the host for both backends, and the per-pixel
  * arithmetic is core/quantize.h's, compiled here without fused multiply-adds
  * (--fmad=false) and with IEEE division, so features, distances, nearest
  * centres and diffused errors equal the CPU's bit for bit.
@@ -33,13 +35,18 @@
  * buffers (the 2^24 counters, 64 MiB, grey 256; per colour 16 bytes, at
  * most one colour per pixel) come next on the same terms; otherwise Lloyd
  * runs over every pixel. The seeding runs on the context's side stream
- * while a one-stripe image goes up on its main one.
+ * while a one-stripe image goes up on its main one and its distinct
+ * colours are found. When every pixel votes and no dither follows, the
+ * mapping reads a table of each distinct colour's entry (map_table_kernel)
+ * instead of searching the palette for every pixel, and no pass reads
+ * per-pixel features.
  *
  * Floyd–Steinberg: see the dither section below. */
 #include "../core/bluenoise.h"
 #include "context.cuh"
 
 #include <cooperative_groups.h>
+#include <cstddef>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_select.cuh>
@@ -68,6 +75,45 @@ __constant__ float c_decode[256];
 __constant__ float c_centre[CUDAFX_MAX_COLORS][3];
 __constant__ unsigned char c_pal_u8[CUDAFX_MAX_COLORS][3];
 __constant__ float c_pal_f32[CUDAFX_MAX_COLORS][3];
+
+/* Lloyd's centres on the device. The assignments read `centre`; when the
+ * device runs the loop (cudafx_quantize_cuda_lloyd), the last block of each
+ * pass's reduce_kernel moves `mean` to its pixels' rounded means
+ * (quantize_move_centre, the host's update), copies them into `centre`,
+ * counts the pass and settles the loop when no centre moved or after the
+ * last pass allowed; the kernels of passes queued past that return at
+ * once. When the host runs the loop, it writes `centre` before each pass
+ * and `settled` stays 0. */
+struct lloyd_state
+{
+  float    centre[CUDAFX_MAX_COLORS][3];
+  int32_t  mean[CUDAFX_MAX_COLORS][3];
+  int      iterations; /* passes run */
+  int      settled;
+  unsigned ticket;     /* reduce_kernel's blocks done in this pass */
+};
+
+/* Called by every block after writing its results: true in the block that
+ * finished last, which then reads the others' results from L2 (__ldcg).
+ * Resets the ticket for the next launch. */
+__device__ bool
+last_block (unsigned *ticket)
+{
+  __shared__ bool s_last;
+  __threadfence ();
+  __syncthreads ();
+  if (threadIdx.x == 0)
+    {
+      s_last = atomicAdd (ticket, 1u) == gridDim.x - 1;
+      if (s_last)
+        *ticket = 0;
+    }
+  __syncthreads ();
+  if (s_last)
+    __threadfence ();
+  return s_last;
+}
+
 
 /* One stripe on the device: rows of the source, their features (plane c,
  * pixel y * width + x of the stripe) and vote flags. */
@@ -130,16 +176,21 @@ load_features (const stripe_view &v, size_t p, float &fx, float &fy, float &fz)
 /* Assignment and per-block sums; partials[block][4 * j + c]: c < 3 the sum of
  * feature c, c == 3 the count of the voting pixels nearest to centre j. */
 __global__ void __launch_bounds__ (THREADS)
-assign_kernel (stripe_view v, int k, long long *partials)
+assign_kernel (stripe_view v, int k, const lloyd_state *st, long long *partials)
 {
   __shared__ int s_chunk[COUNTERS];
   __shared__ long long s_total[COUNTERS];
+  __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
   const int counters = 4 * k, tid = threadIdx.x;
+  if (st->settled)
+    return;
   for (int i = tid; i < counters; i += THREADS)
     {
       s_chunk[i] = 0;
       s_total[i] = 0;
     }
+  for (int i = tid; i < 3 * k; i += THREADS)
+    s_centre[i / 3][i % 3] = st->centre[i / 3][i % 3];
   __syncthreads ();
   /* the loop bound depends on the block only: every thread reaches the barriers */
   for (size_t base = (size_t) blockIdx.x * CHUNK; base < v.n; base += (size_t) gridDim.x * CHUNK)
@@ -164,7 +215,7 @@ assign_kernel (stripe_view v, int k, long long *partials)
 #pragma unroll
         for (int i = 0; i < PIXELS_PER_THREAD; i++)
           {
-            float d = quantize_distance (fx[i], fy[i], fz[i], c_centre[j]);
+            float d = quantize_distance (fx[i], fy[i], fz[i], s_centre[j]);
             if (d < best[i])
               {
                 best[i] = d;
@@ -196,28 +247,60 @@ assign_kernel (stripe_view v, int k, long long *partials)
     partials[(size_t) blockIdx.x * counters + i] = s_total[i];
 }
 
-/* totals[i] += the blocks' partials[.][i]. */
-__global__ void
-reduce_kernel (const long long *partials, int blocks, int counters, long long *totals)
+/* totals[i] += the blocks' partials[.][i], launched with one block per
+ * counter: the threads split the column, CUB adds their sums (one thread
+ * per counter, adding every block's slot in turn, was a serial chain;
+ * docs/BENCHMARKS.md). Integer sums: the same in any order. With
+ * max_iterations > 0 the device runs Lloyd's loop: the last block then
+ * updates st (lloyd_state) from the totals and clears them for the next
+ * pass. */
+__global__ void __launch_bounds__ (THREADS)
+reduce_kernel (const long long *partials, int blocks, int counters, long long *totals, lloyd_state *st, int dims,
+               int max_iterations)
 {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= counters)
+  using block_sum = cub::BlockReduce<long long, THREADS>;
+  __shared__ typename block_sum::TempStorage s_sum;
+  const int i = blockIdx.x, tid = threadIdx.x;
+  if (st->settled)
     return;
   long long sum = 0;
-  for (int b = 0; b < blocks; b++)
+  for (int b = tid; b < blocks; b += THREADS)
     sum += partials[(size_t) b * counters + i];
-  totals[i] += sum;
+  sum = block_sum (s_sum).Sum (sum);
+  if (tid == 0)
+    totals[i] += sum;
+  if (max_iterations == 0 || !last_block (&st->ticket))
+    return;
+  int moved = 0;
+  for (int j = tid; j < counters / 4; j += THREADS)
+    {
+      const long long count = __ldcg (&totals[4 * j + 3]);
+      if (count == 0)
+        continue;
+      const int64_t sums[3] = { __ldcg (&totals[4 * j]), __ldcg (&totals[4 * j + 1]), __ldcg (&totals[4 * j + 2]) };
+      moved |= quantize_move_centre (sums, count, dims, st->mean[j]);
+      for (int c = 0; c < dims; c++)
+        st->centre[j][c] = (float) st->mean[j][c];
+    }
+  moved = __syncthreads_or (moved);
+  for (int j = tid; j < counters; j += THREADS)
+    totals[j] = 0;
+  if (tid == 0)
+    {
+      st->iterations++;
+      st->settled = !moved || st->iterations == max_iterations;
+    }
 }
 
-/* Index of the nearest of the k entries in c_centre, the first on ties. */
+/* Index of the nearest of the k entries of centre, the first on ties. */
 __device__ __forceinline__ int
-nearest_entry (float fx, float fy, float fz, int k)
+nearest_entry (float fx, float fy, float fz, const float (*centre)[3], int k)
 {
   float best = INFINITY;
   int label = 0;
   for (int j = 0; j < k; j++)
     {
-      float d = quantize_distance (fx, fy, fz, c_centre[j]);
+      float d = quantize_distance (fx, fy, fz, centre[j]);
       if (d < best)
         {
           best = d;
@@ -257,11 +340,11 @@ struct bin_filled
   __device__ bool operator() (unsigned key) const { return bins[key] != 0; }
 };
 
-/* The features of each of the n selected colours into the planes; its key
- * in keys[i] becomes its count. */
+/* The features of each of the n selected colours (keys[i]) into the
+ * planes, its count into count[i]. */
 __global__ void
-colours_kernel (const unsigned *bins, unsigned *keys, int n, int dims, int oklab, float *plane0, float *plane1,
-                float *plane2)
+colours_kernel (const unsigned *bins, const unsigned *keys, int n, int dims, int oklab, float *plane0, float *plane1,
+                float *plane2, unsigned *count)
 {
   __shared__ float s_decode[256];
   for (int i = threadIdx.x; i < 256; i += blockDim.x)
@@ -281,7 +364,22 @@ colours_kernel (const unsigned *bins, unsigned *keys, int n, int dims, int oklab
       plane1[i] = f[1];
       plane2[i] = f[2];
     }
-  keys[i] = bins[key];
+  count[i] = bins[key];
+}
+
+/* The mapping's table when every pixel votes (every pixel's colour is then
+ * among the distinct ones): each colour's nearest palette entry (c_centre),
+ * into its key's bin. The same features and search as map_kernel's for
+ * the pixels of that colour, so the same entry. */
+__global__ void
+label_colours_kernel (const float *plane0, const float *plane1, const float *plane2, const unsigned *keys, int n,
+                      int dims, int k, unsigned *bins)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  float fx = plane0[i], fy = dims == 3 ? plane1[i] : 0.0f, fz = dims == 3 ? plane2[i] : 0.0f;
+  bins[keys[i]] = nearest_entry (fx, fy, fz, c_centre, k);
 }
 
 /* The assignment over the n distinct colours: each adds its count times its
@@ -293,15 +391,20 @@ colours_kernel (const unsigned *bins, unsigned *keys, int n, int dims, int oklab
  * (docs/BENCHMARKS.md). Integer sums: the same in any order. */
 __global__ void __launch_bounds__ (THREADS)
 assign_colours_kernel (const float *plane0, const float *plane1, const float *plane2, const unsigned *count, int n,
-                       int dims, int k, long long *partials)
+                       int dims, int k, const lloyd_state *st, long long *partials)
 {
   using warp_sum = cub::WarpReduce<long long>;
   __shared__ typename warp_sum::TempStorage s_warp[THREADS / 32];
   __shared__ unsigned long long s_total[COUNTERS];
+  __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
   const int counters = 4 * k, lane = threadIdx.x % 32;
+  if (st->settled)
+    return;
   warp_sum sum (s_warp[threadIdx.x / 32]);
   for (int i = threadIdx.x; i < counters; i += THREADS)
     s_total[i] = 0;
+  for (int i = threadIdx.x; i < 3 * k; i += THREADS)
+    s_centre[i / 3][i % 3] = st->centre[i / 3][i % 3];
   __syncthreads ();
   /* the loop bound depends on the block only: whole warps take part in the sums */
   for (int base = blockIdx.x * THREADS; base < n; base += gridDim.x * THREADS)
@@ -311,7 +414,7 @@ assign_colours_kernel (const float *plane0, const float *plane1, const float *pl
       if (i < n)
         {
           float fx = plane0[i], fy = dims == 3 ? plane1[i] : 0.0f, fz = dims == 3 ? plane2[i] : 0.0f;
-          label = nearest_entry (fx, fy, fz, k);
+          label = nearest_entry (fx, fy, fz, s_centre, k);
           value[3] = count[i];
           value[0] = value[3] * (int) fx;
           value[1] = value[3] * (int) fy;
@@ -434,27 +537,6 @@ typedef cub::WarpScan<long long> warp_scan;
 typedef cub::BlockReduce<long long, SEED_THREADS> block_reduce;
 typedef cub::BlockScan<long long, SEED_THREADS> block_scan;
 
-/* Called by every block after writing its results: true in the block that
- * finished last, which then reads the others' results from L2 (__ldcg).
- * Resets the ticket for the next launch. */
-__device__ bool
-last_block (unsigned *ticket)
-{
-  __shared__ bool s_last;
-  __threadfence ();
-  __syncthreads ();
-  if (threadIdx.x == 0)
-    {
-      s_last = atomicAdd (ticket, 1u) == gridDim.x - 1;
-      if (s_last)
-        *ticket = 0;
-    }
-  __syncthreads ();
-  if (s_last)
-    __threadfence ();
-  return s_last;
-}
-
 __device__ __forceinline__ long long
 sample_distance (const seed_view &v, int j, const int *centre)
 {
@@ -533,6 +615,33 @@ choose_candidates (const seed_view &v, int a, int slot, const int *newest, int f
         }
       v.st->cand[a][warp] = chosen;
     }
+}
+
+/* A sample taken as u8 values (sample_set.codes) becomes its features in
+ * place: quantize_features of the codes, as the host's compute_features
+ * makes them. fs by value: the side stream reads no constant memory that
+ * the main stream may still be writing. */
+__global__ void
+sample_features_kernel (float *plane0, float *plane1, float *plane2, int n, quantize_space fs)
+{
+  __shared__ float s_decode[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x)
+    s_decode[i] = fs.decode[i];
+  __syncthreads ();
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= n)
+    return;
+  float *plane[3] = { plane0, plane1, plane2 };
+  float x255[3] = { 0.0f, 0.0f, 0.0f }, f[3];
+  unsigned char code[3] = { 0, 0, 0 };
+  for (int c = 0; c < fs.dims; c++)
+    {
+      code[c] = (unsigned char) plane[c][j];
+      x255[c] = (float) code[c];
+    }
+  quantize_features (fs.dims, fs.oklab, s_decode, x255, code, f);
+  for (int c = 0; c < fs.dims; c++)
+    plane[c][j] = f[c];
 }
 
 /* The first centre (draw 0) and D2 to it; then the first pick's candidates. */
@@ -724,13 +833,10 @@ seed_refine_kernel (seed_view v)
     for (int c = tid; c < k; c += SEED_THREADS)
       {
         long long count = __ldcg (&st->acc[a][4 * c + 3]);
+        const int64_t sums[3] = { __ldcg (&st->acc[a][4 * c]), __ldcg (&st->acc[a][4 * c + 1]),
+                                  __ldcg (&st->acc[a][4 * c + 2]) };
         if (count > 0)
-          for (int f = 0; f < v.dims; f++)
-            {
-              int mean = (int) quantize_round_div (__ldcg (&st->acc[a][4 * c + f]), count);
-              moved |= mean != st->res.centres[a][c][f];
-              st->res.centres[a][c][f] = mean;
-            }
+          moved |= quantize_move_centre (sums, count, v.dims, st->res.centres[a][c]);
       }
   moved = __syncthreads_or (moved);
   for (int i = tid; i < 4 * k; i += SEED_THREADS)
@@ -765,7 +871,22 @@ map_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch)
   float fx, fy, fz;
   load_features (v, p, fx, fy, fz);
   int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
-  int label = nearest_entry (fx, fy, fz, k);
+  int label = nearest_entry (fx, fy, fz, c_centre, k);
+  write_entry (v, v.dims, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
+}
+
+/* map_kernel through the table of label_colours_kernel: each pixel its
+ * colour's entry (u8, every pixel voting). */
+__global__ void
+map_table_kernel (stripe_view v, const unsigned *bins, unsigned char *dst, size_t dst_pitch)
+{
+  size_t p = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= v.n)
+    return;
+  int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
+  const unsigned char *px = v.src + (size_t) y * v.src_pitch + (size_t) x * v.channels;
+  unsigned key = v.dims == 3 ? (unsigned) px[0] << 16 | (unsigned) px[1] << 8 | px[2] : px[0];
+  unsigned label = bins[key];
   write_entry (v, v.dims, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
 }
 
@@ -1252,7 +1373,7 @@ position_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, pos
       value[c] = e < a.lo[c] ? a.lo[c] : e > a.hi[c] ? a.hi[c] : e;
     }
   quantize_features (DIMS, v.oklab, c_decode, value, NULL, f);
-  int label = nearest_entry (f[0], f[1], f[2], k);
+  int label = nearest_entry (f[0], f[1], f[2], c_centre, k);
   write_entry (v, DIMS, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
 }
 
@@ -1277,6 +1398,7 @@ struct quantize_session
   cfx_context          *cx;
   const cudafx_image   *src;
   const cudafx_options *o;
+  quantize_space        fs;
   int                   dims, oklab, everyone_votes;
   size_t                row_bytes, pitch;
   int                   rows, n_stripes;
@@ -1285,6 +1407,7 @@ struct quantize_session
   unsigned char        *d_src, *d_dst, *d_votes;
   float                *d_plane[3];
   long long            *d_partials, *d_totals;
+  lloyd_state          *d_lloyd;
   unsigned char        *d_seed;        /* the seeding's workspace, NULL: the host seeds */
   float4               *d_bound;       /* Floyd–Steinberg: dither_args.bound */
   int                  *d_progress;    /* and its counters */
@@ -1296,7 +1419,12 @@ struct quantize_session
   int                   colours;       /* found: their number, 0 before the first assignment */
   int                   bins;          /* colour keys: 2^24, grey 256 */
   unsigned             *d_bins;        /* voting pixels per key */
-  unsigned             *d_keys;        /* the colours' keys, then their counts */
+  unsigned             *d_keys;        /* the colours' keys */
+  unsigned             *d_counts;      /* and their voting pixels */
+  /* The mapping reads the colours' table (map_table_kernel): Lloyd runs
+   * over the distinct colours, every pixel votes and no dither. The
+   * passes then need no per-pixel features. */
+  int                   table_map;
   float                *d_colour[3];   /* their features */
   void                 *d_select;      /* CUB's scratch, select_bytes */
   size_t                select_bytes;
@@ -1349,6 +1477,11 @@ upload_stripe (quantize_session *q, const stripe_view &v, int y0)
 cudafx_status
 compute_features (quantize_session *q, const stripe_view &v, int i)
 {
+  if (q->table_map)
+    {
+      q->loaded = i; /* no pass reads them */
+      return CUDAFX_OK;
+    }
   features_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, q->d_plane[0], q->d_plane[1], q->d_plane[2]);
   cudafx_status s = cfx_check_launch (FILTER, "features_kernel");
   if (!s)
@@ -1359,7 +1492,10 @@ compute_features (quantize_session *q, const stripe_view &v, int i)
 /* Faults in every page of dst's rows [y0, y0 + rows) on the host's threads,
  * leaving the bytes as they are (an atomic OR of 0 is a write access). The
  * driver copies device results into pageable memory on one thread, which
- * on a fresh buffer (a new image) would take every page fault itself. */
+ * on a fresh buffer (a new image) would take every page fault itself.
+ * Pinned memory (the GEGL module's regions) has its pages: no touch, and
+ * no parallel region whose threads, spinning on after it, would compete
+ * with the host's own threads for the cores. */
 void
 touch_pages (cudafx_image *dst, int y0, int rows, size_t row_bytes, int threads)
 {
@@ -1392,6 +1528,30 @@ preload (quantize_session *q)
 }
 
 enum pass_kind { PASS_ASSIGN, PASS_HISTOGRAM, PASS_MAP, PASS_DITHER, PASS_POSITION };
+
+/* Queues one assignment of the centres in d_lloyd into d_totals: over the
+ * loaded stripe v (every pixel), or with v NULL over the distinct colours
+ * (found). max_iterations > 0: the device runs Lloyd's loop (reduce_kernel). */
+cudafx_status
+queue_assign (quantize_session *q, const stripe_view *v, int k, int max_iterations)
+{
+  cudaStream_t stream = q->cx->stream;
+  unsigned blocks = v ? grid_for (v->n, CHUNK) : grid_for ((size_t) q->colours, THREADS);
+  if (blocks > (unsigned) q->max_blocks)
+    blocks = (unsigned) q->max_blocks;
+  cudafx_status s;
+  if (v)
+    assign_kernel<<<blocks, THREADS, 0, stream>>> (*v, k, q->d_lloyd, q->d_partials);
+  else
+    assign_colours_kernel<<<blocks, THREADS, 0, stream>>> (q->d_colour[0], q->d_colour[1], q->d_colour[2],
+                                                           q->d_counts, q->colours, q->dims, k, q->d_lloyd,
+                                                           q->d_partials);
+  if ((s = cfx_check_launch (FILTER, v ? "assign_kernel" : "assign_colours_kernel")))
+    return s;
+  reduce_kernel<<<4 * k, THREADS, 0, stream>>> (q->d_partials, (int) blocks, 4 * k, q->d_totals, q->d_lloyd, q->dims,
+                                                max_iterations);
+  return cfx_check_launch (FILTER, "reduce_kernel");
+}
 
 /* The palette's range per channel, which dithered values are clamped to. */
 void
@@ -1470,6 +1630,8 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
   cudafx_report *report = q->o ? q->o->report : NULL;
   cudafx_status s = CUDAFX_OK;
   const bool maps = kind != PASS_ASSIGN && kind != PASS_HISTOGRAM;
+  const bool touch =
+    maps && !cudafx_host_pinned (dst->data, (size_t) (dst->height - 1) * dst->stride + q->row_bytes);
   for (int i = 0; i < q->n_stripes && !s; i++)
     {
       char point[32];
@@ -1484,7 +1646,7 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
       if ((s = cfx_check (cudaEventRecord (q->cx->ev[0], q->cx->stream), FILTER, "event")) ||
           (fresh && (s = upload_stripe (q, v, y0))) ||
           (s = cfx_check (cudaEventRecord (q->cx->ev[1], q->cx->stream), FILTER, "event")) ||
-          (fresh && (kind == PASS_ASSIGN || kind == PASS_MAP) && (s = compute_features (q, v, i))))
+          (fresh && (kind == PASS_ASSIGN || kind == PASS_MAP || q->table_map) && (s = compute_features (q, v, i))))
         break;
       if (kind == PASS_HISTOGRAM)
         {
@@ -1498,20 +1660,22 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
         }
       else if (kind == PASS_ASSIGN)
         {
-          unsigned blocks = grid_for (v.n, CHUNK);
-          if (blocks > (unsigned) q->max_blocks)
-            blocks = (unsigned) q->max_blocks;
-          assign_kernel<<<blocks, THREADS, 0, q->cx->stream>>> (v, k, q->d_partials);
-          if ((s = cfx_check_launch (FILTER, "assign_kernel")))
-            break;
-          reduce_kernel<<<grid_for (4 * k, THREADS), THREADS, 0, q->cx->stream>>> (q->d_partials, (int) blocks, 4 * k,
-                                                                 q->d_totals);
-          if ((s = cfx_check_launch (FILTER, "reduce_kernel")))
+          if ((s = queue_assign (q, &v, k, 0)))
             break;
         }
       else if (kind == PASS_MAP)
         {
-          map_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch);
+          if (q->table_map && i == 0)
+            {
+              label_colours_kernel<<<grid_for ((size_t) q->colours, THREADS), THREADS, 0, q->cx->stream>>> (
+                q->d_colour[0], q->d_colour[1], q->d_colour[2], q->d_keys, q->colours, q->dims, k, q->d_bins);
+              if ((s = cfx_check_launch (FILTER, "label_colours_kernel")))
+                break;
+            }
+          if (q->table_map)
+            map_table_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, q->d_bins, q->d_dst, q->pitch);
+          else
+            map_kernel<<<grid_for (v.n, THREADS), THREADS, 0, q->cx->stream>>> (v, k, q->d_dst, q->pitch);
           if ((s = cfx_check_launch (FILTER, "map_kernel")))
             break;
         }
@@ -1536,7 +1700,8 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
         break;
       if (maps)
         {
-          touch_pages (dst, y0, v.rows, q->row_bytes, cudafx_thread_count (q->o)); /* as the kernel runs */
+          if (touch)
+            touch_pages (dst, y0, v.rows, q->row_bytes, cudafx_thread_count (q->o)); /* as the kernel runs */
           if ((s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
                                                  q->row_bytes, v.rows, cudaMemcpyDeviceToHost, q->cx->stream),
                               FILTER, "copy to host")))
@@ -1595,7 +1760,7 @@ find_colours (quantize_session *q)
       (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "selecting the colours")))
     return s;
   colours_kernel<<<grid_for ((size_t) selected, THREADS), THREADS, 0, stream>>> (
-    q->d_bins, q->d_keys, selected, q->dims, q->oklab, q->d_colour[0], q->d_colour[1], q->d_colour[2]);
+    q->d_bins, q->d_keys, selected, q->dims, q->oklab, q->d_colour[0], q->d_colour[1], q->d_colour[2], q->d_counts);
   /* the kernel time includes the count's copy back, a few bytes */
   if ((s = cfx_check_launch (FILTER, "colours_kernel")) || (s = add_kernel_time (q, "colours_kernel")))
     return s;
@@ -1608,21 +1773,10 @@ find_colours (quantize_session *q)
 cudafx_status
 assign_colours (quantize_session *q, int k)
 {
-  cudaStream_t stream = q->cx->stream;
   cudafx_status s;
-  if (!q->colours && (s = find_colours (q)))
-    return s;
-  unsigned blocks = grid_for ((size_t) q->colours, THREADS);
-  if (blocks > (unsigned) q->max_blocks)
-    blocks = (unsigned) q->max_blocks;
-  if ((s = cfx_check (cudaEventRecord (q->cx->ev[0], stream), FILTER, "event")))
-    return s;
-  assign_colours_kernel<<<blocks, THREADS, 0, stream>>> (q->d_colour[0], q->d_colour[1], q->d_colour[2], q->d_keys,
-                                                         q->colours, q->dims, k, q->d_partials);
-  if ((s = cfx_check_launch (FILTER, "assign_colours_kernel")))
-    return s;
-  reduce_kernel<<<grid_for (4 * k, THREADS), THREADS, 0, stream>>> (q->d_partials, (int) blocks, 4 * k, q->d_totals);
-  if ((s = cfx_check_launch (FILTER, "reduce_kernel")))
+  if ((!q->colours && (s = find_colours (q))) ||
+      (s = cfx_check (cudaEventRecord (q->cx->ev[0], q->cx->stream), FILTER, "event")) ||
+      (s = queue_assign (q, NULL, k, 0)))
     return s;
   return add_kernel_time (q, "assign_colours_kernel");
 }
@@ -1658,6 +1812,7 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   const int everyone_votes = plan->everyone_votes;
   q->src = src;
   q->o = o;
+  q->fs = *space;
   q->dims = space->dims;
   q->oklab = space->oklab;
   q->everyone_votes = everyone_votes;
@@ -1692,18 +1847,19 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
       size_t pixels = (size_t) src->width * src->height;
       size_t most = pixels < (size_t) q->bins ? pixels : (size_t) q->bins;
       bin_bytes = align_up ((size_t) q->bins * sizeof (unsigned));
-      array_bytes = align_up (most * sizeof (float)); /* and of unsigned */
+      array_bytes = align_up (most * sizeof (float)); /* and of unsigned: keys, counts */
       if ((s = cfx_check (cub::DeviceSelect::If (nullptr, q->select_bytes, thrust::counting_iterator<unsigned> (0),
                                                  (unsigned *) nullptr, (int *) nullptr, q->bins,
                                                  bin_filled { nullptr }, q->cx->stream),
                           FILTER, "selecting the colours")))
         return fail_cuda (q, s);
-      size_t bytes = bin_bytes + (1 + q->dims) * array_bytes + align_up (q->select_bytes) + ALIGN;
+      size_t bytes = bin_bytes + (2 + q->dims) * array_bytes + align_up (q->select_bytes) + ALIGN;
       if (bytes <= budget / 4)
         {
           colour_bytes = bytes;
           budget -= bytes;
           q->distinct = 1;
+          q->table_map = everyone_votes && plan->dither == CUDAFX_DITHER_NONE;
         }
     }
   size_t block_bytes = COUNTERS * sizeof (long long);
@@ -1716,7 +1872,7 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   size_t bound_row = (size_t) src->width * sizeof (float4);
   size_t per_row = 2 * q->pitch + (size_t) src->width * (q->dims * sizeof (float) + !everyone_votes) +
                    bound_row / DITHER_ROWS + 1;
-  size_t fixed = (blocks + 1) * block_bytes + 2 * bound_row + 8 * ALIGN; /* + alignment */
+  size_t fixed = (blocks + 1) * block_bytes + sizeof (lloyd_state) + 2 * bound_row + 9 * ALIGN; /* + alignment */
   if (budget <= fixed + per_row)
     return fail_cuda (q, cudafx_fail (CUDAFX_ERR_CUDA,
                                       "%s: CUDA out of memory: %zu bytes of device memory allowed, "
@@ -1731,7 +1887,7 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   size_t vote_bytes = everyone_votes ? 0 : align_up (pixels);
   size_t bound_bytes = align_up (dither_bound_rows (q->rows) * bound_row);
   size_t scratch = seed_bytes + q->dims * plane_bytes + vote_bytes + blocks * block_bytes + block_bytes +
-                   bound_bytes + align_up (dither_bound_rows (q->rows) * sizeof (int));
+                   align_up (sizeof (lloyd_state)) + bound_bytes + align_up (dither_bound_rows (q->rows) * sizeof (int));
   unsigned char *d_scratch;
   if ((s = cfx_buffer (q->cx, CFX_SLOT_SRC, q->pitch * q->rows, (void **) &q->d_src, FILTER)) ||
       (s = cfx_buffer (q->cx, CFX_SLOT_DST, q->pitch * q->rows, (void **) &q->d_dst, FILTER)) ||
@@ -1744,7 +1900,8 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   q->d_votes = d_scratch + q->dims * plane_bytes;
   q->d_partials = (long long *) (q->d_votes + vote_bytes);
   q->d_totals = q->d_partials + blocks * COUNTERS;
-  q->d_bound = (float4 *) (q->d_totals + COUNTERS);
+  q->d_lloyd = (lloyd_state *) (q->d_totals + COUNTERS);
+  q->d_bound = (float4 *) ((unsigned char *) q->d_lloyd + align_up (sizeof (lloyd_state)));
   q->d_progress = (int *) ((unsigned char *) q->d_bound + bound_bytes);
   if (q->distinct)
     {
@@ -1753,12 +1910,15 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
         return fail_cuda (q, s);
       q->d_bins = (unsigned *) d_colours;
       q->d_keys = (unsigned *) (d_colours + bin_bytes);
+      q->d_counts = (unsigned *) (d_colours + bin_bytes + array_bytes);
       for (int c = 0; c < q->dims; c++)
-        q->d_colour[c] = (float *) (d_colours + bin_bytes + (1 + c) * array_bytes);
-      q->d_select = d_colours + bin_bytes + (1 + q->dims) * array_bytes;
+        q->d_colour[c] = (float *) (d_colours + bin_bytes + (2 + c) * array_bytes);
+      q->d_select = d_colours + bin_bytes + (2 + q->dims) * array_bytes;
       q->d_selected = (int *) ((unsigned char *) q->d_select + align_up (q->select_bytes));
     }
 
+  if ((s = cfx_check (cudaMemsetAsync (q->d_lloyd, 0, sizeof (lloyd_state), q->cx->stream), FILTER, "memset")))
+    return fail_cuda (q, s);
   return fail_cuda (q, cfx_check (cudaMemcpyToSymbolAsync (c_decode, space->decode, sizeof space->decode,
                                                            0, cudaMemcpyHostToDevice, q->cx->stream),
                                   FILTER, "copy to device"));
@@ -1790,11 +1950,14 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
   v.seed = job->seed;
   const dim3 pick_grid (v.blocks, job->attempts);
   const dim3 refine_grid ((smp->n + REFINE_CHUNK - 1) / REFINE_CHUNK, job->attempts);
-  seed_results res;
+  /* pinned: a copy into pageable memory would return only once the seeding
+   * is done, and the image's upload queued after it would not overlap it */
+  seed_results *res;
   cudafx_status s;
   /* the side stream, which does not wait for the main one (nor it for this) */
   cudaStream_t stream = q->cx->side;
-  if ((s = cfx_check (cudaEventRecord (q->cx->ev[4], stream), FILTER, "event")))
+  if ((s = cfx_staging (q->cx, CFX_STAGING_COUNTERS, sizeof *res, (void **) &res, NULL, FILTER)) ||
+      (s = cfx_check (cudaEventRecord (q->cx->ev[4], stream), FILTER, "event")))
     return fail_cuda (q, s);
   for (int c = 0; c < 3; c++)
     if ((s = cfx_check (cudaMemcpyAsync ((void *) v.plane[c], smp->plane[c], (size_t) smp->n * sizeof (float),
@@ -1804,6 +1967,13 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
   if ((s = cfx_check (cudaMemsetAsync (v.st, 0, sizeof (seed_state), stream), FILTER, "memset")) ||
       (s = cfx_check (cudaEventRecord (q->cx->ev[5], stream), FILTER, "event")))
     return fail_cuda (q, s);
+  if (smp->codes)
+    {
+      sample_features_kernel<<<v.blocks, SEED_THREADS, 0, stream>>> ((float *) v.plane[0], (float *) v.plane[1],
+                                                                   (float *) v.plane[2], v.n, q->fs);
+      if ((s = cfx_check_launch (FILTER, "sample_features_kernel")))
+        return fail_cuda (q, s);
+    }
   seed_first_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
   if ((s = cfx_check_launch (FILTER, "seed_first_kernel")))
     return fail_cuda (q, s);
@@ -1821,22 +1991,23 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
         return fail_cuda (q, s);
     }
   if ((s = cfx_check (cudaEventRecord (q->cx->ev[6], stream), FILTER, "event")) ||
-      (s = cfx_check (cudaMemcpyAsync (&res, &v.st->res, sizeof res, cudaMemcpyDeviceToHost, stream), FILTER,
+      (s = cfx_check (cudaMemcpyAsync (res, &v.st->res, sizeof *res, cudaMemcpyDeviceToHost, stream), FILTER,
                       "copy to host")) ||
       (s = cfx_check (cudaEventRecord (q->cx->ev[7], stream), FILTER, "event")))
     return fail_cuda (q, s);
-  /* the image goes up meanwhile when it stays on the device for every pass */
+  /* Meanwhile, when the image stays on the device for every pass, it goes
+   * up with its features, and its distinct colours are found. */
   float up_ms = 0, kernel_ms = 0, down_ms = 0, load_ms = 0, features_ms = 0;
   int preloaded = q->n_stripes == 1;
-  if ((preloaded && (s = preload (q))) ||
+  if ((preloaded &&
+       ((s = preload (q)) || (s = cfx_check (cudaStreamSynchronize (q->cx->stream), FILTER, "features")) ||
+        (s = cfx_check (cudaEventElapsedTime (&load_ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")) ||
+        (s = cfx_check (cudaEventElapsedTime (&features_ms, q->cx->ev[1], q->cx->ev[2]), FILTER, "event timing")) ||
+        (q->distinct && (s = find_colours (q))))) ||
       (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "seeding")) ||
-      (preloaded && (s = cfx_check (cudaStreamSynchronize (q->cx->stream), FILTER, "features"))) ||
       (s = cfx_check (cudaEventElapsedTime (&up_ms, q->cx->ev[4], q->cx->ev[5]), FILTER, "event timing")) ||
       (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->cx->ev[5], q->cx->ev[6]), FILTER, "event timing")) ||
-      (s = cfx_check (cudaEventElapsedTime (&down_ms, q->cx->ev[6], q->cx->ev[7]), FILTER, "event timing")) ||
-      (preloaded &&
-       ((s = cfx_check (cudaEventElapsedTime (&load_ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")) ||
-        (s = cfx_check (cudaEventElapsedTime (&features_ms, q->cx->ev[1], q->cx->ev[2]), FILTER, "event timing")))))
+      (s = cfx_check (cudaEventElapsedTime (&down_ms, q->cx->ev[6], q->cx->ev[7]), FILTER, "event timing")))
     return fail_cuda (q, s);
   cudafx_report *report = q->o ? q->o->report : NULL;
   if (report)
@@ -1846,9 +2017,9 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
     }
   for (int a = 0; a < job->attempts; a++)
     {
-      found[a] = res.found[a];
-      error[a] = res.error[a];
-      memcpy (centres[a], res.centres[a], (size_t) res.found[a] * sizeof centres[a][0]);
+      found[a] = res->found[a];
+      error[a] = res->error[a];
+      memcpy (centres[a], res->centres[a], (size_t) res->found[a] * sizeof centres[a][0]);
     }
   *seeded = 1;
   return CUDAFX_OK;
@@ -1861,8 +2032,8 @@ cudafx_quantize_cuda_assign (quantize_session *q, const float (*centre)[3], int 
   cudaStream_t stream = q->cx->stream;
   long long totals[COUNTERS];
   cudafx_status s;
-  if ((s = cfx_check (cudaMemcpyToSymbolAsync (c_centre, centre, (size_t) k * sizeof centre[0], 0,
-                                               cudaMemcpyHostToDevice, stream),
+  if ((s = cfx_check (cudaMemcpyAsync (q->d_lloyd->centre, centre, (size_t) k * sizeof centre[0],
+                                       cudaMemcpyHostToDevice, stream),
                       FILTER, "copy to device")) ||
       (s = cfx_check (cudaMemsetAsync (q->d_totals, 0, 4 * (size_t) k * sizeof (long long), stream), FILTER,
                       "memset")) ||
@@ -1881,6 +2052,80 @@ cudafx_quantize_cuda_assign (quantize_session *q, const float (*centre)[3], int 
   return cudafx_progress (q->o, to);
 }
 
+/* Passes queued between looks at whether the device's Lloyd loop has
+ * settled: a look waits for the queue to drain (a host round trip), and a
+ * pass queued past the end costs two launches that return at once. */
+constexpr int LLOYD_BATCH = 8;
+
+extern "C" cudafx_status
+cudafx_quantize_cuda_lloyd (quantize_session *q, int32_t (*centres)[3], int k, int max_iterations, int *iterations,
+                            double from, double to, int *ran)
+{
+  *ran = 0;
+  if (!q->distinct && q->n_stripes > 1)
+    return CUDAFX_OK; /* each pass uploads the stripes: the host drives them */
+  cudaStream_t stream = q->cx->stream;
+  lloyd_state start;
+  memset (&start, 0, sizeof start);
+  for (int j = 0; j < k; j++)
+    for (int c = 0; c < 3; c++)
+      {
+        start.mean[j][c] = centres[j][c];
+        start.centre[j][c] = (float) centres[j][c];
+      }
+  int y0;
+  const stripe_view v = view_of (q, 0, &y0);
+  const bool load = !q->distinct && q->loaded != 0; /* the seeding ran on the host: nothing preloaded */
+  struct
+  {
+    int iterations, settled;
+  } seen = { 0, 0 }; /* lloyd_state's two, adjacent */
+  static_assert (offsetof (lloyd_state, settled) == offsetof (lloyd_state, iterations) + sizeof (int),
+                 "iterations and settled are read back together");
+  cudafx_status s;
+  if ((s = cfx_check (cudaMemcpyAsync (q->d_lloyd, &start, sizeof start, cudaMemcpyHostToDevice, stream), FILTER,
+                      "copy to device")) ||
+      (s = cfx_check (cudaMemsetAsync (q->d_totals, 0, 4 * (size_t) k * sizeof (long long), stream), FILTER,
+                      "memset")) ||
+      (q->distinct && !q->colours && (s = find_colours (q))) || (load && (s = preload (q))) ||
+      (!load && (s = cfx_check (cudaEventRecord (q->cx->ev[2], stream), FILTER, "event"))))
+    return fail_cuda (q, s);
+  for (int queued = 0; queued < max_iterations && !seen.settled;)
+    {
+      int batch = max_iterations - queued < LLOYD_BATCH ? max_iterations - queued : LLOYD_BATCH;
+      for (int b = 0; b < batch && !s; b++)
+        s = queue_assign (q, q->distinct ? NULL : &v, k, max_iterations);
+      queued += batch;
+      if (s ||
+          (s = cfx_check (cudaMemcpyAsync (&seen, &q->d_lloyd->iterations, sizeof seen, cudaMemcpyDeviceToHost,
+                                           stream),
+                          FILTER, "copy to host")) ||
+          (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "Lloyd")) ||
+          (s = cudafx_progress (q->o, from + (to - from) * seen.iterations / max_iterations)))
+        return fail_cuda (q, s);
+    }
+  float load_ms = 0, features_ms = 0, lloyd_ms = 0;
+  if ((s = cfx_check (cudaEventRecord (q->cx->ev[3], stream), FILTER, "event")) ||
+      (s = cfx_check (cudaMemcpyAsync (start.mean, q->d_lloyd->mean, (size_t) k * sizeof start.mean[0],
+                                       cudaMemcpyDeviceToHost, stream),
+                      FILTER, "copy to host")) ||
+      (s = cfx_check (cudaStreamSynchronize (stream), FILTER, "Lloyd")) ||
+      (s = cfx_check (cudaEventElapsedTime (&lloyd_ms, q->cx->ev[2], q->cx->ev[3]), FILTER, "event timing")) ||
+      (load &&
+       ((s = cfx_check (cudaEventElapsedTime (&load_ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")) ||
+        (s = cfx_check (cudaEventElapsedTime (&features_ms, q->cx->ev[1], q->cx->ev[2]), FILTER, "event timing")))))
+    return fail_cuda (q, s);
+  if (q->o && q->o->report)
+    {
+      q->o->report->kernel_ms += lloyd_ms + features_ms;
+      q->o->report->transfer_ms += load_ms;
+    }
+  memcpy (centres, start.mean, (size_t) k * sizeof start.mean[0]);
+  *iterations = seen.iterations;
+  *ran = 1;
+  return CUDAFX_OK;
+}
+
 extern "C" cudafx_status
 cudafx_quantize_cuda_map (quantize_session *q, const quantize_mapping *m, cudafx_image *dst)
 {
@@ -1888,6 +2133,8 @@ cudafx_quantize_cuda_map (quantize_session *q, const quantize_mapping *m, cudafx
   if ((s = upload_palette (q->cx->stream, &m->pal)))
     return fail_cuda (q, s);
   q->map = m;
+  if (q->table_map && !q->colours && (s = find_colours (q)))
+    return fail_cuda (q, s);
   if (m->dither == CUDAFX_DITHER_NONE)
     return run_pass (q, PASS_MAP, m->pal.k, dst);
   if (!quantize_is_diffusion (m->dither))

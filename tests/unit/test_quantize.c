@@ -453,29 +453,33 @@ TEST (quantize_matches_oracle)
 TEST (quantize_matches_oracle_sampled_and_256_colours)
 {
   harness_rng r = { 29 };
-  {
-    const int w = 300, h = 300;
-    cudafx_image src = harness_image_new (w, h, 4, 1, CUDAFX_U8, 4);
-    cudafx_image dst = harness_image_new (w, h, 4, 1, CUDAFX_U8, 0);
-    clustered_image (&src, &r, 6, 10); /* a quarter transparent: ~67500 voting */
-    /* a seventh colour in the last rows only: a sample of the first 65536
-     * voting pixels would miss it */
-    for (int y = h - 15; y < h; y++)
-      for (int x = 0; x < w; x++)
-        for (int c = 0; c < 3; c++)
-          harness_set (&src, x, y, c, (c ? 20 : 240) + harness_rand (&r) % 9);
-    cudafx_quantize_params p;
-    cudafx_quantize_params_init (&p);
-    p.color_space = CUDAFX_SPACE_RGB;
-    p.colors = 7;
-    p.max_iterations = 10;
-    p.seed = 6;
-    cudafx_palette pal;
-    CHECK (run (&src, &dst, &p, 3, &pal) == CUDAFX_OK, "status: %s", cudafx_error_message ());
-    check_palette (&src, &p, &pal, "300x300 RGBA K 7");
-    harness_image_free (&src);
-    harness_image_free (&dst);
-  }
+  /* with alpha a quarter of the pixels are transparent (~67500 voting);
+   * without, every pixel votes and the sample is taken as pixel values
+   * (core/quantize.c, sample_codes) */
+  for (int alpha = 1; alpha >= 0; alpha--)
+    {
+      const int w = 300, h = 300;
+      cudafx_image src = harness_image_new (w, h, 3 + alpha, alpha, CUDAFX_U8, 4);
+      cudafx_image dst = harness_image_new (w, h, 3 + alpha, alpha, CUDAFX_U8, 0);
+      clustered_image (&src, &r, 6, 10);
+      /* a seventh colour in the last rows only: a sample of the first 65536
+       * voting pixels would miss it */
+      for (int y = h - 15; y < h; y++)
+        for (int x = 0; x < w; x++)
+          for (int c = 0; c < 3; c++)
+            harness_set (&src, x, y, c, (c ? 20 : 240) + harness_rand (&r) % 9);
+      cudafx_quantize_params p;
+      cudafx_quantize_params_init (&p);
+      p.color_space = CUDAFX_SPACE_RGB;
+      p.colors = 7;
+      p.max_iterations = 10;
+      p.seed = 6;
+      cudafx_palette pal;
+      CHECK (run (&src, &dst, &p, 3, &pal) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+      check_palette (&src, &p, &pal, alpha ? "300x300 RGBA K 7" : "300x300 RGB K 7");
+      harness_image_free (&src);
+      harness_image_free (&dst);
+    }
   cudafx_image src = harness_image_new (64, 48, 3, 0, CUDAFX_U8, 0);
   cudafx_image dst = harness_image_new (64, 48, 3, 0, CUDAFX_U8, 0);
   for (int y = 0; y < 48; y++)
@@ -591,6 +595,55 @@ TEST (quantize_does_not_depend_on_threads)
         harness_image_free (&ref);
         harness_image_free (&dst);
       }
+}
+
+/* A u8 image without alpha seeds from a sample taken as pixel values, an
+ * image with alpha from the voting pixels' features: the same pixels, so
+ * the same palette when every alpha is opaque, in both spaces, grey and RGB,
+ * with more pixels than the sample and fewer. */
+TEST (quantize_sample_of_values_matches_opaque_alpha)
+{
+  harness_rng r = { 41 };
+  static const int sizes[][2] = { { 320, 240 }, { 61, 37 } };
+  for (int si = 0; si < 2; si++)
+    for (int dims = 1; dims <= 3; dims += 2)
+      for (int space = 0; space < 2; space++)
+        {
+          int w = sizes[si][0], h = sizes[si][1];
+          cudafx_image plain = harness_image_new (w, h, dims, 0, CUDAFX_U8, 3);
+          cudafx_image alpha = harness_image_new (w, h, dims + 1, 1, CUDAFX_U8, 0);
+          cudafx_image out = harness_image_new (w, h, dims, 0, CUDAFX_U8, 0);
+          cudafx_image out_alpha = harness_image_new (w, h, dims + 1, 1, CUDAFX_U8, 0);
+          harness_image_random (&plain, &r);
+          for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+              {
+                for (int c = 0; c < dims; c++)
+                  harness_set (&alpha, x, y, c, harness_get (&plain, x, y, c));
+                harness_set (&alpha, x, y, dims, 255);
+              }
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.color_space = space;
+          p.colors = 9;
+          p.max_iterations = 6;
+          cudafx_palette want, got;
+          CHECK (run (&alpha, &out_alpha, &p, 3, &want) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+          CHECK (run (&plain, &out, &p, 3, &got) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+          CHECK (same_palette (&want, &got), "%dx%d %s %s: the palette differs without alpha", w, h,
+                 dims == 1 ? "grey" : "RGB", space ? "rgb" : "oklab");
+          int same = 1;
+          for (int y = 0; y < h && same; y++)
+            for (int x = 0; x < w && same; x++)
+              for (int c = 0; c < dims; c++)
+                same &= harness_get (&out, x, y, c) == harness_get (&out_alpha, x, y, c);
+          CHECK (same, "%dx%d %s %s: the output differs without alpha", w, h, dims == 1 ? "grey" : "RGB",
+                 space ? "rgb" : "oklab");
+          harness_image_free (&plain);
+          harness_image_free (&alpha);
+          harness_image_free (&out);
+          harness_image_free (&out_alpha);
+        }
 }
 
 /* Lloyd over the distinct colours with their counts (u8, the default)
