@@ -257,8 +257,23 @@ weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int p
     }
 }
 
+/* Blocks an SM must hold at once, which sets a thread's register budget
+ * (THREADS 128): 5 (96 registers) for the u8 colour kernels with Gaussian
+ * patches, which take 108 to 111 registers when allowed 128 and fit 96
+ * without spilling (ptxas -v): the kernel is bound by instruction issue,
+ * and a fifth block gives the schedulers more warps to choose from. 4 (128
+ * registers) for the others: the f32 and 4-channel kernels need up to 126,
+ * and the flat and grey ones take 96 or fewer anyway (5 blocks already;
+ * bounding them moved their registers around, no faster). */
+template <int NA, int KIND>
+constexpr int
+min_blocks ()
+{
+  return KIND == U8_WEIGHTED && NA == 3 ? 5 : 4;
+}
+
 template <int P, int NA, int KIND>
-__global__ void __launch_bounds__ (THREADS, 512 / THREADS) /* 128 registers at most */
+__global__ void __launch_bounds__ (THREADS, (min_blocks<NA, KIND> ()))
 nlmeans_kernel (cfx_stripe s, nlm_args a)
 {
   constexpr bool U8 = KIND != F32, FLAT = KIND == U8_FLAT;
