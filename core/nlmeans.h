@@ -3,8 +3,8 @@
  * weight function, and the noise residual both count (engine-internal;
  * core/nlmeans.c makes the plan and is the reference, cuda/nlmeans.cu
  * computes the same distances and counts, and weights within this
- * function's own 1e-5 of exp). See core/nlmeans.c's header for the formula and the
- * order of the sums. */
+ * function's own 1e-5 of exp). See core/nlmeans.c's header for the
+ * formula and the order of the sums. */
 #ifndef CUDAFX_NLMEANS_H
 #define CUDAFX_NLMEANS_H
 
@@ -37,8 +37,8 @@ typedef struct {
   const struct nlmeans_vst *vst;
 } nlmeans_plan;
 
-/* exp (-max (x, 0)), relative error below 1e-5, the same bits for any
- * compiler flags and thread count (gcc, -ffp-contract=off): no fused
+/* exp (-max (x, 0)), relative error below 1e-5, the same bits vectorised
+ * or not and for any thread count (gcc, -ffp-contract=off): no fused
  * multiply-adds, no library exp. cuda/nlmeans.cu's weight_of clamps x the
  * same way and takes the hardware's exp. Written so that gcc vectorises the
  * loops calling it: the clamp works on the float's bits (an integer max/min,
