@@ -100,8 +100,10 @@ def main():
             cpu = getattr(engines[names[0]], method)(image, backend="cpu", **kw)[0]
             scale = 255.0 if image.dtype == np.float32 else 1.0
             for b in names:
-                d = np.abs(cpu.astype(np.float64) - outs[b].astype(np.float64)).max() * scale
-                checks.append("%s %s" % (b, "equals the CPU" if d == 0 else "CPU max diff %.3g" % d))
+                diff = np.abs(cpu.astype(np.float64) - outs[b].astype(np.float64))
+                d = diff.max() * scale
+                checks.append("%s %s" % (b, "equals the CPU" if d == 0 else "CPU max diff %.3g, %.4f%% differ"
+                                         % (d, 100.0 * np.count_nonzero(diff) / diff.size)))
         for b in names[1:]:
             diff = np.abs(outs[names[0]].astype(np.float64) - outs[b].astype(np.float64))
             checks.append("%s-%s max %.3g, %.4f%% differ" % (names[0], b, diff.max(),

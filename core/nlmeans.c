@@ -26,14 +26,15 @@
  * choose_params below. Alpha is copied unchanged.
  *
  * Order of the arithmetic, which cuda/nlmeans.cu follows so that its
- * distances and weights are the same floats (no fused multiply-adds on
- * either side): e = ((d_0^2 + d_1^2) + d_2^2) ... over the channels from 0;
- * horizontal h(x) = g_0 e(x-P) + g_1 e(x-P+1) + ... + g_2P e(x+P), summed
- * left to right; vertical d = g_0 h(y-P) + ... + g_2P h(y+P), top to bottom;
- * weight nlmeans_exp_neg (d * dist_scale - dist_offset) (core/nlmeans.h).
- * Only the order in which the weighted values are summed over the offsets
- * differs between the two (here by half-window rows, there pair by pair, o
- * then -o); the centre term is added last on both.
+ * distances are the same floats (no fused multiply-adds on either side):
+ * e = ((d_0^2 + d_1^2) + d_2^2) ... over the channels from 0; horizontal
+ * h(x) = g_0 e(x-P) + g_1 e(x-P+1) + ... + g_2P e(x+P), summed left to
+ * right; vertical d = g_0 h(y-P) + ... + g_2P h(y+P), top to bottom; weight
+ * nlmeans_exp_neg (d * dist_scale - dist_offset) (core/nlmeans.h). The GPU
+ * takes the hardware's exp for the weight instead (the two within 1e-5 of
+ * each other, relative: DESIGN.md's +-1 on u8) and sums the weighted
+ * values over the offsets in another order (here by half-window rows,
+ * there pair by pair, o then -o); the centre term is added last on both.
  *
  * Noise sigma: Immerkaer's Laplacian-difference operator (1996), made robust
  * with the median absolute value instead of the mean: per colour channel

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* NL-means plan: the parameters and the weight function both backends
- * compute with, and the noise residual both count (engine-internal;
+/* NL-means plan: the parameters both backends compute with, the CPU's
+ * weight function, and the noise residual both count (engine-internal;
  * core/nlmeans.c makes the plan and is the reference, cuda/nlmeans.cu
- * computes the same floats). See core/nlmeans.c's header for the formula
- * and the order of the sums. */
+ * computes the same distances and counts, and weights within this
+ * function's own 1e-5 of exp). See core/nlmeans.c's header for the
+ * formula and the order of the sums. */
 #ifndef CUDAFX_NLMEANS_H
 #define CUDAFX_NLMEANS_H
 
@@ -36,14 +37,15 @@ typedef struct {
   const struct nlmeans_vst *vst;
 } nlmeans_plan;
 
-/* exp (-max (x, 0)), relative error below 1e-5, the same bits on the CPU
- * (gcc, -ffp-contract=off) and the GPU (nvcc --fmad=false): no fused
- * multiply-adds, no library exp. Written so that gcc vectorises the loops
- * calling it: the clamp works on the float's bits (an integer max/min,
+/* exp (-max (x, 0)), relative error below 1e-5, the same bits vectorised
+ * or not and for any thread count (gcc, -ffp-contract=off): no fused
+ * multiply-adds, no library exp. cuda/nlmeans.cu's weight_of clamps x the
+ * same way and takes the hardware's exp. Written so that gcc vectorises the
+ * loops calling it: the clamp works on the float's bits (an integer max/min,
  * monotonic for floats; a float compare would stop gcc's if-conversion),
  * then exp (-x) = 2^-k exp (-g), k the integer nearest x / ln 2,
  * |g| <= ln 2 / 2, exp (-g) by its Taylor series to degree 6. */
-static inline NLMEANS_HOST_DEVICE float
+static inline float
 nlmeans_exp_neg (float x)
 {
   union { float f; int32_t i; } u = { x };

@@ -3,8 +3,12 @@
  * CPU reference and its header gives the formula (Buades, Coll, Morel 2005;
  * IPOL 2011 weights) and the order of the arithmetic, which this file
  * follows: with nvcc --fmad=false and no fused multiply-add below except in
- * the weighted sums, the patch distances and weights are the same floats as
- * the CPU's; only the order in which the weighted values are summed differs.
+ * the weighted sums and the weight's exponent, the patch distances are the
+ * same floats as the CPU's. The weights are not: the CPU's exp is a
+ * polynomial (core/nlmeans.h's nlmeans_exp_neg, about 20 instructions),
+ * the GPU takes the hardware's 2^x (ex2 below, one): both within 1e-5 of
+ * exp, relative, which DESIGN.md's "within 1 of the CPU on u8, 1/255 on
+ * f32" allows. The weighted values are also summed in another order.
  *
  * Same fast formulation as the CPU (Darbon et al., ISBI 2008): the loop runs
  * over search offsets and each offset's squared-difference image is filtered
@@ -24,9 +28,9 @@
  *       squared differences in registers;
  *   CD. each thread one column and RPT rows of the tile: the vertical sums
  *       g_0 h(y-P) + ... + g_2P h(y+P) at p (weight of o) and at p - o
- *       (weight of -o), the weight nlmeans_exp_neg (d * scale - offset)
- *       (computed as exp_neg below: the same float, fewer instructions),
- *       the weighted sums, the sum of weights and the largest weight, kept in
+ *       (weight of -o), the weight exp (-max (d * scale - offset, 0)) as
+ *       nlmeans_exp_neg clamps it (computed as weight_of below), the
+ *       weighted sums, the sum of weights and the largest weight, kept in
  *       registers across offsets.
  * After the last offset the centre is added with weight 1 or the largest
  * weight (plan.centre_max); alpha is copied. Borders clamp: the stripe
@@ -100,7 +104,7 @@ struct nlm_args
   int   dy0, dy1;              /* rows of the half window of this launch: dy0 <= dy < dy1 */
   int   first, last;           /* start from zero sums / add the centre, normalise, store */
   int   colours;               /* of the image; the kernel's NA may be larger (zero channels) */
-  float scale, offset;         /* weight = nlmeans_exp_neg (d * scale - offset), d the patch sum */
+  float neg_scale2, offset2;   /* the plan's -dist_scale and dist_offset times log2 (e): weight_of */
   int   centre_max;
   float g[2 * NLMEANS_MAX_PATCH_RADIUS + 1]; /* patch weights */
 };
@@ -172,27 +176,39 @@ patch_weight (const nlm_args &a, int i)
   return a.g[i <= P ? i : 2 * P - i];
 }
 
-/* nlmeans_exp_neg (core/nlmeans.h), the same float for every x, in one
- * instruction fewer and without its float-to-integer conversion (a slower
- * pipe than the float arithmetic's): with x clamped to 0..87,
- * t = x * log2(e) + 0.5 lies in 0.5..126.02, so t + 2^23 rounded toward
- * zero is 2^23 + (int) t exactly (the ulp there is 1): its bits are
- * 0x4b000000 + k, less 2^23 the float k. p = exp (-g) lies in 0.70..1.42
- * and p > 1 when k = 126 (x near 87), so p 2^-k is a normal float, equal to
- * p with k taken from its exponent: the bits of p less k << 23, which is
- * (bits of t) << 23 (0x4b000000 << 23 overflows to 0). */
+/* 2^y by the special-function unit (MUFU.EX2), relative error about
+ * 2^-22 (PTX ISA, ex2.approx): one instruction. Inline PTX because no
+ * spelling of it in CUDA C gives that one instruction in this file: exp2f
+ * and __expf become ex2.approx.f32 without .ftz (nvcc's default, kept: the
+ * noise and transform kernels here must round as the CPU does), which
+ * ptxas wraps in a compare and two predicated multiplications that keep
+ * subnormal results, and -use_fast_math would change every float operation
+ * in the file. The flush to zero changes nothing here: weight_of's y is
+ * never below -126, and a subnormal y gives 1 either way. */
 __device__ __forceinline__ float
-exp_neg (float x)
+ex2 (float y)
 {
-  int i = __float_as_int (x);
-  i = i > 0 ? i : 0;
-  i = i < 0x42ae0000 ? i : 0x42ae0000;
-  x = __int_as_float (i);
-  float t = __fadd_rz (x * 1.44269504f + 0.5f, 8388608.0f);
-  float g = x - (t - 8388608.0f) * 0.693147182f;
-  float p = 1.0f + g * (-1.0f + g * (0.5f + g * (-1.0f / 6 + g * (1.0f / 24 + g * (-1.0f / 120
-                                                                                   + g * (1.0f / 720))))));
-  return __int_as_float (__float_as_int (p) - (__float_as_int (t) << 23));
+  float r;
+  asm ("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+  return r;
+}
+
+/* nlmeans_exp_neg's smallest weight: it clamps x to 87 (so the weight of a
+ * far patch is exp (-87), normal, never 0). In log2 units. */
+constexpr float EX2_LOWEST = -87.0f * 1.44269504f;
+
+/* The weight of patch distance d: nlmeans_exp_neg (d * dist_scale -
+ * dist_offset) as 2^y, y = dist_offset log2 (e) - d dist_scale log2 (e)
+ * (one fused multiply-add; the host folded log2 (e) into the plan's
+ * factors) clamped as nlmeans_exp_neg clamps x: x <= 0 (y >= 0) weighs 1
+ * exactly, x past 87 weighs exp (-87) (tiny, not 0: where every patch is
+ * that far, the CPU's weights are all equal and the result is the window's
+ * mean; with 0 it would be the centre alone), and a NaN distance (a NaN
+ * pixel) the same as a far patch, never a NaN weight. */
+__device__ __forceinline__ float
+weight_of (float d, const nlm_args &a)
+{
+  return ex2 (fminf (fmaxf (__fmaf_rn (d, a.neg_scale2, a.offset2), EX2_LOWEST), 0.0f));
 }
 
 /* Whether the patch sums are integers below 2^24 however they are summed
@@ -230,7 +246,7 @@ weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int p
           for (int i = 1; i <= 2 * P; i++)
             d += FLAT ? hv[j + i] : patch_weight<P> (a, i) * hv[j + i];
         }
-      float w = exp_neg (d * a.scale - a.offset);
+      float w = weight_of (d, a);
       float v[NA];
       pixel<NA, U8> (px, planes, plane, nb + j * iws, v);
 #pragma unroll
@@ -241,8 +257,23 @@ weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int p
     }
 }
 
+/* Blocks an SM must hold at once, which sets a thread's register budget
+ * (THREADS 128): 5 (96 registers) for the u8 colour kernels with Gaussian
+ * patches, which take 108 to 111 registers when allowed 128 and fit 96
+ * without spilling (ptxas -v): the kernel is bound by instruction issue,
+ * and a fifth block gives the schedulers more warps to choose from. 4 (128
+ * registers) for the others: the f32 and 4-channel kernels need up to 126,
+ * and the flat and grey ones take 96 or fewer anyway (5 blocks already;
+ * bounding them moved their registers around, no faster). */
+template <int NA, int KIND>
+constexpr int
+min_blocks ()
+{
+  return KIND == U8_WEIGHTED && NA == 3 ? 5 : 4;
+}
+
 template <int P, int NA, int KIND>
-__global__ void __launch_bounds__ (THREADS, 512 / THREADS) /* 128 registers at most */
+__global__ void __launch_bounds__ (THREADS, (min_blocks<NA, KIND> ()))
 nlmeans_kernel (cfx_stripe s, nlm_args a)
 {
   constexpr bool U8 = KIND != F32, FLAT = KIND == U8_FLAT;
@@ -621,7 +652,8 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   for (int i = 0; i < chunks; i++)
     {
       nlm_args a = { S, S + P, rows * i / chunks, rows * (i + 1) / chunks, i == 0, i == chunks - 1,
-                     m->colours, plan->dist_scale, plan->dist_offset, plan->centre_max, {} };
+                     m->colours, (float) (-plan->dist_scale * M_LOG2E), (float) (plan->dist_offset * M_LOG2E),
+                     plan->centre_max, {} };
       memcpy (a.g, plan->patch_weights, sizeof a.g);
       kernel<<<grid, THREADS, shm, s->stream>>> (*s, a);
       if ((st = cfx_check_launch ("nl-means", "nlmeans_kernel")))

@@ -4,10 +4,11 @@
  * the same parameters), over images with clipped areas, grey and colour, u8
  * and f32, sizes down to 2x2, 3x3 and 1xN, whole and striped under a
  * device-memory cap; the filter stays within 1 (0..255 scale) of the CPU on
- * u8 and within 1e-5 (0..1 scale) on f32 for every kernel kind (u8 flat and
- * Gaussian patches, f32), channel layout, patch radius 1..5, search radii up
- * to 20, tiles, stripes and chunks; under camera noise the same noise model
- * and the output within 1 (u8) or 1/255 (f32) of the CPU, the noise-model
+ * u8, with few values off by one, and within 2e-5 (0..1 scale) on f32 for
+ * every kernel kind (u8 flat and Gaussian patches, f32), channel layout,
+ * patch radius 1..5, search radii up to 20, tiles, stripes and chunks;
+ * under camera noise the same noise model and the output within 1 (u8) or
+ * 1/255 (f32) of the CPU, few values further than the above, the noise-model
  * fit's histograms (a backend operation, core/backend.h) the same counts. */
 #include "../unit/harness.h"
 
@@ -182,8 +183,28 @@ TEST (gpu_nlmeans_fit_counts_equal_cpu)
     }
 }
 
-/* nl-means on both backends: the same info exactly, outputs within 1 (u8)
- * or 1e-5 of full scale (f32). */
+/* How far the GPU's nl-means may lie from the CPU's (0..255 scale).
+ * DESIGN.md allows 1 on u8 and 1/255 of full scale on f32, which alone
+ * would pass a kernel whose every u8 value is off by one. The patch
+ * distances are the same floats on both backends; the weights are not
+ * (the CPU's polynomial exp, the GPU's ex2: both within 1e-5 of exp,
+ * relative), and weights within e of each other move a weighted mean by at
+ * most e times the spread of the values it averages. So f32 stays within
+ * NLM_F32_DIFF of full scale (1e-5 for the weights, 1e-5 for the sums'
+ * other order), and a u8 value changes only where the CPU's unrounded one
+ * lies that close to a rounding boundary: at most NLM_SHARE of the values.
+ * Behind the camera-noise transform (its inverse stretches the shadows'
+ * differences) f32 gets the contract's 1/255, and at most NLM_SHARE of
+ * its values may lie further than NLM_F32_DIFF. Measured over these tests
+ * (docs/BENCHMARKS.md, 2026-11-26): f32 within 4e-6 of full scale, at most
+ * 6 u8 values of an image off by one, the largest share 0.018 % (1 value
+ * of 5650); the kernel with its exponent 0.1 % too large fails them (u8
+ * off by 1 in 1.07 % of an image's values, f32 by 0.02 to 0.08 of 255). */
+#define NLM_F32_DIFF (2e-5 * 255)
+#define NLM_SHARE    0.001
+
+/* nl-means on both backends: the same info exactly, outputs within the
+ * bounds above. */
 static void
 compare_filter (const cudafx_image *src, const cudafx_nlmeans_params *p, int progress, const char *what)
 {
@@ -207,16 +228,15 @@ compare_filter (const cudafx_image *src, const cudafx_nlmeans_params *p, int pro
   CHECK (s1 == CUDAFX_OK && s2 == CUDAFX_OK, "%s: status %d/%d (%s)", what, s1, s2, cudafx_error_message ());
   if (!s1 && !s2)
     {
+      const int u8 = src->type == CUDAFX_U8;
       double d = harness_max_diff (&ref, &out);
-      /* u8: the contract's +-1; f32: the same float weights summed in
-       * another order, 1e-5 in f32 units (0..1 scale); behind the camera
-       * noise transform the contract's 1/255, its inverse stretching the
-       * shadows' differences */
-      double tol = src->type == CUDAFX_U8 || got.noise.signal_dependent ? 1.0 : 1e-5 * 255;
+      double share = harness_diff_share (&ref, &out, u8 ? 0 : NLM_F32_DIFF);
+      double tol = u8 || got.noise.signal_dependent ? 1.0 : NLM_F32_DIFF;
       CHECK (report.backend_used == CUDAFX_BACKEND_CUDA, "%s: ran on backend %d", what, report.backend_used);
-      CHECK (d <= tol, "%s %dx%d c%d%s %s P %d S %d: differs from the CPU by %g", what, src->width,
-             src->height, src->channels, src->has_alpha ? "+alpha" : "",
-             src->type == CUDAFX_U8 ? "u8" : "f32", got.patch_radius, got.search_radius, d);
+      CHECK (d <= tol && share <= NLM_SHARE,
+             "%s %dx%d c%d%s %s P %d S %d: differs from the CPU by %g, %.3g %% of the values by more than %g",
+             what, src->width, src->height, src->channels, src->has_alpha ? "+alpha" : "", u8 ? "u8" : "f32",
+             got.patch_radius, got.search_radius, d, 100 * share, u8 ? 0 : NLM_F32_DIFF);
       CHECK (!memcmp (&want.sigma, &got.sigma, sizeof want.sigma) && want.h == got.h &&
              want.patch_radius == got.patch_radius && want.search_radius == got.search_radius &&
              want.patch_sigma == got.patch_sigma && want.centre_max == got.centre_max &&

@@ -62,6 +62,9 @@ double       harness_get (const cudafx_image *img, int x, int y, int c);
 void         harness_set (cudafx_image *img, int x, int y, int c, double v255);
 /* Largest absolute difference (0..255 scale) over all elements. */
 double       harness_max_diff (const cudafx_image *a, const cudafx_image *b);
+/* Share (0..1) of the colour values (alpha aside) of a and b that differ by
+ * more than `above` (0..255 scale); NaN differs. */
+double       harness_diff_share (const cudafx_image *a, const cudafx_image *b, double above);
 /* Rows of a and b (same size and layout) hold the same bytes, padding aside. */
 int          harness_same_pixels (const cudafx_image *a, const cudafx_image *b);
 

@@ -184,6 +184,18 @@ harness_max_diff (const cudafx_image *a, const cudafx_image *b)
   return m;
 }
 
+double
+harness_diff_share (const cudafx_image *a, const cudafx_image *b, double above)
+{
+  const int colours = a->channels - (a->has_alpha ? 1 : 0);
+  size_t differ = 0, n = (size_t) a->width * a->height * colours;
+  for (int y = 0; y < a->height; y++)
+    for (int x = 0; x < a->width; x++)
+      for (int c = 0; c < colours; c++)
+        differ += !(fabs (harness_get (a, x, y, c) - harness_get (b, x, y, c)) <= above);
+  return n ? (double) differ / n : 0;
+}
+
 /* Whether test i is selected by argument a: "=NAME" selects that test
  * alone, "=NAME@I/N" its shard I of the N it declares, any other argument
  * the tests whose names contain it. A shard sets shard_index and
