@@ -608,6 +608,15 @@ store_tile_row (unsigned char *d, int left, unsigned l, unsigned r)
     d[FAR + CH] = (unsigned char) (r >> 16);
 }
 
+/* f (std::integral_constant<int, phase>) for a phase known only at run
+ * time, so that f can index registers by it. */
+template <int... P, typename F>
+__device__ __forceinline__ void
+phase_switch (int phase, std::integer_sequence<int, P...>, F f)
+{
+  ((phase == P ? f (std::integral_constant<int, P> ()) : (void) 0), ...);
+}
+
 /* u8 median of L x L windows, radius R 2 or 3 (Adams 2021's 2-D tiles).
  * The block's CH x W x 2 sorted column keys are regrouped by channel into
  * a tile: plane c's word j pairs the columns x0 - R + j and x0 + W - R + j
@@ -646,11 +655,17 @@ median_tile_kernel (cfx_stripe s)
       hi_byte[m] = min (max (x0 + W - R + j, 0), s.width - 1) * CH + c;
       tile_at[m] = c * TW + j;
     }
-  auto input_row = [&] (int row) { return s.d_src + (size_t) (unsigned) min (row, last_row) * s.src_pitch; };
+  auto input_row = [&] (int row) {
+    const unsigned char *p = s.d_src + (size_t) (unsigned) min (row, last_row) * s.src_pitch;
+    asm ("" : "+l"(p)); /* opaque: else each load's address redid row * pitch (64-bit) */
+    return p;
+  };
   auto load = [&] (int m, const unsigned char *row) {
     return (unsigned) __ldg (row + lo_byte[m]) | (unsigned) __ldg (row + hi_byte[m]) << 16 | 0x64006400u;
   };
-  unsigned raw[SORT_K][RAW]; /* input rows y - R .. y + 1 + R */
+  /* Input rows y - R .. y + 1 + R, row y - R in slot 2 * phase: each step
+   * loads the next two rows into the two slots it is done with. */
+  unsigned raw[SORT_K][RAW];
 #pragma unroll
   for (int k = 0; k < RAW; k++)
     {
@@ -664,29 +679,33 @@ median_tile_kernel (cfx_stripe s)
    * outputs from column x0 + 2p on, `left` columns to the row's end. */
   const int c = threadIdx.x / (W / 2), p = threadIdx.x % (W / 2), left = s.width - x0 - 2 * p;
   unsigned char *out = s.d_dst + (size_t) y0 * s.dst_pitch + (size_t) (x0 + 2 * p) * CH + c;
-  for (int y = y0; y < y1; y += 2, out += 2 * s.dst_pitch)
+  int phase = 0;
+  for (int y = y0; y < y1; y += 2, out += 2 * s.dst_pitch, phase = phase + 1 < RAW / 2 ? phase + 1 : 0)
     {
       unsigned *tile = tiles[(y / 2) & 1];
       const unsigned char *next0 = input_row (y + s.halo - R + RAW), *next1 = input_row (y + s.halo - R + RAW + 1);
+      /* The phase a compile-time constant, so every raw slot is a fixed
+       * register: with the rows shifted down the slots instead, the
+       * compiler moved each word's rows from register to register. */
+      phase_switch (phase, std::make_integer_sequence<int, RAW / 2> (), [&] (auto ph) {
+        constexpr int O = 2 * decltype (ph)::value; /* slot of row y - R */
 #pragma unroll
-      for (int m = 0; m < SORT_K; m++)
-        if (threadIdx.x + m * THREADS < WORDS)
-          {
-            unsigned v[RAW];
+        for (int m = 0; m < SORT_K; m++)
+          if (threadIdx.x + m * THREADS < WORDS)
+            {
+              unsigned v[RAW];
 #pragma unroll
-            for (int k = 0; k < RAW; k++)
-              v[k] = raw[m][k];
-#pragma unroll
-            for (int k = 0; k + 2 < RAW; k++)
-              raw[m][k] = raw[m][k + 2];
-            raw[m][RAW - 2] = load (m, next0);
-            raw[m][RAW - 1] = load (m, next1);
-            sort_lanes<H> (v + 1, std::make_integer_sequence<int, sorter<H>.net.count> ());
-            store_sorted<H> (tile + tile_at[m], WORDS, [&] (auto slot) { return v[1 + slot.value]; },
-                             std::make_integer_sequence<int, H> ());
-            tile[H * WORDS + tile_at[m]] = v[0];
-            tile[(H + 1) * WORDS + tile_at[m]] = v[RAW - 1];
-          }
+              for (int k = 0; k < RAW; k++)
+                v[k] = raw[m][(O + k) % RAW];
+              raw[m][O] = load (m, next0);
+              raw[m][O + 1] = load (m, next1);
+              sort_lanes<H> (v + 1, std::make_integer_sequence<int, sorter<H>.net.count> ());
+              store_sorted<H> (tile + tile_at[m], WORDS, [&] (auto slot) { return v[1 + slot.value]; },
+                               std::make_integer_sequence<int, H> ());
+              tile[H * WORDS + tile_at[m]] = v[0];
+              tile[(H + 1) * WORDS + tile_at[m]] = v[RAW - 1];
+            }
+      });
       __syncthreads ();
       unsigned v[tiler<L, RANK>.slots];
 #pragma unroll
