@@ -108,6 +108,21 @@ run (record *r, int codecs, int workers, int window)
   return cli_pipeline_run (&stages, ITEMS, &config);
 }
 
+/* Each of the first `workers` workers computed some items, together each
+ * item once, and no other worker computed any. */
+static void
+check_workers_share (const record *r, int workers)
+{
+  int total = 0;
+  for (int w = 0; w < workers; w++)
+    {
+      CHECK (r->by_worker[w] > 0, "worker %d of %d computed nothing", w, workers);
+      total += r->by_worker[w];
+    }
+  CHECK (total == ITEMS && r->by_worker[workers] == 0, "%d computations by workers 0..%d of %d items", total,
+         workers - 1, ITEMS);
+}
+
 TEST (batch_every_item_once_in_order)
 {
   static const int shapes[][3] = { { 1, 1, 0 }, { 4, 1, 0 }, { 2, 3, 0 }, { 5, 3, 4 } };
@@ -135,14 +150,7 @@ TEST (batch_three_workers_share_the_items)
   memset (&r, 0, sizeof r);
   r.fail_item = -1;
   CHECK (run (&r, 4, 3, 0) == 0, "items failed");
-  int total = 0;
-  for (int w = 0; w < 3; w++)
-    {
-      CHECK (r.by_worker[w] > 0, "worker %d computed nothing", w);
-      total += r.by_worker[w];
-    }
-  CHECK (total == ITEMS && r.by_worker[3] == 0, "%d computations by workers 0..2 of %d items", total,
-         ITEMS);
+  check_workers_share (&r, 3);
   CHECK (r.most_computing >= 2 && r.most_computing <= 3, "at most %d computed at once, 3 workers",
          r.most_computing);
 }
@@ -213,14 +221,7 @@ TEST (batch_engine_answers_while_items_decode)
          "for it", r.decoded_by_answer);
   CHECK (r.computed_by_answer == 0, "%d items computed before the engine answered", r.computed_by_answer);
   CHECK (r.out_of_order == 0, "a stage ran out of order %d times", r.out_of_order);
-  int total = 0;
-  for (int w = 0; w < 3; w++)
-    {
-      CHECK (r.by_worker[w] > 0, "worker %d of the engine's 3 computed nothing", w);
-      total += r.by_worker[w];
-    }
-  CHECK (total == ITEMS && r.by_worker[3] == 0, "%d computations by workers 0..2 of %d items", total,
-         ITEMS);
+  check_workers_share (&r, 3);
   CHECK (r.most_in_flight <= 4 + 2 * 3, "%d items in flight, window %d", r.most_in_flight, 4 + 2 * 3);
 }
 
