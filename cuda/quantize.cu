@@ -312,11 +312,20 @@ nearest_entry (float fx, float fy, float fz, const float (*centre)[3], int k)
 
 /* ---- Lloyd over the distinct colours (u8; core/quantize.c's header) ------- */
 
-/* Counts the voting pixels of each colour key: r << 16 | g << 8 | b, grey
- * the value (v.votes is NULL when every pixel votes). Neighbouring pixels
- * often share a colour: the lanes of a warp with one key add their number
- * in one atomic (CUDA's labeled_partition), not one each on the same word.
- * Integer atomics: the counts do not depend on the order. */
+/* A u8 pixel's colour key, the index of its bin: r << 16 | g << 8 | b, grey
+ * the value. The histogram counts by it and the mapping's table is read by
+ * it. */
+__device__ __forceinline__ unsigned
+colour_key (const unsigned char *px, int dims)
+{
+  return dims == 3 ? (unsigned) px[0] << 16 | (unsigned) px[1] << 8 | px[2] : px[0];
+}
+
+/* Counts the voting pixels of each colour key (colour_key; v.votes is NULL
+ * when every pixel votes). Neighbouring pixels often share a colour: the
+ * lanes of a warp with one key add their number in one atomic (CUDA's
+ * labeled_partition), not one each on the same word. Integer atomics: the
+ * counts do not depend on the order. */
 __global__ void
 histogram_kernel (stripe_view v, unsigned *bins)
 {
@@ -327,7 +336,7 @@ histogram_kernel (stripe_view v, unsigned *bins)
   const unsigned char *px = v.src + (size_t) y * v.src_pitch + (size_t) x * v.channels;
   if (v.votes && px[v.channels - 1] == 0)
     return;
-  unsigned key = v.dims == 3 ? (unsigned) px[0] << 16 | (unsigned) px[1] << 8 | px[2] : px[0];
+  unsigned key = colour_key (px, v.dims);
   cg::coalesced_group same = cg::labeled_partition (cg::coalesced_threads (), key);
   if (same.thread_rank () == 0)
     atomicAdd (bins + key, same.size ());
@@ -885,7 +894,7 @@ map_table_kernel (stripe_view v, const unsigned *bins, unsigned char *dst, size_
     return;
   int y = (int) (p / v.width), x = (int) (p - (size_t) y * v.width);
   const unsigned char *px = v.src + (size_t) y * v.src_pitch + (size_t) x * v.channels;
-  unsigned key = v.dims == 3 ? (unsigned) px[0] << 16 | (unsigned) px[1] << 8 | px[2] : px[0];
+  unsigned key = colour_key (px, v.dims);
   unsigned label = bins[key];
   write_entry (v, v.dims, x, y, c_pal_u8[label], c_pal_f32[label], dst, dst_pitch);
 }
