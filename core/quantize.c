@@ -129,10 +129,11 @@
  * host's reference, as the CPU one does and the CUDA one when its memory
  * budget leaves no room). A u8 image without alpha gives the seeding its
  * sample as pixel values, taken on one thread (sample_codes), and the
- * seeding computes their features (on the device, or in sample_features). A backend may also run Lloyd's whole loop on the image, the
- * passes with the centre updates (quantize.h's quantize_move_centre) and
- * the convergence test, as the CUDA one does where the passes need no
- * upload; else the engine runs it here pass by pass. The sample, the choice
+ * seeding computes their features (on the device, or in sample_features).
+ * A backend may also run Lloyd's whole loop on the image, the passes with
+ * the centre updates (quantize.h's quantize_move_centre) and the
+ * convergence test, as the CUDA one does where the passes need no upload;
+ * else the engine runs it here pass by pass. The sample, the choice
  * of the attempt and the palette stay here for both, so the palette is the
  * CPU's. This file's CPU session is the reference backend.
  */
