@@ -183,8 +183,13 @@ typedef cudafx_status (*cudafx_run_fn) (const cudafx_backend_ops *b, void *job, 
 /* AUTO tries CUDA when built and usable and falls back to the CPU on a
  * CUDA failure, recording why in the report; CUDA forced fails with the CUDA
  * status (CUDAFX_ERR_CUDA_NOT_BUILT without nvcc). Invalid-argument,
- * out-of-memory-on-host and cancel statuses never fall back. */
-cudafx_status cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_options *o);
+ * out-of-memory-on-host and cancel statuses never fall back. dst: the
+ * call's output (NULL: none), whose rows options.rows_ready hears of; the
+ * backend sees a rows_ready only for such a call and reports its rows in
+ * order as they become final (cudafx_rows_final), and dispatch reports the
+ * rest once the backend has succeeded. */
+cudafx_status cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_image *dst,
+                               const cudafx_options *o);
 
 #ifdef __cplusplus
 }

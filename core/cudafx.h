@@ -72,6 +72,17 @@ typedef enum {
  * CUDA after some stripes were written: dst then holds those stripes. */
 typedef int (*cudafx_progress_fn) (double fraction, void *user_data);
 
+/* Called from the calling thread when rows [y0, y1) of dst hold their final
+ * values, so that a host can pass them on (a GEGL operation writes them into
+ * its output buffer) while the rows below are still being computed: the CUDA
+ * backend reports each stripe as it lands in dst, the CPU (whose rows finish
+ * in no order) all rows at its end. Calls come in row order, each beginning
+ * where the one before ended, from row 0; once the call has succeeded they
+ * have covered every row. A call that falls back from CUDA to the CPU starts
+ * again from row 0 with the CPU's values. Never called for a call without
+ * dst (nl-means' estimate) nor after a failure. */
+typedef void (*cudafx_rows_ready_fn) (int y0, int y1, void *user_data);
+
 /* What actually happened, filled in by every filter call when non-NULL. */
 typedef struct {
   cudafx_backend backend_used;  /* CPU or CUDA */
@@ -97,6 +108,8 @@ typedef struct {
                                    copies overlap another's kernels; calls on one lane wait for each
                                    other. Quantize always takes lane 0 (its kernels share the device's
                                    constant memory). The CPU ignores it */
+  cudafx_rows_ready_fn rows_ready; /* may be NULL */
+  void                *rows_user;  /* rows_ready's user_data */
 } cudafx_options;
 
 /* Lanes of one CUDA device (options.lane). */

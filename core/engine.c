@@ -370,15 +370,54 @@ report_cpu (const cudafx_options *o, const char *fallback)
   snprintf (r->fallback, sizeof r->fallback, "%s", fallback);
 }
 
+/* The host's rows_ready behind one that keeps where the reports have got
+ * to, so that dispatch can report the rows a backend left (all of the
+ * CPU's) and start again from row 0 after a fallback. */
+typedef struct {
+  cudafx_rows_ready_fn fn;
+  void                *user;
+  int                  reported; /* rows [0, reported) reported */
+} rows_tracker;
+
+static void
+track_rows (int y0, int y1, void *user)
+{
+  rows_tracker *t = user;
+  t->fn (y0, y1, t->user);
+  t->reported = y1;
+}
+
+static void
+finish_rows (rows_tracker *t, const cudafx_image *dst)
+{
+  if (t->fn && t->reported < dst->height)
+    t->fn (t->reported, dst->height, t->user);
+}
+
 cudafx_status
-cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_options *o)
+cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_image *dst,
+                 const cudafx_options *o)
 {
   cudafx_backend want = requested_backend (o);
   const cudafx_backend_ops *cuda = cuda_backend ();
   char name[128], why[256] = "";
+  cudafx_options tracked;
+  rows_tracker rows = { NULL, NULL, 0 };
   cudafx_status s;
 
   cudafx_clear_error ();
+  if (o && o->rows_ready)
+    {
+      tracked = *o;
+      tracked.rows_ready = NULL;
+      if (dst)
+        {
+          rows = (rows_tracker) { o->rows_ready, o->rows_user, 0 };
+          tracked.rows_ready = track_rows;
+          tracked.rows_user = &rows;
+        }
+      o = &tracked;
+    }
   if (want != CUDAFX_BACKEND_AUTO && want != CUDAFX_BACKEND_CPU && want != CUDAFX_BACKEND_CUDA)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: backend %d is not auto (0), cpu (1) or cuda (2)",
                         filter, (int) want);
@@ -403,6 +442,7 @@ cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_
                   snprintf (r->device, sizeof r->device, "%s", name);
                   r->fallback[0] = '\0';
                 }
+              finish_rows (&rows, dst);
               return s;
             }
           if (want == CUDAFX_BACKEND_CUDA || s == CUDAFX_ERR_INVALID_ARG ||
@@ -414,8 +454,12 @@ cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_
     }
   else
     snprintf (why, sizeof why, "%s", _("CPU requested"));
+  rows.reported = 0;
   s = run (&cudafx_cpu_backend, job, o);
   if (s == CUDAFX_OK)
-    report_cpu (o, why);
+    {
+      report_cpu (o, why);
+      finish_rows (&rows, dst);
+    }
   return s;
 }

@@ -122,6 +122,15 @@ int cudafx_thread_count (const cudafx_options *o);
  * the host asked to stop. */
 cudafx_status cudafx_progress (const cudafx_options *o, double fraction);
 
+/* Tells the host (options.rows_ready) that rows [y0, y1) of the call's dst
+ * are final; for backends, in row order (cudafx_dispatch reports the rest). */
+static inline void
+cudafx_rows_final (const cudafx_options *o, int y0, int y1)
+{
+  if (o && o->rows_ready && y1 > y0)
+    o->rows_ready (y0, y1, o->rows_user);
+}
+
 /* Runs fn over rows [0, height) in chunks of rows shared dynamically among
  * threads; reports progress from `from` to `to` as chunks finish and stops
  * early on cancel. fn must be safe to call concurrently on disjoint rows. */

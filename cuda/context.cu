@@ -941,7 +941,38 @@ cfx_apply (cfx_context *cx, const char *filter, const cfx_stripe *st, cfx_stripe
       report->kernel_ms += kernel_ms;
       report->transfer_ms += up_ms + down_ms;
     }
+  if (dst)
+    cudafx_rows_final (o, st->y0, st->y0 + st->rows);
   return CUDAFX_OK;
+}
+
+cudafx_status
+cfx_download_rows (cfx_context *cx, const char *filter, const unsigned char *d, size_t pitch, cudafx_image *dst,
+                   int y0, int rows, cudaEvent_t done, const cudafx_options *o)
+{
+  const size_t row_bytes = row_bytes_of (dst);
+  const bool reported = o && o->rows_ready;
+  const int chunk = reported ? chunk_rows (row_bytes, rows) : rows;
+  int issued = 0;
+  cudafx_status s = CUDAFX_OK;
+  for (int r = 0; r < rows && !s; r += chunk, issued++)
+    {
+      const int m = chunk < rows - r ? chunk : rows - r;
+      if (!(s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0 + r), dst->stride, d + (size_t) r * pitch, pitch,
+                                              row_bytes, m, cudaMemcpyDeviceToHost, cx->stream),
+                           filter, "copy to host")) &&
+          reported)
+        s = cfx_check (cudaEventRecord (pipe_event (cx, issued, 4), cx->stream), filter, "event");
+    }
+  if (!s)
+    s = cfx_check (cudaEventRecord (done, cx->stream), filter, "event");
+  for (int c = 0; c < issued && !s && reported; c++)
+    if (!(s = cfx_check (cudaEventSynchronize (pipe_event (cx, c, 4)), filter, "copy to host")))
+      {
+        const int r = c * chunk;
+        cudafx_rows_final (o, y0 + r, y0 + (chunk < rows - r ? r + chunk : rows));
+      }
+  return s;
 }
 
 cudafx_status
@@ -1042,6 +1073,8 @@ pipe_collect (cfx_context *cx, const char *filter, const cudafx_image *src, cuda
       host_rows h = { dst, m->down + (size_t) y0 * row_bytes, y0, row_bytes, CUDAFX_BORDER_CLAMP, false };
       host_copy (cx, &h, n, o);
     }
+  if (dst)
+    cudafx_rows_final (o, y0, y0 + n);
   return cudafx_progress (o, (double) (y0 + n) / src->height);
 }
 

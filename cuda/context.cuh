@@ -151,7 +151,8 @@ typedef cudafx_status (*cfx_stripe_fn) (void *ctx, const cfx_stripe *s);
  * memory is copied straight, without the host's copies. Otherwise stripes sized to the budget run
  * one after the other. fn sees the same rows either way and runs on
  * s->stream, stripes in order. Kernel and transfer times go to o's report;
- * progress after each stripe. */
+ * each stripe's rows to o's rows_ready once they are in dst (with dst), then
+ * progress. */
 cudafx_status cfx_run_stripes (cfx_context *cx, const char *filter, const cudafx_image *src,
                                cudafx_image *dst, int halo, cudafx_border border, size_t scratch_row_bytes,
                                cfx_stripe_fn fn, void *ctx, const cudafx_options *o);
@@ -159,8 +160,16 @@ cudafx_status cfx_run_stripes (cfx_context *cx, const char *filter, const cudafx
  * several cfx_apply calls; *loaded 0 (nothing done) when it does not fit. */
 cudafx_status cfx_load_image (cfx_context *cx, const char *filter, const cudafx_image *src, int halo,
                               cudafx_border border, size_t scratch_row_bytes, cfx_stripe *st, int *loaded);
-/* fn on a loaded stripe, then its rows back to dst (unless NULL), timed. */
+/* fn on a loaded stripe, then its rows back to dst (unless NULL) and to
+ * o's rows_ready, timed. */
 cudafx_status cfx_apply (cfx_context *cx, const char *filter, const cfx_stripe *st, cfx_stripe_fn fn,
                          void *ctx, cudafx_image *dst, const cudafx_options *o);
+/* Rows [y0, y0 + rows) of dst from device memory d (pitch), queued on the
+ * call's stream and followed by the event done. Where the call reports its
+ * rows (o's rows_ready), in chunks, and each chunk reported once it has
+ * landed, so that the host passes on the first while the rest come down;
+ * then every copy has ended when this returns (else the caller waits). */
+cudafx_status cfx_download_rows (cfx_context *cx, const char *filter, const unsigned char *d, size_t pitch,
+                                 cudafx_image *dst, int y0, int rows, cudaEvent_t done, const cudafx_options *o);
 
 #endif /* CUDAFX_CONTEXT_CUH */

@@ -1711,12 +1711,10 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
         {
           if (touch)
             touch_pages (dst, y0, v.rows, q->row_bytes, cudafx_thread_count (q->o)); /* as the kernel runs */
-          if ((s = cfx_check (cudaMemcpy2DAsync (cudafx_row (dst, y0), dst->stride, q->d_dst, q->pitch,
-                                                 q->row_bytes, v.rows, cudaMemcpyDeviceToHost, q->cx->stream),
-                              FILTER, "copy to host")))
+          if ((s = cfx_download_rows (q->cx, FILTER, q->d_dst, q->pitch, dst, y0, v.rows, q->cx->ev[3], q->o)))
             break;
         }
-      if ((s = cfx_check (cudaEventRecord (q->cx->ev[3], q->cx->stream), FILTER, "event")) ||
+      if ((!maps && (s = cfx_check (cudaEventRecord (q->cx->ev[3], q->cx->stream), FILTER, "event"))) ||
           (s = cfx_check (cudaStreamSynchronize (q->cx->stream), FILTER, "kernel")) ||
           (s = cfx_check (cudaEventElapsedTime (&up_ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")) ||
           (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->cx->ev[1], q->cx->ev[2]), FILTER, "event timing")) ||

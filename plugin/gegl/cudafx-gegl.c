@@ -647,13 +647,18 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole,
 }
 
 /* A region's rows moved between a buffer and memory. With the GPU's work
- * a millisecond or two, these moves take most of a call: band by band on
+ * a millisecond or two, these moves take most of a call: spread over
  * GEGL's threads they run several times faster than one thread's
- * gegl_buffer_get or _set. On the CPU, where the filter keeps every core
- * busy and the moves are a small part, one thread moves them: threads
- * making the tiles of a new output buffer contend, and on a busy machine
- * of few cores that set took ten times longer (docs/BENCHMARKS.md,
- * 2026-11-26). */
+ * gegl_buffer_get or _set. Each thread takes whole columns of the buffer's
+ * tiles, so that no tile is shared: a band of rows a few tall on each
+ * thread, as the GPU's stripes written one by one would have it, had
+ * several threads write each tile of a new buffer and took twice as long
+ * as the whole region at once (docs/BENCHMARKS.md, 2026-11-26: "each
+ * stripe as the GPU finishes it").
+ * On the CPU, where the filter keeps every core busy and the moves are a
+ * small part, one thread moves them: threads making the tiles of a new
+ * output buffer contend, and on a busy machine of few cores that set took
+ * ten times longer (docs/BENCHMARKS.md, 2026-11-26). */
 typedef struct
 {
   GeglBuffer          *buffer;
@@ -663,21 +668,42 @@ typedef struct
   guint8              *pixels; /* rect's first pixel */
   gsize                stride;
   gboolean             to_buffer;
+  int                  tile_width, first_column, columns; /* rect's tile columns */
 } region_move;
 
 static void
-move_band (const GeglRectangle *band, gpointer data)
+move_band (const GeglRectangle *band, const region_move *m)
 {
-  const region_move *m = data;
-  int                bpp = babl_format_get_bytes_per_pixel (m->format);
-  guint8            *p = m->pixels + (gsize) (band->y - m->rect->y) * m->stride
-                         + (gsize) (band->x - m->rect->x) * bpp;
+  int     bpp = babl_format_get_bytes_per_pixel (m->format);
+  guint8 *p = m->pixels + (gsize) (band->y - m->rect->y) * m->stride
+              + (gsize) (band->x - m->rect->x) * bpp;
 
   if (m->to_buffer)
     gegl_buffer_set (m->buffer, band, m->level, m->format, p, m->stride);
   else
     gegl_buffer_get (m->buffer, band, 1.0 / (1 << m->level), m->format, p, m->stride,
                      GEGL_ABYSS_NONE);
+}
+
+/* Thread i of n: its share of the tile columns. */
+static void
+move_columns (gint i, gint n, gpointer data)
+{
+  const region_move   *m = data;
+  const GeglRectangle *r = m->rect;
+  int x0 = MAX (r->x, (m->first_column + m->columns * i / n) * m->tile_width);
+  int x1 = MIN (r->x + r->width, (m->first_column + m->columns * (i + 1) / n) * m->tile_width);
+  GeglRectangle band = { x0, r->y, x1 - x0, r->height };
+
+  if (x1 > x0)
+    move_band (&band, m);
+}
+
+/* a / b rounded down, b > 0. */
+static int
+floor_div (int a, int b)
+{
+  return a / b - (a % b < 0);
 }
 
 /* Pixels per thread below which another thread costs more than it saves. */
@@ -687,13 +713,65 @@ static void
 move_region (GeglBuffer *buffer, const GeglRectangle *rect, int level, const Babl *format,
              guint8 *pixels, gsize stride, gboolean to_buffer, gboolean threaded)
 {
-  region_move m = { buffer, rect, level, format, pixels, stride, to_buffer };
+  region_move m = { buffer, rect, level, format, pixels, stride, to_buffer, 1, 0, 1 };
+  gint64      n = 1;
 
   if (threaded)
-    gegl_parallel_distribute_area (rect, MOVE_THREAD_COST, GEGL_SPLIT_STRATEGY_HORIZONTAL,
-                                   move_band, &m);
+    {
+      g_object_get (buffer, "tile-width", &m.tile_width, NULL);
+      m.tile_width = MAX (m.tile_width, 1);
+      m.first_column = floor_div (rect->x, m.tile_width);
+      m.columns = floor_div (rect->x + rect->width - 1, m.tile_width) + 1 - m.first_column;
+      n = MIN ((gint64) m.columns, (gint64) rect->width * rect->height / MOVE_THREAD_COST);
+    }
+  if (n > 1)
+    gegl_parallel_distribute ((gint) n, move_columns, &m);
   else
     move_band (rect, &m);
+}
+
+/* The engine's finished rows into the output as they come (its
+ * rows_ready): with the GPU, each stripe is written while the stripes below
+ * it are still computed and copied back, so that the operation takes little
+ * more than its reading and writing (docs/BENCHMARKS.md, 2026-11-26: "each
+ * stripe as the GPU finishes it"). Rows go out whole tile rows at a time,
+ * the rest with the next report: a tile written in two sets costs its copy
+ * twice. */
+typedef struct
+{
+  GeglBuffer          *output;
+  const GeglRectangle *out;     /* what is written, at level */
+  const GeglRectangle *read;    /* what the engine's rows are, at level */
+  int                  level;
+  const Babl          *format;
+  const cudafx_image  *dst;
+  int                  tile_height;
+  int                  written; /* out's rows above this row are in output */
+  gboolean             threaded;
+} rows_out;
+
+static void
+write_rows (int y0, int y1, void *data)
+{
+  rows_out     *w = data;
+  int           bpp = babl_format_get_bytes_per_pixel (w->format);
+  int           end = w->read->y + y1, out_end = w->out->y + w->out->height;
+  GeglRectangle rows;
+
+  if (y0 == 0)
+    w->written = w->out->y; /* the first report, or the engine's start again on the CPU */
+  if (end < out_end)
+    end -= (end % w->tile_height + w->tile_height) % w->tile_height; /* a tile row's start (tiles from row 0) */
+  else
+    end = out_end;
+  if (end <= w->written)
+    return;
+  rows = (GeglRectangle) { w->out->x, w->written, w->out->width, end - w->written };
+  move_region (w->output, &rows, w->level, w->format,
+               (guint8 *) w->dst->data + (gsize) (rows.y - w->read->y) * w->dst->stride
+                                       + (gsize) (rows.x - w->read->x) * bpp,
+               w->dst->stride, TRUE, w->threaded);
+  w->written = end;
 }
 
 /* Filters area of the input (all of it for whole outputs) with its halo of
@@ -709,6 +787,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   GeglRectangle    area, read, grown, out;
   cudafx_image     src = { 0 }, dst = { 0 };
   cudafx_options   options;
+  rows_out         rows = { output, &out, &read, level, self->format, &dst, 1, 0, FALSE };
   int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
   int              bpp = babl_format_get_bytes_per_pixel (self->format);
   gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE, threaded;
@@ -745,6 +824,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
     }
   /* Pinned memory: the CUDA backend has started (and runs the filter unless it fails). */
   threaded = cudafx_host_pinned (src.data, bytes) && cudafx_host_pinned (dst.data, bytes);
+  rows.threaded = threaded;
   move_region (input, &read, level, self->format, src.data, stride, FALSE, threaded);
   src.width = read.width;
   src.height = read.height;
@@ -764,13 +844,12 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
    * thread takes for them (docs/BENCHMARKS.md, 2026-11-26). */
   if ((gint64) read.width * read.height < 2 * MOVE_THREAD_COST)
     options.threads = 1;
-  if (!cudafx_proc_run (&args, &src, &dst, &options, NULL, error))
-    goto out;
-  move_region (output, &out, level, self->format,
-               (guint8 *) dst.data + (gsize) (out.y - read.y) * dst.stride
-                                   + (gsize) (out.x - read.x) * bpp,
-               dst.stride, TRUE, threaded);
-  ok = TRUE;
+  g_object_get (output, "tile-height", &rows.tile_height, NULL);
+  if (rows.tile_height < 1)
+    rows.tile_height = 1;
+  options.rows_ready = write_rows;
+  options.rows_user = &rows;
+  ok = cudafx_proc_run (&args, &src, &dst, &options, NULL, error);
 out:
   if (src_fresh)
     g_free (src.data);

@@ -225,3 +225,150 @@ TEST (engine_host_memory)
   harness_image_free (&src);
   harness_image_free (&ref);
 }
+
+/* What options.rows_ready heard: rows in order from 0 (again from 0 after
+ * a fallback), each copied out of dst when reported, so that a copy equal
+ * to the final dst shows the rows were final then. */
+typedef struct {
+  const cudafx_image *dst;
+  cudafx_image        seen;
+  int                 next, calls, restarts, out_of_order;
+} rows_heard;
+
+static void
+hear_rows (int y0, int y1, void *data)
+{
+  rows_heard *h = data;
+  if (y0 == 0 && h->next > 0)
+    h->restarts++;
+  else if (y0 != h->next)
+    h->out_of_order++;
+  if (y0 < 0 || y1 <= y0 || y1 > h->dst->height)
+    {
+      h->out_of_order++;
+      return;
+    }
+  for (int y = y0; y < y1; y++)
+    memcpy ((unsigned char *) h->seen.data + (size_t) y * h->seen.stride,
+            (const unsigned char *) h->dst->data + (size_t) y * h->dst->stride, h->seen.stride);
+  h->next = y1;
+  h->calls++;
+}
+
+static cudafx_status
+rows_filter (int f, const cudafx_image *src, cudafx_image *dst, const cudafx_options *o)
+{
+  cudafx_median_params mp;
+  cudafx_convolve_params cp;
+  cudafx_nlmeans_params np;
+  cudafx_quantize_params qp;
+  switch (f)
+    {
+    case 0:
+      cudafx_median_params_init (&mp);
+      mp.radius = 3;
+      return cudafx_median (src, dst, &mp, o);
+    case 1:
+      cudafx_convolve_params_init (&cp);
+      cp.preset = CUDAFX_PRESET_GAUSSIAN;
+      cp.sigma = 2;
+      return cudafx_convolve (src, dst, &cp, o);
+    case 2:
+      cudafx_nlmeans_params_init (&np);
+      np.sigma = 20; /* automatic with σ given, as the GEGL operation calls it */
+      return cudafx_nlmeans (src, dst, &np, o, NULL);
+    case 3:
+    case 4:
+      cudafx_quantize_params_init (&qp);
+      qp.colors = 8;
+      qp.dither = f == 4 ? CUDAFX_DITHER_FLOYD_STEINBERG : CUDAFX_DITHER_NONE;
+      return cudafx_quantize (src, dst, &qp, o, NULL);
+    }
+  return CUDAFX_ERR_INVALID_ARG;
+}
+
+/* Every filter reports its rows through options.rows_ready as they become
+ * final, in order, all of them by the call's end, in one stripe or many,
+ * pipelined or under a memory cap, in plain or pinned memory, and after a
+ * fallback to the CPU again from row 0 with the CPU's values; never for a
+ * call that fails nor for nl-means' estimate. The GPU's striped runs (make
+ * check-gpu) are what this is for; the CPU reports all rows at its end. */
+TEST (engine_rows_ready_reports_final_rows_in_order)
+{
+  static const char *const names[] = { "median", "convolve", "nl-means", "quantize", "quantize F-S" };
+  static const char *const setups[] = { "default", "stripes 7", "stripes 16", "memory cap", "fault" };
+  harness_rng rng = { 41 };
+  cudafx_image src = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
+  cudafx_image ref = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
+  cudafx_image plain = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
+  rows_heard h = { NULL, harness_image_new (257, 301, 3, 0, CUDAFX_U8, 0), 0, 0, 0, 0 };
+  cudafx_image pinned = plain;
+  harness_image_random (&src, &rng);
+  pinned.data = cudafx_host_alloc (plain.stride * plain.height);
+  CHECK (pinned.data != NULL, "out of host memory");
+  for (int f = 0; f < 5 && pinned.data; f++)
+    for (int setup = 0; setup < 5; setup++)
+      for (int memory = 0; memory < 2; memory++)
+        {
+          cudafx_image *out = memory ? &pinned : &plain;
+          cudafx_options o = harness_options ();
+          cudafx_report report, ref_report;
+          memset (&ref_report, 0, sizeof ref_report);
+          o.report = &ref_report;
+          CHECK (rows_filter (f, &src, &ref, &o) == CUDAFX_OK, "%s: %s", names[f], cudafx_error_message ());
+          if (setup == 1 || setup == 2)
+            setenv ("CUDAFX_CUDA_STRIPES", setup == 1 ? "7" : "16", 1);
+          if (setup == 3)
+            setenv ("CUDAFX_CUDA_MEM_LIMIT", f == 2 ? "1M" : "64K", 1); /* nl-means' halo and sums need more */
+          if (setup == 4)
+            {
+              setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
+              setenv ("CUDAFX_CUDA_FAIL", "stripe3", 1);
+              o.backend = CUDAFX_BACKEND_AUTO;
+            }
+          harness_image_poison (out);
+          harness_image_poison (&h.seen);
+          h.dst = out;
+          h.next = h.calls = h.restarts = h.out_of_order = 0;
+          memset (&report, 0, sizeof report);
+          o.report = &report;
+          o.rows_ready = hear_rows;
+          o.rows_user = &h;
+          cudafx_status s = rows_filter (f, &src, out, &o);
+          unsetenv ("CUDAFX_CUDA_STRIPES");
+          unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+          unsetenv ("CUDAFX_CUDA_FAIL");
+          CHECK (s == CUDAFX_OK, "%s, %s, memory %d: %s", names[f], setups[setup], memory, cudafx_error_message ());
+          CHECK (h.next == out->height && h.calls > 0 && !h.out_of_order,
+                 "%s, %s, memory %d: rows reported up to %d of %d in %d calls, %d out of order", names[f],
+                 setups[setup], memory, h.next, out->height, h.calls, h.out_of_order);
+          CHECK (h.restarts == 0 || report.backend_used == CUDAFX_BACKEND_CPU,
+                 "%s, %s: rows reported again from 0 without a fallback", names[f], setups[setup]);
+          CHECK (harness_same_pixels (&h.seen, out), "%s, %s, memory %d: a row changed after it was reported",
+                 names[f], setups[setup], memory);
+          /* nl-means on the GPU within ±1 of the CPU: the reference and a
+           * fallback may have run on different backends. */
+          double tolerance = f == 2 && report.backend_used != ref_report.backend_used ? 1 : 0;
+          CHECK (harness_max_diff (&ref, out) <= tolerance, "%s, %s, memory %d: differs from a run without "
+                 "rows_ready by %g", names[f], setups[setup], memory, harness_max_diff (&ref, out));
+        }
+
+  /* No rows for a call that fails or has no output. */
+  cudafx_options o = harness_options ();
+  cudafx_median_params mp;
+  cudafx_nlmeans_info info;
+  cudafx_median_params_init (&mp);
+  mp.radius = 1000;
+  h.dst = &plain;
+  h.calls = 0;
+  o.rows_ready = hear_rows;
+  o.rows_user = &h;
+  CHECK (cudafx_median (&src, &plain, &mp, &o) == CUDAFX_ERR_INVALID_ARG && h.calls == 0,
+         "a failed call reported rows");
+  CHECK (cudafx_nlmeans_estimate (&src, &o, &info) == CUDAFX_OK && h.calls == 0, "nl-means' estimate reported rows");
+  cudafx_host_free (pinned.data);
+  harness_image_free (&src);
+  harness_image_free (&ref);
+  harness_image_free (&plain);
+  harness_image_free (&h.seen);
+}
