@@ -63,6 +63,7 @@
 #include <math.h>
 #include <string.h>
 #include <new>
+#include <type_traits>
 
 namespace {
 
@@ -71,6 +72,7 @@ constexpr int RPT = TILE_W * TILE_H / THREADS; /* CD: rows per thread, warps acr
 constexpr int RUN = 8;                         /* AB: columns per task */
 static_assert (TILE_W % 32 == 0 && THREADS % TILE_W == 0 && RPT * THREADS == TILE_W * TILE_H,
                "CD: whole warps across the tile's columns");
+static_assert (TILE_H >= 32 && THREADS % 32 == 0, "AB: the top 32 rows of a run a warp, more rows after");
 /* Pixel-pair operations per launch before the search window is split further. */
 constexpr double WORK_PER_CHUNK = 2147483648.0;
 constexpr int CHUNKS_WITH_PROGRESS = 4;
@@ -79,22 +81,33 @@ constexpr int NOISE_THREADS = 256;
 /* How a kernel stages and compares pixels. */
 enum pixel_kind { U8_FLAT, U8_WEIGHTED, F32 };
 
-/* Shared-memory layout of a block for patch radius P and search radius S:
- * the image tile (ih rows of iw columns at an odd stride, so a warp reading
- * a column of 32 rows hits 32 banks; RUN - 1 spare columns for AB's last
+/* Search radii are served by two kernel sizes: up to 10 (every automatic
+ * colour plan, and grey below sigma 30) and up to 20 (the parameter's
+ * range). The shared-memory strides follow the size, not S, so they are
+ * compile-time constants: every shared load and store in the offset loop
+ * then addresses a register plus an immediate, where strides known only at
+ * run time cost an address computation each. */
+constexpr int SEARCH_SMALL = 10, SEARCH_MAX = 20;
+
+constexpr int
+search_bound (int S)
+{
+  return S <= SEARCH_SMALL ? SEARCH_SMALL : SEARCH_MAX;
+}
+
+/* Shared-memory layout of a block for patch radius P, search radius S and
+ * its bound SB = search_bound (S): the image tile (ih rows of iw columns,
+ * placed as for SB: ihs rows at an odd stride iws, so a warp reading a
+ * column of 32 rows hits 32 banks; RUN - 1 spare columns for AB's last
  * task) and the horizontal sums (hrows x hcols at an odd stride). */
 struct layout
 {
-  int ih, iw, iws, hrows, hcols, hs;
-  __host__ __device__ layout (int P, int S)
+  int ih, iw, ihs, iws, hrows, hcols, hs;
+  __host__ __device__ constexpr layout (int P, int S, int SB)
+    : ih (TILE_H + 2 * (S + P)), iw (TILE_W + 2 * (S + P) + RUN - 1), ihs (TILE_H + 2 * (SB + P)),
+      iws ((TILE_W + 2 * (SB + P) + RUN - 1) | 1), hrows (TILE_H + SB + 2 * P),
+      hcols ((TILE_W + SB + RUN - 1) / RUN * RUN), hs (hcols | 1)
   {
-    const int R = S + P;
-    ih = TILE_H + 2 * R;
-    iw = TILE_W + 2 * R + RUN - 1;
-    iws = iw | 1;
-    hrows = TILE_H + S + 2 * P;
-    hcols = (TILE_W + S + RUN - 1) / RUN * RUN;
-    hs = hcols | 1;
   }
 };
 
@@ -117,12 +130,18 @@ byte_float (unsigned px)
   return __uint_as_float (__byte_perm (px, 0x4bu, 0x4550 + C)) - 8388608.0f;
 }
 
-/* Squared difference of tile pixels i and j summed over the channels. */
-template <int NA, bool U8>
-__device__ __forceinline__ float
+/* Squared difference of tile pixels i and j summed over the channels, as
+ * a T (int: u8 only). */
+template <int NA, bool U8, typename T = float>
+__device__ __forceinline__ T
 distance (const unsigned *px, const float *planes, int plane, int i, int j)
 {
-  if constexpr (U8)
+  if constexpr (std::is_same<T, int>::value)
+    {
+      unsigned d = __vabsdiffu4 (px[i], px[j]);
+      return (int) __dp4a (d, d, 0u);
+    }
+  else if constexpr (U8)
     {
       /* The sum (at most 4 * 255^2 < 2^23) added to the bits of 2^23: the
        * float 2^23 + sum, exact, without a conversion instruction. */
@@ -204,11 +223,16 @@ constexpr float EX2_LOWEST = -87.0f * 1.44269504f;
  * exactly, x past 87 weighs exp (-87) (tiny, not 0: where every patch is
  * that far, the CPU's weights are all equal and the result is the window's
  * mean; with 0 it would be the centre alone), and a NaN distance (a NaN
- * pixel) the same as a far patch, never a NaN weight. */
+ * pixel) the same as a far patch, never a NaN weight. CENTRE_ONE (u8, the
+ * centre weighing 1) drops the lower clamp: there the weights past 87 (at
+ * most exp (-87) each, here 0 or less) change the result by less than
+ * 441 * 255 * exp (-87), and u8 has no NaN; one instruction fewer a weight. */
+template <bool CENTRE_ONE = false>
 __device__ __forceinline__ float
 weight_of (float d, const nlm_args &a)
 {
-  return ex2 (fminf (fmaxf (__fmaf_rn (d, a.neg_scale2, a.offset2), EX2_LOWEST), 0.0f));
+  float y = __fmaf_rn (d, a.neg_scale2, a.offset2);
+  return ex2 (fminf (CENTRE_ONE ? y : fmaxf (y, EX2_LOWEST), 0.0f));
 }
 
 /* Whether the patch sums are integers below 2^24 however they are summed
@@ -221,23 +245,61 @@ exact_sums ()
   return FLAT && (2 * P + 1) * (2 * P + 2) * NA * 65025 <= (1 << 24);
 }
 
+/* Whether a patch distance (the whole patch's sum) stays below 2^23 too, so
+ * the sums can be kept as integers: a sliding integer sum is one IADD3
+ * where the float one is two FADDs, the squared distances need no
+ * conversion, and 2^23 + d, the float whose bits are those of 2^23 plus
+ * the integer d, gives d back as a float with one FADD (the same float the
+ * float sums give, d being an exact integer). */
+template <int P, int NA, bool FLAT>
+__device__ constexpr bool
+integer_sums ()
+{
+  return exact_sums<P, NA, FLAT> () && (2 * P + 1) * (2 * P + 1) * NA * 65025 < (1 << 23);
+}
+
+/* The horizontal sums' type in shared memory. */
+template <int P, int NA, bool FLAT>
+using hsum = typename std::conditional<integer_sums<P, NA, FLAT> (), int, float>::type;
+
+/* The bits of the float 2^23. */
+constexpr int BITS_2_23 = 0x4b000000;
+
 /* CD for one offset: the patch distances of the thread's RPT pixels from the
- * column of horizontal sums starting at hcol (RPT + 2P rows, top to bottom),
- * their weights, and the weighted neighbours, the first at tile index nb. */
+ * column of horizontal sums starting at hcol (RPT + 2P rows, top to bottom,
+ * hs apart), their weights, and the weighted neighbours, the first at tile
+ * index nb (rows iws apart). hs and iws are compile-time constants. FLAT
+ * kernels run only plans whose centre weighs 1 (nlmeans_stripe), so they
+ * keep no largest weight. */
 template <int P, int NA, bool U8, bool FLAT>
 __device__ __forceinline__ void
-weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int plane, int nb,
+weigh (const hsum<P, NA, FLAT> *hcol, int hs, const unsigned *px, const float *planes, int plane, int nb,
        int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
 {
-  float hv[RPT + 2 * P];
+  constexpr bool INT = integer_sums<P, NA, FLAT> ();
+  hsum<P, NA, FLAT> hv[RPT + 2 * P];
 #pragma unroll
   for (int i = 0; i < RPT + 2 * P; i++)
     hv[i] = hcol[i * hs];
   float d = 0.0f;
+  int di = 0; /* INT: the bits of 2^23 + d */
 #pragma unroll
   for (int j = 0; j < RPT; j++)
     {
-      if (exact_sums<P, NA, FLAT> () && j > 0)
+      if constexpr (INT)
+        {
+          if (j > 0)
+            di = di + (int) hv[j + 2 * P] - (int) hv[j - 1];
+          else
+            {
+              di = BITS_2_23 + (int) hv[0];
+#pragma unroll
+              for (int i = 1; i <= 2 * P; i++)
+                di += (int) hv[i];
+            }
+          d = __int_as_float (di) - 8388608.0f;
+        }
+      else if (exact_sums<P, NA, FLAT> () && j > 0)
         d = d + hv[j + 2 * P] - hv[j - 1];
       else
         {
@@ -246,14 +308,15 @@ weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int p
           for (int i = 1; i <= 2 * P; i++)
             d += FLAT ? hv[j + i] : patch_weight<P> (a, i) * hv[j + i];
         }
-      float w = weight_of (d, a);
+      float w = weight_of<FLAT> (d, a);
       float v[NA];
       pixel<NA, U8> (px, planes, plane, nb + j * iws, v);
 #pragma unroll
       for (int c = 0; c < NA; c++)
         acc[j][c] = __fmaf_rn (w, v[c], acc[j][c]);
       acc[j][NA] += w;
-      acc[j][NA + 1] = fmaxf (acc[j][NA + 1], w);
+      if constexpr (!FLAT)
+        acc[j][NA + 1] = fmaxf (acc[j][NA + 1], w);
     }
 }
 
@@ -272,18 +335,21 @@ min_blocks ()
   return KIND == U8_WEIGHTED && NA == 3 ? 5 : 4;
 }
 
-template <int P, int NA, int KIND>
+/* The kernel for patch radius P, NA channels, pixels KIND and search radii
+ * up to SB (SEARCH_SMALL or SEARCH_MAX). */
+template <int P, int NA, int KIND, int SB>
 __global__ void __launch_bounds__ (THREADS, (min_blocks<NA, KIND> ()))
 nlmeans_kernel (cfx_stripe s, nlm_args a)
 {
   constexpr bool U8 = KIND != F32, FLAT = KIND == U8_FLAT;
+  using H = hsum<P, NA, FLAT>;
   extern __shared__ unsigned shm[];
   const int R = a.radius, S = a.search_radius;
-  const layout L (P, S);
-  const int plane = L.ih * L.iws;
+  const layout L (P, S, SB);
+  const int plane = L.ihs * L.iws;
   const unsigned *px = shm;          /* U8: ih x iws packed pixels */
   const float *planes = (float *) shm; /* F32: NA planes ih x iws */
-  float *Hs = (float *) shm + (U8 ? 1 : NA) * plane;
+  H *Hs = (H *) (shm + (U8 ? 1 : NA) * plane);
   const int tid = threadIdx.x;
   const int bx0 = blockIdx.x * TILE_W, by0 = blockIdx.y * TILE_H; /* stripe coordinates */
   const int channels = s.channels;
@@ -319,7 +385,9 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
   const int out_x = bx0 + tx;
   float *scratch = (float *) s.d_scratch;
   const size_t scratch_row = (size_t) s.width * (NA + 2);
-  /* acc[j]: weighted sums of the NA channels, sum of weights, largest weight. */
+  /* acc[j]: weighted sums of the NA channels, sum of weights, largest weight
+   * (not kept by FLAT kernels: ACC channels). */
+  constexpr int ACC = FLAT ? NA + 1 : NA + 2;
   float acc[RPT][NA + 2];
 #pragma unroll
   for (int j = 0; j < RPT; j++)
@@ -327,7 +395,7 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
       int out_y = by0 + row0 + j;
       bool inside = out_x < s.width && out_y < s.rows;
 #pragma unroll
-      for (int ch = 0; ch < NA + 2; ch++)
+      for (int ch = 0; ch < ACC; ch++)
         acc[j][ch] = !a.first && inside
                    ? scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x] : 0.0f;
     }
@@ -343,32 +411,55 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
          * hc + lo. */
         const int lo = dx > 0 ? -dx : 0, dw = TILE_W + abs (dx);
         const int rows_n = TILE_H + dy + 2 * P, runs = (dw + RUN - 1) / RUN;
-        const unsigned magic = ((1u << 20) + rows_n - 1) / rows_n; /* t / rows_n for t < 2^12 */
+        const int rest = rows_n - 32; /* >= 2P */
+        const unsigned magic = ((1u << 20) + rest - 1) / rest; /* u / rest for u < 2^12 */
         const int shift = dy * L.iws + dx;
 
-        /* AB. Consecutive tasks are consecutive rows: a warp's reads and
-         * writes at odd strides hit distinct banks. */
+        /* AB. A task is a row and a run of RUN columns: first the top 32
+         * rows of each run, a warp a run, then the other rows of all runs
+         * one run after another. Consecutive tasks of a run are consecutive
+         * rows, which a warp reads and writes at odd strides in distinct
+         * banks; a warp's tasks in two runs (RUN columns apart) collide in
+         * some bank, which takes the warp's load or store twice: with whole
+         * warps on the top rows that happens only among the rest (1.19
+         * passes a warp-wide load or store on average at P 1 or 2, S 10,
+         * where runs of rows_n tasks one after another took 1.55). */
         for (int t = tid; t < runs * rows_n; t += THREADS)
           {
-            int run = (int) (((unsigned) t * magic) >> 20), hr = t - run * rows_n;
+            int run, hr;
+            if (t < runs * 32)
+              run = t >> 5, hr = t & 31;
+            else
+              {
+                int u = t - runs * 32;
+                run = (int) (((unsigned) u * magic) >> 20);
+                hr = 32 + u - run * rest;
+              }
             int q = (hr - dy - P + R) * L.iws + lo + run * RUN - P + R; /* e[0]'s pixel */
-            float e[RUN + 2 * P];
+            H e[RUN + 2 * P];
 #pragma unroll
             for (int k = 0; k < RUN + 2 * P; k++)
-              e[k] = distance<NA, U8> (px, planes, plane, q + k, q + k + shift);
-            float *hrow = Hs + hr * L.hs + run * RUN;
-            float h = 0.0f;
+              e[k] = distance<NA, U8, H> (px, planes, plane, q + k, q + k + shift);
+            H *hrow = Hs + hr * L.hs + run * RUN;
+            H h = 0;
 #pragma unroll
             for (int k = 0; k < RUN; k++)
               {
                 if (exact_sums<P, NA, FLAT> () && k > 0)
                   h = h + e[k + 2 * P] - e[k - 1];
-                else
+                else if constexpr (FLAT)
                   {
-                    h = FLAT ? e[k] : patch_weight<P> (a, 0) * e[k];
+                    h = e[k];
 #pragma unroll
                     for (int j = 1; j <= 2 * P; j++)
-                      h += FLAT ? e[k + j] : patch_weight<P> (a, j) * e[k + j];
+                      h += e[k + j];
+                  }
+                else
+                  {
+                    h = patch_weight<P> (a, 0) * e[k];
+#pragma unroll
+                    for (int j = 1; j <= 2 * P; j++)
+                      h += patch_weight<P> (a, j) * e[k + j];
                   }
                 hrow[k] = h;
               }
@@ -393,14 +484,14 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
       if (!a.last)
         {
 #pragma unroll
-          for (int ch = 0; ch < NA + 2; ch++)
+          for (int ch = 0; ch < ACC; ch++)
             scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x] = acc[j][ch];
           continue;
         }
       const unsigned char *src = s.d_src + (size_t) (out_y + s.halo) * s.src_pitch;
       unsigned char *dst = s.d_dst + (size_t) out_y * s.dst_pitch;
       size_t e = (size_t) out_x * channels;
-      const float wc = nlmeans_centre_weight (a.centre_max, acc[j][NA + 1]);
+      const float wc = FLAT ? 1.0f : nlmeans_centre_weight (a.centre_max, acc[j][NA + 1]);
       const float ws = acc[j][NA] + wc;
       float centre[NA];
       pixel<NA, U8> (px, planes, plane, (row0 + j + R) * L.iws + tx + R, centre);
@@ -435,37 +526,46 @@ kernel_channels (int colours)
   return colours == 2 ? 3 : colours;
 }
 
-template <int P>
+template <int P, int SB>
 nlm_kernel_fn
 kernel_for_patch (int NA, int kind)
 {
   static const nlm_kernel_fn kernels[3][3] = {
-    { nlmeans_kernel<P, 1, U8_FLAT>, nlmeans_kernel<P, 1, U8_WEIGHTED>, nlmeans_kernel<P, 1, F32> },
-    { nlmeans_kernel<P, 3, U8_FLAT>, nlmeans_kernel<P, 3, U8_WEIGHTED>, nlmeans_kernel<P, 3, F32> },
-    { nlmeans_kernel<P, 4, U8_FLAT>, nlmeans_kernel<P, 4, U8_WEIGHTED>, nlmeans_kernel<P, 4, F32> },
+    { nlmeans_kernel<P, 1, U8_FLAT, SB>, nlmeans_kernel<P, 1, U8_WEIGHTED, SB>, nlmeans_kernel<P, 1, F32, SB> },
+    { nlmeans_kernel<P, 3, U8_FLAT, SB>, nlmeans_kernel<P, 3, U8_WEIGHTED, SB>, nlmeans_kernel<P, 3, F32, SB> },
+    { nlmeans_kernel<P, 4, U8_FLAT, SB>, nlmeans_kernel<P, 4, U8_WEIGHTED, SB>, nlmeans_kernel<P, 4, F32, SB> },
   };
   return kernels[NA == 1 ? 0 : NA == 3 ? 1 : 2][kind];
 }
 
-/* Kernel for patch radius P (1..5), NA channels (1, 3, 4) and the pixels. */
+template <int SB>
 nlm_kernel_fn
-kernel_for (int P, int NA, int kind)
+kernel_for_bound (int P, int NA, int kind)
 {
   switch (P)
     {
-    case 1:  return kernel_for_patch<1> (NA, kind);
-    case 2:  return kernel_for_patch<2> (NA, kind);
-    case 3:  return kernel_for_patch<3> (NA, kind);
-    case 4:  return kernel_for_patch<4> (NA, kind);
-    default: return kernel_for_patch<5> (NA, kind);
+    case 1:  return kernel_for_patch<1, SB> (NA, kind);
+    case 2:  return kernel_for_patch<2, SB> (NA, kind);
+    case 3:  return kernel_for_patch<3, SB> (NA, kind);
+    case 4:  return kernel_for_patch<4, SB> (NA, kind);
+    default: return kernel_for_patch<5, SB> (NA, kind);
     }
+}
+
+/* Kernel for patch radius P (1..5), search radius S (1..SEARCH_MAX), NA
+ * channels (1, 3, 4) and the pixels. */
+nlm_kernel_fn
+kernel_for (int P, int S, int NA, int kind)
+{
+  return search_bound (S) == SEARCH_SMALL ? kernel_for_bound<SEARCH_SMALL> (P, NA, kind)
+                                          : kernel_for_bound<SEARCH_MAX> (P, NA, kind);
 }
 
 size_t
 shared_bytes (int P, int S, int NA, bool u8)
 {
-  layout L (P, S);
-  return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ih * L.iws + (size_t) L.hrows * L.hs);
+  layout L (P, S, search_bound (S));
+  return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ihs * L.iws + (size_t) L.hrows * L.hs);
 }
 
 /* The histograms of channel blockIdx.z over the interior pixels of image
@@ -629,8 +729,12 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   bool flat = true;
   for (int j = 0; j <= 2 * P; j++)
     flat = flat && plan->patch_weights[j] == 1.0f;
-  const int kind = !u8 ? F32 : flat ? U8_FLAT : U8_WEIGHTED;
-  nlm_kernel_fn kernel = kernel_for (P, m->na, kind);
+  /* A flat plan whose centre weighs as its nearest neighbour (no such
+   * plan is made today) runs the Gaussian kernel, with weights 1. */
+  const int kind = !u8 ? F32 : flat && !plan->centre_max ? U8_FLAT : U8_WEIGHTED;
+  if (S < 1 || S > SEARCH_MAX)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: search radius %d outside 1..%d", S, SEARCH_MAX);
+  nlm_kernel_fn kernel = kernel_for (P, S, m->na, kind);
   size_t shm = shared_bytes (P, S, m->na, u8);
   cudafx_status st = cfx_allow_shared (m->cx, (const void *) kernel, shm, "nl-means");
   if (st)
