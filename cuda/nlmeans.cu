@@ -32,6 +32,12 @@
  *       nlmeans_exp_neg clamps it (computed as weight_of below), the
  *       weighted sums, the sum of weights and the largest weight, kept in
  *       registers across offsets.
+ * The u8 kernels run two rows of the half window at once, o1 = (dx, dy) and
+ * o2 = (dx, dy + 1): AB makes both images (each task's own pixels read
+ * once), and CD reads each neighbour once for the two weights it takes
+ * (o1's neighbour of a pixel is o2's neighbour of the pixel above), so a
+ * neighbour's load and conversion, the barriers and the per-offset set-up
+ * are shared by two offsets.
  * After the last offset the centre is added with weight 1 or the largest
  * weight (plan.centre_max); alpha is copied. Borders clamp: the stripe
  * runner makes up rows, the tile load clamps columns.
@@ -265,23 +271,18 @@ using hsum = typename std::conditional<integer_sums<P, NA, FLAT> (), int, float>
 /* The bits of the float 2^23. */
 constexpr int BITS_2_23 = 0x4b000000;
 
-/* CD for one offset: the patch distances of the thread's RPT pixels from the
- * column of horizontal sums starting at hcol (RPT + 2P rows, top to bottom,
- * hs apart), their weights, and the weighted neighbours, the first at tile
- * index nb (rows iws apart). hs and iws are compile-time constants. FLAT
- * kernels run only plans whose centre weighs 1 (nlmeans_stripe), so they
- * keep no largest weight. */
-template <int P, int NA, bool U8, bool FLAT>
+/* The patch distances d of the thread's RPT pixels from the column of
+ * horizontal sums starting at hcol (RPT + 2P rows, top to bottom, hs apart,
+ * a compile-time constant). */
+template <int P, int NA, bool FLAT>
 __device__ __forceinline__ void
-weigh (const hsum<P, NA, FLAT> *hcol, int hs, const unsigned *px, const float *planes, int plane, int nb,
-       int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
+patch_distances (const hsum<P, NA, FLAT> *hcol, int hs, const nlm_args &a, float (&d)[RPT])
 {
   constexpr bool INT = integer_sums<P, NA, FLAT> ();
   hsum<P, NA, FLAT> hv[RPT + 2 * P];
 #pragma unroll
   for (int i = 0; i < RPT + 2 * P; i++)
     hv[i] = hcol[i * hs];
-  float d = 0.0f;
   int di = 0; /* INT: the bits of 2^23 + d */
 #pragma unroll
   for (int j = 0; j < RPT; j++)
@@ -297,42 +298,160 @@ weigh (const hsum<P, NA, FLAT> *hcol, int hs, const unsigned *px, const float *p
               for (int i = 1; i <= 2 * P; i++)
                 di += (int) hv[i];
             }
-          d = __int_as_float (di) - 8388608.0f;
+          d[j] = __int_as_float (di) - 8388608.0f;
         }
       else if (exact_sums<P, NA, FLAT> () && j > 0)
-        d = d + hv[j + 2 * P] - hv[j - 1];
+        d[j] = d[j - 1] + hv[j + 2 * P] - hv[j - 1];
       else
         {
-          d = FLAT ? hv[j] : patch_weight<P> (a, 0) * hv[j];
+          d[j] = FLAT ? hv[j] : patch_weight<P> (a, 0) * hv[j];
 #pragma unroll
           for (int i = 1; i <= 2 * P; i++)
-            d += FLAT ? hv[j + i] : patch_weight<P> (a, i) * hv[j + i];
+            d[j] += FLAT ? hv[j + i] : patch_weight<P> (a, i) * hv[j + i];
         }
-      float w = weight_of<FLAT> (d, a);
+    }
+}
+
+/* A neighbour v of weight w into a pixel's sums: the weighted channels, the
+ * sum of weights and, unless FLAT, the largest weight. FLAT kernels run only
+ * plans whose centre weighs 1 (nlmeans_stripe). */
+template <int NA, bool FLAT>
+__device__ __forceinline__ void
+add_neighbour (float w, const float (&v)[NA], float (&acc)[NA + 2])
+{
+#pragma unroll
+  for (int c = 0; c < NA; c++)
+    acc[c] = __fmaf_rn (w, v[c], acc[c]);
+  acc[NA] += w;
+  if constexpr (!FLAT)
+    acc[NA + 1] = fmaxf (acc[NA + 1], w);
+}
+
+/* CD for one offset: the distances of the thread's RPT pixels from the
+ * horizontal sums at hcol, their weights, and the weighted neighbours, the
+ * first at tile index nb (rows iws apart, a compile-time constant). */
+template <int P, int NA, bool U8, bool FLAT>
+__device__ __forceinline__ void
+weigh (const hsum<P, NA, FLAT> *hcol, int hs, const unsigned *px, const float *planes, int plane, int nb,
+       int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
+{
+  float d[RPT];
+  patch_distances<P, NA, FLAT> (hcol, hs, a, d);
+#pragma unroll
+  for (int j = 0; j < RPT; j++)
+    {
       float v[NA];
       pixel<NA, U8> (px, planes, plane, nb + j * iws, v);
+      add_neighbour<NA, FLAT> (weight_of<FLAT> (d[j], a), v, acc[j]);
+    }
+}
+
+/* CD for two offsets whose neighbours are one row apart: A's neighbour of
+ * the thread's pixel j is B's neighbour of pixel j - 1, so RPT + 1
+ * neighbours, read once each, serve 2 RPT weights. A's distances from the
+ * sums at hcol_a, B's from those at hcol_b; A's first neighbour at tile
+ * index nb. */
+template <int P, int NA, bool U8, bool FLAT>
+__device__ __forceinline__ void
+weigh_pair (const hsum<P, NA, FLAT> *hcol_a, const hsum<P, NA, FLAT> *hcol_b, int hs, const unsigned *px,
+            int nb, int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
+{
+  float da[RPT], db[RPT];
+  patch_distances<P, NA, FLAT> (hcol_a, hs, a, da);
+  patch_distances<P, NA, FLAT> (hcol_b, hs, a, db);
 #pragma unroll
-      for (int c = 0; c < NA; c++)
-        acc[j][c] = __fmaf_rn (w, v[c], acc[j][c]);
-      acc[j][NA] += w;
-      if constexpr (!FLAT)
-        acc[j][NA + 1] = fmaxf (acc[j][NA + 1], w);
+  for (int m = 0; m <= RPT; m++)
+    {
+      float v[NA];
+      pixel<NA, U8> (px, nullptr, 0, nb + m * iws, v);
+      if (m < RPT)
+        add_neighbour<NA, FLAT> (weight_of<FLAT> (da[m], a), v, acc[m]);
+      if (m > 0)
+        add_neighbour<NA, FLAT> (weight_of<FLAT> (db[m - 1], a), v, acc[m - 1]);
+    }
+}
+
+/* AB for N offsets (dx, dy + i), i < N: the horizontal sums of their squared
+ * differences into N images hplane apart, Hs row hr tile row hr - dy -
+ * (N - 1) - P, column hc tile column hc + lo, for the rows and columns
+ * both signs of each offset need. A task is a row and a run of RUN
+ * columns: first the top 32 rows of each run, a warp a run, then the other
+ * rows of all runs one run after another. Consecutive tasks of a run are
+ * consecutive rows, which a warp reads and writes at odd strides in
+ * distinct banks; a warp's tasks in two runs (RUN columns apart) collide in
+ * some bank, which takes the warp's load or store twice: with whole warps
+ * on the top rows that happens only among the rest (1.19 passes a
+ * warp-wide load or store on average at P 1 or 2, S 10, where runs of
+ * rows_n tasks one after another took 1.55). The N offsets' squared
+ * differences share the task's own pixels (read once). */
+template <int P, int NA, int KIND, int N>
+__device__ __forceinline__ void
+horizontal_sums (hsum<P, NA, KIND == U8_FLAT> *Hs, int hplane, int hs, const unsigned *px, const float *planes,
+                 int plane, int iws, int R, int dx, int dy, const nlm_args &a)
+{
+  constexpr bool U8 = KIND != F32, FLAT = KIND == U8_FLAT;
+  using H = hsum<P, NA, FLAT>;
+  const int lo = dx > 0 ? -dx : 0, dw = TILE_W + abs (dx);
+  const int rows_n = TILE_H + dy + N - 1 + 2 * P, runs = (dw + RUN - 1) / RUN;
+  const int rest = rows_n - 32; /* >= 2P */
+  const unsigned magic = ((1u << 20) + rest - 1) / rest; /* u / rest for u < 2^12 */
+  for (int t = threadIdx.x; t < runs * rows_n; t += THREADS)
+    {
+      int run, hr;
+      if (t < runs * 32)
+        run = t >> 5, hr = t & 31;
+      else
+        {
+          int u = t - runs * 32;
+          run = (int) (((unsigned) u * magic) >> 20);
+          hr = 32 + u - run * rest;
+        }
+      int q = (hr - dy - (N - 1) - P + R) * iws + lo + run * RUN - P + R; /* e[0]'s pixel */
+      H e[N][RUN + 2 * P];
+#pragma unroll
+      for (int k = 0; k < RUN + 2 * P; k++)
+#pragma unroll
+        for (int i = 0; i < N; i++)
+          e[i][k] = distance<NA, U8, H> (px, planes, plane, q + k, q + k + (dy + i) * iws + dx);
+#pragma unroll
+      for (int i = 0; i < N; i++)
+        {
+          H *hrow = Hs + i * hplane + hr * hs + run * RUN;
+          H h = 0;
+#pragma unroll
+          for (int k = 0; k < RUN; k++)
+            {
+              if (exact_sums<P, NA, FLAT> () && k > 0)
+                h = h + e[i][k + 2 * P] - e[i][k - 1];
+              else if constexpr (FLAT)
+                {
+                  h = e[i][k];
+#pragma unroll
+                  for (int j = 1; j <= 2 * P; j++)
+                    h += e[i][k + j];
+                }
+              else
+                {
+                  h = patch_weight<P> (a, 0) * e[i][k];
+#pragma unroll
+                  for (int j = 1; j <= 2 * P; j++)
+                    h += patch_weight<P> (a, j) * e[i][k + j];
+                }
+              hrow[k] = h;
+            }
+        }
     }
 }
 
 /* Blocks an SM must hold at once, which sets a thread's register budget
- * (THREADS 128): 5 (96 registers) for the u8 colour kernels with Gaussian
- * patches, which take 108 to 111 registers when allowed 128 and fit 96
- * without spilling (ptxas -v): the kernel is bound by instruction issue,
- * and a fifth block gives the schedulers more warps to choose from. 4 (128
- * registers) for the others: the f32 and 4-channel kernels need up to 126,
- * and the flat and grey ones take 96 or fewer anyway (5 blocks already;
- * bounding them moved their registers around, no faster). */
+ * (THREADS 128): 4 (128 registers). Bounding the u8 colour kernels with
+ * Gaussian patches to 5 blocks (96 registers) paid while they weighed one
+ * offset at a time; weighing two (weigh_pair) they spill at 96. */
 template <int NA, int KIND>
 constexpr int
 min_blocks ()
 {
-  return KIND == U8_WEIGHTED && NA == 3 ? 5 : 4;
+  return 4;
 }
 
 /* The kernel for patch radius P, NA channels, pixels KIND and search radii
@@ -401,78 +520,48 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
     }
   __syncthreads ();
 
-  for (int dy = a.dy0; dy < a.dy1; dy++)
-    for (int dx = dy ? -S : 1; dx <= S; dx++)
-      {
-        /* Distance rows -dy .. TILE_H-1 and columns lo .. lo+dw-1 (tile
-         * coordinates): row r feeds output row r through o and output row
-         * r + dy through -o. Horizontal sums also for the P rows above and
-         * below; Hs row hr is tile row hr - dy - P, column hc tile column
-         * hc + lo. */
-        const int lo = dx > 0 ? -dx : 0, dw = TILE_W + abs (dx);
-        const int rows_n = TILE_H + dy + 2 * P, runs = (dw + RUN - 1) / RUN;
-        const int rest = rows_n - 32; /* >= 2P */
-        const unsigned magic = ((1u << 20) + rest - 1) / rest; /* u / rest for u < 2^12 */
-        const int shift = dy * L.iws + dx;
-
-        /* AB. A task is a row and a run of RUN columns: first the top 32
-         * rows of each run, a warp a run, then the other rows of all runs
-         * one run after another. Consecutive tasks of a run are consecutive
-         * rows, which a warp reads and writes at odd strides in distinct
-         * banks; a warp's tasks in two runs (RUN columns apart) collide in
-         * some bank, which takes the warp's load or store twice: with whole
-         * warps on the top rows that happens only among the rest (1.19
-         * passes a warp-wide load or store on average at P 1 or 2, S 10,
-         * where runs of rows_n tasks one after another took 1.55). */
-        for (int t = tid; t < runs * rows_n; t += THREADS)
-          {
-            int run, hr;
-            if (t < runs * 32)
-              run = t >> 5, hr = t & 31;
-            else
-              {
-                int u = t - runs * 32;
-                run = (int) (((unsigned) u * magic) >> 20);
-                hr = 32 + u - run * rest;
-              }
-            int q = (hr - dy - P + R) * L.iws + lo + run * RUN - P + R; /* e[0]'s pixel */
-            H e[RUN + 2 * P];
-#pragma unroll
-            for (int k = 0; k < RUN + 2 * P; k++)
-              e[k] = distance<NA, U8, H> (px, planes, plane, q + k, q + k + shift);
-            H *hrow = Hs + hr * L.hs + run * RUN;
-            H h = 0;
-#pragma unroll
-            for (int k = 0; k < RUN; k++)
-              {
-                if (exact_sums<P, NA, FLAT> () && k > 0)
-                  h = h + e[k + 2 * P] - e[k - 1];
-                else if constexpr (FLAT)
-                  {
-                    h = e[k];
-#pragma unroll
-                    for (int j = 1; j <= 2 * P; j++)
-                      h += e[k + j];
-                  }
-                else
-                  {
-                    h = patch_weight<P> (a, 0) * e[k];
-#pragma unroll
-                    for (int j = 1; j <= 2 * P; j++)
-                      h += patch_weight<P> (a, j) * e[k + j];
-                  }
-                hrow[k] = h;
-              }
-          }
-        __syncthreads ();
-
-        /* CD: o at p, then -o at p (its distance at p - o). */
-        weigh<P, NA, U8, FLAT> (Hs + (row0 + dy) * L.hs + tx - lo, L.hs, px, planes, plane,
-                                (row0 + dy + R) * L.iws + tx + dx + R, L.iws, a, acc);
-        weigh<P, NA, U8, FLAT> (Hs + row0 * L.hs + tx - dx - lo, L.hs, px, planes, plane,
-                                (row0 - dy + R) * L.iws + tx - dx + R, L.iws, a, acc);
-        __syncthreads (); /* Hs is rewritten by the next pair's AB */
-      }
+  /* The half window's offsets, in rows dy of offsets (dx, dy). The u8
+   * kernels take two rows at once where the launch has them (dy > 0): for
+   * each dx, AB the sums of (dx, dy) and (dx, dy + 1) into two images, CD
+   * both with each neighbour read once for the two (weigh_pair), one
+   * barrier pair for both. Per offset pair the sums serve o at p and -o at
+   * p (its distance at p - o). */
+  const int hplane = L.hrows * L.hs;
+  for (int dy = a.dy0; dy < a.dy1;)
+    {
+      const bool two = U8 && dy > 0 && dy + 1 < a.dy1;
+      for (int dx = dy ? -S : 1; dx <= S; dx++)
+        {
+          const int lo = dx > 0 ? -dx : 0;
+          if (!two)
+            {
+              /* Hs row hr is tile row hr - dy - P. */
+              horizontal_sums<P, NA, KIND, 1> (Hs, hplane, L.hs, px, planes, plane, L.iws, R, dx, dy, a);
+              __syncthreads ();
+              weigh<P, NA, U8, FLAT> (Hs + (row0 + dy) * L.hs + tx - lo, L.hs, px, planes, plane,
+                                      (row0 + dy + R) * L.iws + tx + dx + R, L.iws, a, acc);
+              weigh<P, NA, U8, FLAT> (Hs + row0 * L.hs + tx - dx - lo, L.hs, px, planes, plane,
+                                      (row0 - dy + R) * L.iws + tx - dx + R, L.iws, a, acc);
+            }
+          else if constexpr (U8)
+            {
+              /* Hs row hr is tile row hr - dy - 1 - P in both images: o1 =
+               * (dx, dy) in the first, o2 = (dx, dy + 1) in the second. At
+               * p, o2's neighbour of pixel j is o1's of pixel j + 1; at p -
+               * o, -o1's neighbour of pixel j is -o2's of pixel j + 1. */
+              horizontal_sums<P, NA, KIND, 2> (Hs, hplane, L.hs, px, planes, plane, L.iws, R, dx, dy, a);
+              __syncthreads ();
+              weigh_pair<P, NA, U8, FLAT> (Hs + (row0 + dy + 1) * L.hs + tx - lo,
+                                           Hs + hplane + (row0 + dy + 1) * L.hs + tx - lo, L.hs, px,
+                                           (row0 + dy + R) * L.iws + tx + dx + R, L.iws, a, acc);
+              weigh_pair<P, NA, U8, FLAT> (Hs + hplane + row0 * L.hs + tx - dx - lo,
+                                           Hs + (row0 + 1) * L.hs + tx - dx - lo, L.hs, px,
+                                           (row0 - dy - 1 + R) * L.iws + tx - dx + R, L.iws, a, acc);
+            }
+          __syncthreads (); /* Hs is rewritten by the next AB */
+        }
+      dy += two ? 2 : 1;
+    }
 
   /* Store: partial sums to the scratch, or the result (alpha copied). */
 #pragma unroll
@@ -565,7 +654,7 @@ size_t
 shared_bytes (int P, int S, int NA, bool u8)
 {
   layout L (P, S, search_bound (S));
-  return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ihs * L.iws + (size_t) L.hrows * L.hs);
+  return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ihs * L.iws + (u8 ? 2 : 1) * (size_t) L.hrows * L.hs);
 }
 
 /* The histograms of channel blockIdx.z over the interior pixels of image
