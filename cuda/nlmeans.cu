@@ -641,8 +641,9 @@ kernel_for_bound (int P, int NA, int kind)
     }
 }
 
-/* Kernel for patch radius P (1..5), search radius S (1..SEARCH_MAX), NA
- * channels (1, 3, 4) and the pixels. */
+/* Kernel for patch radius P (1..5), search radius S (1..SEARCH_MAX: the
+ * argument table's range, core/params.c, which the engine checks before a
+ * backend runs), NA channels (1, 3, 4) and the pixels. */
 nlm_kernel_fn
 kernel_for (int P, int S, int NA, int kind)
 {
@@ -821,8 +822,6 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   /* A flat plan whose centre weighs as its nearest neighbour (no such
    * plan is made today) runs the Gaussian kernel, with weights 1. */
   const int kind = !u8 ? F32 : flat && !plan->centre_max ? U8_FLAT : U8_WEIGHTED;
-  if (S < 1 || S > SEARCH_MAX)
-    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: search radius %d outside 1..%d", S, SEARCH_MAX);
   nlm_kernel_fn kernel = kernel_for (P, S, m->na, kind);
   size_t shm = shared_bytes (P, S, m->na, u8);
   cudafx_status st = cfx_allow_shared (m->cx, (const void *) kernel, shm, "nl-means");
