@@ -191,9 +191,14 @@ check: all $(BUILD)/test-median-network
 # the CLI, and equal to themselves however GEGL splits the work. About a
 # minute; ends with "N passed, N failed".
 .PHONY: check-gegl
-check-gegl: $(GEGL_MODULE) $(CLI)
+check-gegl: $(GEGL_MODULE) $(CLI) $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 	@test -n "$(GEGL_MODULE)" || { echo "check-gegl needs GEGL's development files (libgegl-dev)"; exit 1; }
 	tests/gegl/run.sh $(BUILD)
+
+# cudafx:nl-means' σ as GIMP's filter dialog receives it, for check-gegl.
+$(BUILD)/test-gegl-sigma: tests/gegl/sigma_notify.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -Wno-unused-parameter $< $$(pkg-config --cflags --libs gegl-0.4) -lm -o $@
 
 # On a machine with a CUDA device: the filters' tests against the CUDA
 # backend, striping and fault fallback, then compute-sanitizer.
