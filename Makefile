@@ -429,6 +429,7 @@ install: all
 # (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish
 # (gimp3-nl-means-es.png), a live filter's dialog with its split preview and
 # the layer's effects after it (gimp3-live-split.png, gimp3-live-effects.png),
+# live nl-means' dialog with the σ it found (gimp3-live-nl-means.png),
 # then GIMP 2.10's when its script exists
 # (tests/gimp210/screenshots.sh BUILD OUTDIR, same naming with gimp210-).
 .PHONY: screenshots check-dialogs
@@ -440,7 +441,8 @@ screenshots: plugin
 
 # The GIMP 3 dialogs opened under Xvfb with nobody at the keyboard: each
 # preview must show the CLI's result for the dialog's settings; then undo
-# after a merged live filter, typed as a user does (tests/gimp/live-gui.sh).
+# after a merged live filter, typed as a user does, and the σ live nl-means'
+# dialog shows (tests/gimp/live-gui.sh).
 # About 5 minutes here; not in CI. Each ends with "N passed, N failed".
 check-dialogs: plugin all
 	rm -rf $(BUILD)/dialog-shots
