@@ -226,6 +226,40 @@ arg_pspec (int filter, const cudafx_arg *arg)
   return pspec;
 }
 
+/* In the main loop: tells GIMP's filter dialog that noise-sigma changed.
+ * The notify goes out on the node, never on the operation: GIMP's dialog
+ * follows the node's "notify::NAME" and reads the value back from the
+ * operation (gimp_operation_config_connect_node), while GEGL re-renders a
+ * node on any notify of its operation. The node is reached through a weak
+ * reference: GIMP may have freed it since the σ was found (a notify on the
+ * operation then reached the freed node, and GIMP aborted). */
+static gboolean
+announce_sigma (gpointer data)
+{
+  CudafxOp *self = data;
+  GeglNode *node = g_weak_ref_get (&self->node);
+
+  if (node)
+    {
+      g_signal_emit_by_name (node, "notify::noise-sigma",
+                             g_object_class_find_property (G_OBJECT_GET_CLASS (self),
+                                                           "noise-sigma"));
+      g_object_unref (node);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* Always through the main loop, wherever GEGL runs the operation: a notify
+ * there and then would run GIMP's dialog code during the render, on
+ * whatever thread that is (g_main_context_invoke too runs it at once when
+ * the thread can take the main context, as while the main thread waits for
+ * a render). */
+static void
+queue_announce (CudafxOp *self)
+{
+  g_idle_add_full (G_PRIORITY_DEFAULT_IDLE, announce_sigma, g_object_ref (self), g_object_unref);
+}
+
 static void
 set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
 {
@@ -233,7 +267,18 @@ set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *p
   const cudafx_arg *arg;
 
   if (prop_id == PROP_NOISE_SIGMA)
-    return; /* an output: see class_init */
+    {
+      /* An output: see class_init. Whoever wrote another value than the σ
+       * found (GIMP's dialog on Reset, or from a preset) hears it again. */
+      gboolean differs;
+
+      g_mutex_lock (&self->lock);
+      differs = self->shown_source && g_value_get_double (value) != self->sigma_shown;
+      g_mutex_unlock (&self->lock);
+      if (differs)
+        queue_announce (self);
+      return;
+    }
   if (prop_id < 1 || prop_id > (guint) cudafx_filters[FILTER_OF (object)].n_args)
     {
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -343,29 +388,6 @@ noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *s
   g_mutex_unlock (&self->lock);
 }
 
-/* In the main loop: tells GIMP's filter dialog that noise-sigma changed.
- * The notify goes out on the node, never on the operation: GIMP's dialog
- * follows the node's "notify::NAME" and reads the value back from the
- * operation (gimp_operation_config_connect_node), while GEGL re-renders a
- * node on any notify of its operation. The node is reached through a weak
- * reference: GIMP may have freed it since the σ was found (a notify on the
- * operation then reached the freed node, and GIMP aborted). */
-static gboolean
-announce_sigma (gpointer data)
-{
-  CudafxOp *self = data;
-  GeglNode *node = g_weak_ref_get (&self->node);
-
-  if (node)
-    {
-      g_signal_emit_by_name (node, "notify::noise-sigma",
-                             g_object_class_find_property (G_OBJECT_GET_CLASS (self),
-                                                           "noise-sigma"));
-      g_object_unref (node);
-    }
-  return G_SOURCE_REMOVE;
-}
-
 /* The noise σ and model of the whole input at level (what a whole-image run
  * on that level's pixels estimates; extent is in its coordinates), from the
  * cache when input, level and extent are those it was found on. memory:
@@ -426,12 +448,8 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
   *sigma = self->noise_sigma;
   *model = self->noise_model;
   g_mutex_unlock (&self->lock);
-  /* Always through the main loop, wherever GEGL runs this: a notify here
-   * would run GIMP's dialog code during the render, on whatever thread
-   * that is (g_main_context_invoke too runs it here when this thread can
-   * take the main context, as while the main thread waits for a render). */
   if (announce)
-    g_idle_add_full (G_PRIORITY_DEFAULT_IDLE, announce_sigma, g_object_ref (self), g_object_unref);
+    queue_announce (self);
   return ok;
 }
 

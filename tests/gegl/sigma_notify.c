@@ -10,7 +10,8 @@
  *   dialog, which re-applies the filter when its settings change);
  * - writing noise-sigma, as GIMP copies every setting onto the operation,
  *   changes nothing and does not make GEGL render the node again (writing h
- *   does: the probe works);
+ *   does: the probe works); another value than the σ found (GIMP's dialog
+ *   on Reset) is answered with the σ found, once, from the main loop;
  * - a node freed before the main loop runs is not reached (GIMP frees the
  *   node of a merged filter; a notify on the operation crashed GIMP so);
  * - a zoomed-out render (level 1) shows that level's σ until the full-size
@@ -140,11 +141,18 @@ main (int argc, char **argv)
   check (p.notified == 1, "the same input rendered again: no new notify");
 
   p.invalidated = 0;
-  gegl_node_set (op, "noise-sigma", 99.0, NULL);
   gegl_node_get (op, "noise-sigma", &v, NULL);
+  gegl_node_set (op, "noise-sigma", v, NULL);
   run_main_loop ();
+  check (p.invalidated == 0 && p.notified == 1,
+         "noise-sigma written with the σ found: the node not invalidated, no notify");
+  gegl_node_set (op, "noise-sigma", 0.0, NULL);
+  gegl_node_get (op, "noise-sigma", &v, NULL);
   check (p.invalidated == 0 && p.notified == 1 && same_sigma (v, cli_sigma),
-         "noise-sigma written: ignored, the node not invalidated, no notify");
+         "noise-sigma written with 0: ignored, the node not invalidated, no notify then");
+  run_main_loop ();
+  check (p.notified == 2 && !p.off_main && same_sigma (p.value, cli_sigma),
+         "then one notify from the main loop, the σ found");
   gegl_node_set (op, "h", 12.0, NULL);
   check (p.invalidated > 0, "h written: the node invalidated");
   g_object_unref (graph);

@@ -13,8 +13,8 @@
 # a second screenshot shows the layer's effects (the list the Layers dock's
 # fx mark opens). Then, that filter undone, Non-Local Means (GPU)'s dialog
 # in automatic mode shows the noise σ it found (a third screenshot), and
-# that σ, as GIMP saves the dialog's settings on OK, must be the CLI's for
-# the layer; from that dialog on GIMP logs no GLib critical.
+# that σ, as GIMP saves the dialog's settings on OK after Reset, must be
+# the CLI's for the layer; from that dialog on GIMP logs no GLib critical.
 # About 3 minutes here. Ends with "N passed, N failed".
 #
 #   tests/gimp/live-gui.sh BUILD [OUTDIR]   screenshots into OUTDIR/gimp3-live-split.png,
@@ -142,9 +142,10 @@ else
   fi
   # Non-Local Means (GPU) the same way on the photo alone (Ctrl+Z takes
   # the median filter off), the view at 1:1: once the preview is drawn,
-  # the dialog shows the noise σ that automatic mode found; OK (Alt+O)
-  # keeps it, and GIMP writes the dialog's settings, σ included, to the
-  # profile's filters/ folder.
+  # the dialog shows the noise σ that automatic mode found. Reset (Alt+R)
+  # sets the dialog's σ to 0 too, and the operation answers with the σ
+  # found; OK (Alt+O) keeps the filter, and GIMP writes the dialog's
+  # settings, σ included, to the profile's filters/ folder.
   focus ' – GIMP$' && xdotool key --clearmodifiers ctrl+z
   sleep 3
   focus ' – GIMP$' && xdotool key --clearmodifiers 1
@@ -163,6 +164,8 @@ else
     X=0 Y=0 WIDTH=0 HEIGHT=0
     eval "$(xdotool getwindowgeometry --shell "$(window 'cudafx:nl-means\)$')")"
     shot gimp3-live-nl-means.png "$((X + WIDTH > 985 ? X + WIDTH : 985))x$((Y + HEIGHT > 665 ? Y + HEIGHT : 665))"
+    focus 'cudafx:nl-means\)$' && xdotool key --clearmodifiers alt+r
+    sleep 5
     focus 'cudafx:nl-means\)$' && xdotool key --clearmodifiers alt+o
     wait_for 60 sh -c 'ls profile/filters/*nl-means* >/dev/null 2>&1' \
       || log "no nl-means settings written"
