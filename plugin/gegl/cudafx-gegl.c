@@ -438,7 +438,8 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
                                                             self);
           if (input != self->shown_source || level <= self->shown_level)
             {
-              announce = info.sigma != self->sigma_shown;
+              /* The first always: GIMP's dialog may start with another σ. */
+              announce = !self->shown_source || info.sigma != self->sigma_shown;
               self->sigma_shown = info.sigma;
               self->shown_source = input;
               self->shown_level = level;

@@ -15,7 +15,9 @@
  * - a node freed before the main loop runs is not reached (GIMP frees the
  *   node of a merged filter; a notify on the operation crashed GIMP so);
  * - a zoomed-out render (level 1) shows that level's σ until the full-size
- *   image is rendered; zooming out again keeps the full-size σ.
+ *   image is rendered; zooming out again keeps the full-size σ;
+ * - the first σ found is announced even when it is the property's initial
+ *   0 (a flat image), since GIMP's dialog may have started with another.
  *
  *   test-gegl-sigma IMAGE SIGMA   SIGMA: what `cudafx nl-means --json` finds on IMAGE
  *                                 (GEGL_PATH must reach the module); prints PASS/FAIL lines */
@@ -57,12 +59,24 @@ on_invalidated (GeglNode *node, const GeglRectangle *rect, probe *p)
   p->invalidated++;
 }
 
-/* load → cudafx:nl-means (automatic), with the probe on the operation's node. */
+/* load (or, image NULL, a flat grey square) → cudafx:nl-means (automatic),
+ * with the probe on the operation's node. */
 static GeglNode *
 graph_for (const char *image, GeglNode **op, probe *p)
 {
   GeglNode *graph = gegl_node_new ();
-  GeglNode *load = gegl_node_new_child (graph, "operation", "gegl:load", "path", image, NULL);
+  GeglNode *load;
+
+  if (image)
+    load = gegl_node_new_child (graph, "operation", "gegl:load", "path", image, NULL);
+  else
+    {
+      GeglColor *grey = gegl_color_new ("rgb(0.5, 0.5, 0.5)");
+
+      load = gegl_node_new_child (graph, "operation", "gegl:rectangle", "width", 64.0,
+                                  "height", 64.0, "color", grey, NULL);
+      g_object_unref (grey);
+    }
 
   *op = gegl_node_new_child (graph, "operation", "cudafx:nl-means", NULL);
   gegl_node_link (load, *op);
@@ -192,6 +206,16 @@ main (int argc, char **argv)
   gegl_node_get (op, "noise-sigma", &v, NULL);
   check (p.notified == 2 && same_sigma (v, cli_sigma),
          "level 1 again: no notify, noise-sigma stays the full size's");
+  g_object_unref (graph);
+
+  /* A flat image: σ 0, announced all the same. */
+  p = (probe) { 0 };
+  graph = graph_for (NULL, &op, &p);
+  gegl_node_set (op, "noise-sigma", 5.0, NULL);
+  render (op, 1.0);
+  run_main_loop ();
+  g_snprintf (what, sizeof what, "flat image: one notify, σ %.6g = 0", p.value);
+  check (p.notified == 1 && p.value == 0, what);
   g_object_unref (graph);
 
   gegl_exit ();
