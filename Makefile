@@ -184,7 +184,7 @@ $(BUILD)/gegl_bench: bench/gegl_bench.c
 
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
 # networks, then the CLI's tests; one summary line at the end.
-check: all $(BUILD)/test-median-network
+check: all $(BUILD)/test-median-network $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
 
 # The GEGL operations through the `gegl` command (Debian: gegl): equal to
@@ -195,7 +195,7 @@ check-gegl: $(GEGL_MODULE) $(CLI) $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 	@test -n "$(GEGL_MODULE)" || { echo "check-gegl needs GEGL's development files (libgegl-dev)"; exit 1; }
 	tests/gegl/run.sh $(BUILD)
 
-# cudafx:nl-means' σ as GIMP's filter dialog receives it, for check-gegl.
+# cudafx:nl-means' σ as GIMP's filter dialog receives it, for tests/gegl/run.sh.
 $(BUILD)/test-gegl-sigma: tests/gegl/sigma_notify.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -Wall -Wextra -Wno-unused-parameter $< $$(pkg-config --cflags --libs gegl-0.4) -lm -o $@

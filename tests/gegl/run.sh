@@ -7,8 +7,9 @@
 # sub-rectangle asked for through gegl:crop, a zoomed-out level of detail —
 # the pixels equal the whole-image run (at a level, the run on that level's
 # pixels); nl-means tells GIMP's filter dialog the σ it found the way GIMP
-# listens (tests/gegl/sigma_notify.c). About a minute here (each gegl start loads all of GEGL's
-# operations): `make check-gegl`, not part of `make check`. Ends with "N passed, N failed".
+# listens (tests/gegl/sigma_notify.c). A few minutes here (each gegl start
+# loads all of GEGL's operations): `make check-gegl`, and within `make
+# check`. Ends with "N passed, N failed".
 #   tests/gegl/run.sh [BUILD]
 set -u
 build=${1:-build}
