@@ -184,16 +184,21 @@ $(BUILD)/gegl_bench: bench/gegl_bench.c
 
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
 # networks, then the CLI's tests; one summary line at the end.
-check: all $(BUILD)/test-median-network
+check: all $(BUILD)/test-median-network $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
 
 # The GEGL operations through the `gegl` command (Debian: gegl): equal to
 # the CLI, and equal to themselves however GEGL splits the work. About a
 # minute; ends with "N passed, N failed".
 .PHONY: check-gegl
-check-gegl: $(GEGL_MODULE) $(CLI)
+check-gegl: $(GEGL_MODULE) $(CLI) $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 	@test -n "$(GEGL_MODULE)" || { echo "check-gegl needs GEGL's development files (libgegl-dev)"; exit 1; }
 	tests/gegl/run.sh $(BUILD)
+
+# cudafx:nl-means' σ as GIMP's filter dialog receives it, for tests/gegl/run.sh.
+$(BUILD)/test-gegl-sigma: tests/gegl/sigma_notify.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -Wno-unused-parameter $< $$(pkg-config --cflags --libs gegl-0.4) -lm -o $@
 
 # On a machine with a CUDA device: the filters' tests against the CUDA
 # backend, striping and fault fallback, then compute-sanitizer.
@@ -424,6 +429,7 @@ install: all
 # (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish
 # (gimp3-nl-means-es.png), a live filter's dialog with its split preview and
 # the layer's effects after it (gimp3-live-split.png, gimp3-live-effects.png),
+# live nl-means' dialog with the σ it found (gimp3-live-nl-means.png),
 # then GIMP 2.10's when its script exists
 # (tests/gimp210/screenshots.sh BUILD OUTDIR, same naming with gimp210-).
 .PHONY: screenshots check-dialogs
@@ -435,7 +441,8 @@ screenshots: plugin
 
 # The GIMP 3 dialogs opened under Xvfb with nobody at the keyboard: each
 # preview must show the CLI's result for the dialog's settings; then undo
-# after a merged live filter, typed as a user does (tests/gimp/live-gui.sh).
+# after a merged live filter, typed as a user does, and the σ live nl-means'
+# dialog shows (tests/gimp/live-gui.sh).
 # About 5 minutes here; not in CI. Each ends with "N passed, N failed".
 check-dialogs: plugin all
 	rm -rf $(BUILD)/dialog-shots

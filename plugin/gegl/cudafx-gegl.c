@@ -17,7 +17,8 @@
  * quantize (a palette of the whole input, and error diffusion across it) and
  * the wrap border (the far edge's pixels) compute the whole output once, which
  * GEGL caches; automatic nl-means estimates the noise σ once on the whole
- * input, cached until that buffer changes, and filters each region with it.
+ * input, cached until that buffer changes, and filters each region with it;
+ * GIMP's filter dialog shows that σ (the noise-sigma property).
  *
  * A zoomed-out view is rendered at a level of detail L > 0 (1/2^L scale):
  * the operation then reads the input and writes the output at that level,
@@ -53,10 +54,10 @@ typedef struct
 
   /* Automatic nl-means: the noise σ and model of the input buffer
    * noise_source (held weakly; cleared when it changes or goes), and the σ
-   * last found, read by
-   * the noise-sigma property. Not notified: any notify on an operation makes
-   * GEGL invalidate its node (a render again), and GIMP may have freed the
-   * node by the time a main-loop notify would run (it crashed so). */
+   * that the noise-sigma property shows: the one found at the finest level
+   * of detail rendered on shown_source (an identity, never dereferenced;
+   * shown_level G_MAXINT once that buffer changed or went), so that zooming
+   * out keeps the full-size image's σ and zooming in refines it. */
   GMutex           lock;
   GeglBuffer      *noise_source;
   GeglRectangle    noise_extent; /* at noise_level */
@@ -65,6 +66,13 @@ typedef struct
   cudafx_noise_model noise_model;
   gulong           noise_changed;
   double           sigma_shown;
+  gconstpointer    shown_source;
+  int              shown_level;
+
+  /* The node this operation is attached to, for announcing a new σ from
+   * the main loop: weak, because GIMP may free the node (and with it drop
+   * this operation) before the main loop runs (see announce_sigma). */
+  GWeakRef         node;
 
   /* The region's pixels in and out, kept between calls: a large region's
    * fresh memory costs its page faults on every call (on a 12 MP image,
@@ -83,7 +91,7 @@ typedef struct
   int                          filter;
 } CudafxOpClass;
 
-/* Property ids: table position + 1, then the read-only noise σ. */
+/* Property ids: table position + 1, then nl-means' noise σ found. */
 #define PROP_NOISE_SIGMA (CUDAFX_PROC_MAX_ARGS + 1)
 
 static gpointer parent_class;
@@ -218,6 +226,40 @@ arg_pspec (int filter, const cudafx_arg *arg)
   return pspec;
 }
 
+/* In the main loop: tells GIMP's filter dialog that noise-sigma changed.
+ * The notify goes out on the node, never on the operation: GIMP's dialog
+ * follows the node's "notify::NAME" and reads the value back from the
+ * operation (gimp_operation_config_connect_node), while GEGL re-renders a
+ * node on any notify of its operation. The node is reached through a weak
+ * reference: GIMP may have freed it since the σ was found (a notify on the
+ * operation then reached the freed node, and GIMP aborted). */
+static gboolean
+announce_sigma (gpointer data)
+{
+  CudafxOp *self = data;
+  GeglNode *node = g_weak_ref_get (&self->node);
+
+  if (node)
+    {
+      g_signal_emit_by_name (node, "notify::noise-sigma",
+                             g_object_class_find_property (G_OBJECT_GET_CLASS (self),
+                                                           "noise-sigma"));
+      g_object_unref (node);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* Always through the main loop, wherever GEGL runs the operation: a notify
+ * there and then would run GIMP's dialog code during the render, on
+ * whatever thread that is (g_main_context_invoke too runs it at once when
+ * the thread can take the main context, as while the main thread waits for
+ * a render). */
+static void
+queue_announce (CudafxOp *self)
+{
+  g_idle_add_full (G_PRIORITY_DEFAULT_IDLE, announce_sigma, g_object_ref (self), g_object_unref);
+}
+
 static void
 set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec)
 {
@@ -225,7 +267,18 @@ set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *p
   const cudafx_arg *arg;
 
   if (prop_id == PROP_NOISE_SIGMA)
-    return; /* an output: see class_init */
+    {
+      /* An output: see class_init. Whoever wrote another value than the σ
+       * found (GIMP's dialog on Reset, or from a preset) hears it again. */
+      gboolean differs;
+
+      g_mutex_lock (&self->lock);
+      differs = self->shown_source && g_value_get_double (value) != self->sigma_shown;
+      g_mutex_unlock (&self->lock);
+      if (differs)
+        queue_announce (self);
+      return;
+    }
   if (prop_id < 1 || prop_id > (guint) cudafx_filters[FILTER_OF (object)].n_args)
     {
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -310,6 +363,7 @@ noise_source_gone (gpointer data, GObject *where_it_was)
 
   g_mutex_lock (&self->lock);
   self->noise_source = NULL;
+  self->shown_level = G_MAXINT;
   g_mutex_unlock (&self->lock);
 }
 
@@ -330,6 +384,7 @@ noise_source_changed (GeglBuffer *buffer, const GeglRectangle *rect, CudafxOp *s
 {
   g_mutex_lock (&self->lock);
   forget_noise (self);
+  self->shown_level = G_MAXINT;
   g_mutex_unlock (&self->lock);
 }
 
@@ -342,7 +397,7 @@ static gboolean
 noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int level,
              guint8 *memory, double *sigma, cudafx_noise_model *model, GError **error)
 {
-  gboolean ok = TRUE;
+  gboolean ok = TRUE, announce = FALSE;
 
   g_mutex_lock (&self->lock);
   if (self->noise_source != input || self->noise_level != level
@@ -381,12 +436,21 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
           self->noise_changed = gegl_buffer_signal_connect (input, "changed",
                                                             G_CALLBACK (noise_source_changed),
                                                             self);
-          self->sigma_shown = info.sigma;
+          if (input != self->shown_source || level <= self->shown_level)
+            {
+              /* The first always: GIMP's dialog may start with another σ. */
+              announce = !self->shown_source || info.sigma != self->sigma_shown;
+              self->sigma_shown = info.sigma;
+              self->shown_source = input;
+              self->shown_level = level;
+            }
         }
     }
   *sigma = self->noise_sigma;
   *model = self->noise_model;
   g_mutex_unlock (&self->lock);
+  if (announce)
+    queue_announce (self);
   return ok;
 }
 
@@ -903,6 +967,31 @@ instance_init (GTypeInstance *instance, gpointer klass)
   cudafx_proc_args_init (&self->args, ((CudafxOpClass *) klass)->filter);
   g_mutex_init (&self->lock);
   g_mutex_init (&self->scratch_lock);
+  self->shown_level = G_MAXINT;
+  g_weak_ref_init (&self->node, NULL);
+}
+
+static void
+attach (GeglOperation *operation)
+{
+  GEGL_OPERATION_CLASS (parent_class)->attach (operation);
+  g_weak_ref_set (&CUDAFX_OP (operation)->node, operation->node);
+}
+
+/* nl-means never notifies noise-sigma on the operation: GEGL would render
+ * the node again on it, and GIMP writes every property of a filter onto
+ * its operation (announce_sigma tells GIMP instead). */
+static void
+dispatch_properties_changed (GObject *object, guint n_pspecs, GParamSpec **pspecs)
+{
+  GParamSpec **kept = g_newa (GParamSpec *, n_pspecs);
+  guint        n = 0;
+
+  for (guint i = 0; i < n_pspecs; i++)
+    if (pspecs[i]->owner_type != G_OBJECT_TYPE (object) || pspecs[i]->param_id != PROP_NOISE_SIGMA)
+      kept[n++] = pspecs[i];
+  if (n > 0)
+    G_OBJECT_CLASS (parent_class)->dispatch_properties_changed (object, n, kept);
 }
 
 static void
@@ -911,6 +1000,7 @@ finalize (GObject *object)
   CudafxOp *self = CUDAFX_OP (object);
 
   forget_noise (self);
+  g_weak_ref_clear (&self->node);
   g_mutex_clear (&self->lock);
   g_mutex_clear (&self->scratch_lock);
   cudafx_host_free (self->scratch[0]);
@@ -952,23 +1042,31 @@ class_init (gpointer klass, gpointer class_data)
   for (int i = 0; i < desc->n_args; i++)
     g_object_class_install_property (object_class, i + 1,
                                      arg_pspec (filter, &desc->args[i]));
-  /* The σ automatic mode found, an output. Writable all the same, and
-   * writing it does nothing: GIMP 3.0 copies every property of a filter's
-   * settings onto its operation, and a read-only one made GLib log a
-   * critical on each use (GIMP's filter dialog lists writable properties
-   * only). Explicit notify, so that GIMP's copy does not invalidate the
-   * node; hidden in GIMP's dialog, where it would look like a setting. */
+  /* The σ automatic mode found, an output that GIMP's filter dialog shows
+   * greyed out (GIMP's "sensitive" key), in automatic mode only (its
+   * "visible" key). Writable all the same, and writing it does nothing:
+   * GIMP copies every property of a filter's settings onto its operation
+   * (a read-only one made GLib log a critical on each use). Notified
+   * through the node (announce_sigma), never the operation, yet not
+   * G_PARAM_EXPLICIT_NOTIFY: GIMP's copy of a property keeps its flags, and
+   * its settings never notify explicitly, so the dialog would not update. */
   if (filter == CUDAFX_FILTER_NLMEANS)
     {
-      GParamSpec *sigma = g_param_spec_double (
+      GParamSpec *sigma = gegl_param_spec_double (
         "noise-sigma", _("Noise σ found"),
-        _("The noise standard deviation automatic mode found in the whole input (0–255 scale), "
-          "once the filter has run; writing it has no effect"),
-        0, 255, 0, G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY);
-      gegl_param_spec_set_property_key (sigma, "visible", "0");
+        _("The noise standard deviation (0–255 scale) that automatic mode found in the whole "
+          "input, at the finest zoom shown so far; 0 until the filter has run. Shown only: "
+          "writing it has no effect"),
+        0, 255, 0, 0, 100, 1.0, G_PARAM_READWRITE);
+
+      gegl_param_spec_double_set_digits (GEGL_PARAM_SPEC_DOUBLE (sigma), 2);
+      gegl_param_spec_set_property_key (sigma, "sensitive", "0");
+      gegl_param_spec_set_property_key (sigma, "visible", "auto");
       g_object_class_install_property (object_class, PROP_NOISE_SIGMA, sigma);
+      object_class->dispatch_properties_changed = dispatch_properties_changed;
     }
 
+  operation_class->attach = attach;
   operation_class->prepare = prepare;
   operation_class->get_bounding_box = get_bounding_box;
   operation_class->get_required_for_output = get_required_for_output;

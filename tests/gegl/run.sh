@@ -6,8 +6,10 @@
 # splits the work — small chunks, several threads, small tiles, a
 # sub-rectangle asked for through gegl:crop, a zoomed-out level of detail —
 # the pixels equal the whole-image run (at a level, the run on that level's
-# pixels). About a minute here (each gegl start loads all of GEGL's
-# operations): `make check-gegl`, not part of `make check`. Ends with "N passed, N failed".
+# pixels); nl-means tells GIMP's filter dialog the σ it found the way GIMP
+# listens (tests/gegl/sigma_notify.c). A few minutes here (each gegl start
+# loads all of GEGL's operations): `make check-gegl`, and within `make
+# check`. Ends with "N passed, N failed".
 #   tests/gegl/run.sh [BUILD]
 set -u
 build=${1:-build}
@@ -173,6 +175,25 @@ lod_case convolve-gaussian-capped-lod camera.png 1 0 "convolve --preset gaussian
   cudafx:convolve preset=gaussian sigma=3
 lod_case convolve-custom-lod camera.png 1 0 "convolve --kernel '$sharpen' --divisor 1 --offset 10" \
   cudafx:convolve preset=custom "kernel=$sharpen" divisor=1 offset=10
+
+# nl-means' σ as GIMP's filter dialog receives it (tests/gegl/sigma_notify.c):
+# notified on the node from the main loop, once, with the CLI's σ, on a
+# photo with Gaussian noise of σ 12.
+"$py" -c "import cv2, numpy as np
+a = cv2.imread('tests/data/astronaut.png').astype(float)
+a += np.random.default_rng(1).normal(0, 12, a.shape)
+cv2.imwrite('$work/gaussian.png', np.clip(np.rint(a), 0, 255).astype(np.uint8))"
+sigma=$("$cli" nl-means --json "$work/gaussian.png" "$work/gaussian.out.png" 2>/dev/null \
+        | "$py" -c 'import json, sys; print(json.load(sys.stdin)["sigma"])')
+out=$(GEGL_THREADS=1 "$build/test-gegl-sigma" "$work/gaussian.png" "$sigma" 2>&1); rc=$?
+while read -r verdict what; do
+  case $verdict in
+    PASS) pass "nl-means σ: $what" ;;
+    FAIL) fail "nl-means σ" "$what" ;;
+  esac
+done <<<"$out"
+[ "$rc" -eq 0 ] || grep -q '^FAIL' <<<"$out" \
+  || fail "nl-means σ" "test-gegl-sigma exited $rc: $(tail -n 2 <<<"$out")"
 
 # A kernel the engine rejects: the operation warns with the engine's message
 # and passes its input through, rather than failing the render.

@@ -11,11 +11,15 @@
 # opens GIMP's filter dialog with the on-canvas preview, split view on:
 # a screenshot of the screen; OK keeps it as a live filter on the layer, and
 # a second screenshot shows the layer's effects (the list the Layers dock's
-# fx mark opens).
-# About 2 minutes here. Ends with "N passed, N failed".
+# fx mark opens). Then, that filter undone, Non-Local Means (GPU)'s dialog
+# in automatic mode shows the noise σ it found (a third screenshot), and
+# that σ, as GIMP saves the dialog's settings on OK after Reset, must be
+# the CLI's for the layer; from that dialog on GIMP logs no GLib critical.
+# About 3 minutes here. Ends with "N passed, N failed".
 #
-#   tests/gimp/live-gui.sh BUILD [OUTDIR]   screenshots into OUTDIR/gimp3-live-split.png
-#                                           and OUTDIR/gimp3-live-effects.png
+#   tests/gimp/live-gui.sh BUILD [OUTDIR]   screenshots into OUTDIR/gimp3-live-split.png,
+#                                           OUTDIR/gimp3-live-effects.png and
+#                                           OUTDIR/gimp3-live-nl-means.png
 set -u
 build=${1:?usage: tests/gimp/live-gui.sh BUILD [OUTDIR]}
 outdir=${2:-}
@@ -77,10 +81,11 @@ focus() {
   xdotool windowfocus --sync "$w"
   sleep 1
 }
-# The screen, cut to GIMP's window; 256 colours keep it small for the README.
+# The screen, cut to GIMP's window (or to WIDTHxHEIGHT from the top left);
+# 256 colours keep it small for the README.
 shot() {
   import -window root "$dir/shots/$1"
-  magick "$dir/shots/$1" -crop 985x665+0+0 +repage -strip -dither FloydSteinberg -colors 256 \
+  magick "$dir/shots/$1" -crop "${2:-985x665}+0+0" +repage -strip -dither FloydSteinberg -colors 256 \
     "PNG8:$dir/shots/$1"
 }
 
@@ -131,8 +136,41 @@ else
     xdotool mousemove 828 523 click 1
     sleep 5
     shot gimp3-live-effects.png
+    xdotool key --clearmodifiers Escape
   else
     shot gimp3-live-failed.png
+  fi
+  # Non-Local Means (GPU) the same way on the photo alone (Ctrl+Z takes
+  # the median filter off), the view at 1:1: once the preview is drawn,
+  # the dialog shows the noise σ that automatic mode found. Reset (Alt+R)
+  # sets the dialog's σ to 0 too, and the operation answers with the σ
+  # found; OK (Alt+O) keeps the filter, and GIMP writes the dialog's
+  # settings, σ included, to the profile's filters/ folder.
+  focus ' – GIMP$' && xdotool key --clearmodifiers ctrl+z
+  sleep 3
+  focus ' – GIMP$' && xdotool key --clearmodifiers 1
+  sleep 2
+  focus ' – GIMP$' && xdotool key --clearmodifiers slash
+  if focus '^Search Actions$'; then
+    xdotool type --delay 40 "Non-Local Means (GPU)"
+    sleep 3
+    xdotool key --clearmodifiers Return
+  fi
+  wc -l <"$dir/gimp.log" >"$dir/nl-means.mark"
+  if focus 'cudafx:nl-means\)$'; then
+    # No tooltip over it; the shot reaches down to the dialog's buttons.
+    xdotool mousemove 1390 990
+    sleep 20
+    X=0 Y=0 WIDTH=0 HEIGHT=0
+    eval "$(xdotool getwindowgeometry --shell "$(window 'cudafx:nl-means\)$')")"
+    shot gimp3-live-nl-means.png "$((X + WIDTH > 985 ? X + WIDTH : 985))x$((Y + HEIGHT > 665 ? Y + HEIGHT : 665))"
+    focus 'cudafx:nl-means\)$' && xdotool key --clearmodifiers alt+r
+    sleep 5
+    focus 'cudafx:nl-means\)$' && xdotool key --clearmodifiers alt+o
+    wait_for 60 sh -c 'ls profile/filters/*nl-means* >/dev/null 2>&1' \
+      || log "no nl-means settings written"
+  else
+    shot gimp3-live-nl-means-failed.png
   fi
 fi
 xdotool search --name . getwindowname %@ 2>/dev/null | sort -u >"$dir/windows.txt"
@@ -163,7 +201,26 @@ if [ -s "$merged" ] && [ -s "$undone" ]; then
 else
   fail "undo" "no merged or undone export"
 fi
-for s in gimp3-live-split.png gimp3-live-effects.png; do
+# The σ the nl-means dialog showed (its settings as GIMP wrote them on OK)
+# is the CLI's for the same layer at full size.
+settings=$(ls "$work"/profile/filters/*nl-means* 2>/dev/null | head -n 1)
+shown=$(sed -n 's/.*(noise-sigma \([0-9.e+-]*\)).*/\1/p' "$settings" 2>/dev/null | head -n 1)
+found=$("$build/cudafx" nl-means --json "$noisy" "$work/nl-means.png" 2>/dev/null \
+        | "$py" -c 'import json, sys; print(json.load(sys.stdin)["sigma"])')
+if [ -z "$shown" ]; then
+  fail "nl-means σ" "no noise-sigma in GIMP's nl-means settings (${settings:-none written})"
+elif "$py" -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (b > 0 and abs(a - b) <= 1e-5 * b))" \
+       "$shown" "$found"; then
+  pass "the nl-means dialog showed noise σ $shown, the CLI's ($found)"
+else
+  fail "nl-means σ" "the dialog had noise-sigma $shown, the CLI finds $found"
+fi
+# From the nl-means dialog on (GIMP's export dialog logs criticals of its own).
+crit=$(tail -n "+$(( $(cat "$work/nl-means.mark" 2>/dev/null || echo 0) + 1 ))" "$work/gimp.log" \
+       | grep -m 3 -- "-CRITICAL")
+[ -z "$crit" ] && pass "no GLib critical in GIMP's log from the nl-means dialog on" \
+  || fail "criticals" "$crit"
+for s in gimp3-live-split.png gimp3-live-effects.png gimp3-live-nl-means.png; do
   if [ -s "$work/shots/$s" ]; then
     pass "screenshot $s"
     [ -z "$outdir" ] || { mkdir -p "$outdir"; cp "$work/shots/$s" "$outdir/"; }
