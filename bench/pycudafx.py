@@ -28,7 +28,7 @@ class Report(C.Structure):
 class Options(C.Structure):
     _fields_ = [("backend", C.c_int), ("threads", C.c_int), ("progress", C.c_void_p),
                 ("user_data", C.c_void_p), ("report", C.POINTER(Report)), ("device", C.c_int),
-                ("lane", C.c_int)]
+                ("lane", C.c_int), ("rows_ready", C.c_void_p), ("rows_user", C.c_void_p)]
 
 
 class NoiseModel(C.Structure):
@@ -90,6 +90,15 @@ class Engine:
         self.lib.cudafx_error_message.restype = C.c_char_p
         self.lib.cudafx_status_string.restype = C.c_char_p
         self.lib.cudafx_filter_params_size.restype = C.c_size_t
+        # The structs below mirror core/cudafx.h: a stale copy would have the
+        # engine read past their end, so refuse it here.
+        for struct, name in ((Image, "image"), (Options, "options"), (RunResult, "run_result")):
+            size = getattr(self.lib, "cudafx_%s_size" % name)
+            size.restype = C.c_size_t
+            if size() != C.sizeof(struct):
+                raise CudafxError("bench/pycudafx.py's %s is %d bytes, the library's cudafx_%s %d: "
+                                  "update it from core/cudafx.h" % (struct.__name__, C.sizeof(struct),
+                                                                    name, size()))
         table = (FilterDesc * N_FILTERS).in_dll(self.lib, "cudafx_filters")
         self.filters = {table[i].name.decode(): (i, table[i]) for i in range(N_FILTERS)}
 

@@ -426,6 +426,13 @@ void cudafx_filter_params_from_values (int filter, const double *values, const d
 /* Bytes of cudafx_filter_params, for bindings that treat it as opaque. */
 size_t cudafx_filter_params_size (void);
 
+/* Bytes of the structs a binding mirrors field by field (bench/pycudafx.py),
+ * so that it can refuse to run with a stale copy: a field added here and not
+ * there made the engine read a host's options past their end. */
+size_t cudafx_image_size (void);
+size_t cudafx_options_size (void);
+size_t cudafx_run_result_size (void);
+
 /* Runs filter with p (its backend replaces o's); result may be NULL. */
 cudafx_status cudafx_run_filter (int filter, const cudafx_filter_params *p, const cudafx_image *src,
                                  cudafx_image *dst, const cudafx_options *o,

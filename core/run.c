@@ -33,6 +33,24 @@ cudafx_filter_params_size (void)
   return sizeof (cudafx_filter_params);
 }
 
+size_t
+cudafx_image_size (void)
+{
+  return sizeof (cudafx_image);
+}
+
+size_t
+cudafx_options_size (void)
+{
+  return sizeof (cudafx_options);
+}
+
+size_t
+cudafx_run_result_size (void)
+{
+  return sizeof (cudafx_run_result);
+}
+
 cudafx_status
 cudafx_run_filter (int filter, const cudafx_filter_params *p, const cudafx_image *src,
                    cudafx_image *dst, const cudafx_options *o, cudafx_run_result *result)
