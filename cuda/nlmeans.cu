@@ -32,6 +32,12 @@
  *       nlmeans_exp_neg clamps it (computed as weight_of below), the
  *       weighted sums, the sum of weights and the largest weight, kept in
  *       registers across offsets.
+ * The u8 kernels run two rows of the half window at once, o1 = (dx, dy) and
+ * o2 = (dx, dy + 1): AB makes both images (each task's own pixels read
+ * once), and CD reads each neighbour once for the two weights it takes
+ * (o1's neighbour of a pixel is o2's neighbour of the pixel above), so a
+ * neighbour's load and conversion, the barriers and the per-offset set-up
+ * are shared by two offsets.
  * After the last offset the centre is added with weight 1 or the largest
  * weight (plan.centre_max); alpha is copied. Borders clamp: the stripe
  * runner makes up rows, the tile load clamps columns.
@@ -63,6 +69,7 @@
 #include <math.h>
 #include <string.h>
 #include <new>
+#include <type_traits>
 
 namespace {
 
@@ -71,6 +78,7 @@ constexpr int RPT = TILE_W * TILE_H / THREADS; /* CD: rows per thread, warps acr
 constexpr int RUN = 8;                         /* AB: columns per task */
 static_assert (TILE_W % 32 == 0 && THREADS % TILE_W == 0 && RPT * THREADS == TILE_W * TILE_H,
                "CD: whole warps across the tile's columns");
+static_assert (TILE_H >= 32 && THREADS % 32 == 0, "AB: the top 32 rows of a run a warp, more rows after");
 /* Pixel-pair operations per launch before the search window is split further. */
 constexpr double WORK_PER_CHUNK = 2147483648.0;
 constexpr int CHUNKS_WITH_PROGRESS = 4;
@@ -79,22 +87,33 @@ constexpr int NOISE_THREADS = 256;
 /* How a kernel stages and compares pixels. */
 enum pixel_kind { U8_FLAT, U8_WEIGHTED, F32 };
 
-/* Shared-memory layout of a block for patch radius P and search radius S:
- * the image tile (ih rows of iw columns at an odd stride, so a warp reading
- * a column of 32 rows hits 32 banks; RUN - 1 spare columns for AB's last
+/* Search radii are served by two kernel sizes: up to 10 (every automatic
+ * colour plan, and grey below sigma 30) and up to 20 (the parameter's
+ * range). The shared-memory strides follow the size, not S, so they are
+ * compile-time constants: every shared load and store in the offset loop
+ * then addresses a register plus an immediate, where strides known only at
+ * run time cost an address computation each. */
+constexpr int SEARCH_SMALL = 10, SEARCH_MAX = 20;
+
+constexpr int
+search_bound (int S)
+{
+  return S <= SEARCH_SMALL ? SEARCH_SMALL : SEARCH_MAX;
+}
+
+/* Shared-memory layout of a block for patch radius P, search radius S and
+ * its bound SB = search_bound (S): the image tile (ih rows of iw columns,
+ * placed as for SB: ihs rows at an odd stride iws, so a warp reading a
+ * column of 32 rows hits 32 banks; RUN - 1 spare columns for AB's last
  * task) and the horizontal sums (hrows x hcols at an odd stride). */
 struct layout
 {
-  int ih, iw, iws, hrows, hcols, hs;
-  __host__ __device__ layout (int P, int S)
+  int ih, iw, ihs, iws, hrows, hcols, hs;
+  __host__ __device__ constexpr layout (int P, int S, int SB)
+    : ih (TILE_H + 2 * (S + P)), iw (TILE_W + 2 * (S + P) + RUN - 1), ihs (TILE_H + 2 * (SB + P)),
+      iws ((TILE_W + 2 * (SB + P) + RUN - 1) | 1), hrows (TILE_H + SB + 2 * P),
+      hcols ((TILE_W + SB + RUN - 1) / RUN * RUN), hs (hcols | 1)
   {
-    const int R = S + P;
-    ih = TILE_H + 2 * R;
-    iw = TILE_W + 2 * R + RUN - 1;
-    iws = iw | 1;
-    hrows = TILE_H + S + 2 * P;
-    hcols = (TILE_W + S + RUN - 1) / RUN * RUN;
-    hs = hcols | 1;
   }
 };
 
@@ -117,12 +136,18 @@ byte_float (unsigned px)
   return __uint_as_float (__byte_perm (px, 0x4bu, 0x4550 + C)) - 8388608.0f;
 }
 
-/* Squared difference of tile pixels i and j summed over the channels. */
-template <int NA, bool U8>
-__device__ __forceinline__ float
+/* Squared difference of tile pixels i and j summed over the channels, as
+ * a T (int: u8 only). */
+template <int NA, bool U8, typename T = float>
+__device__ __forceinline__ T
 distance (const unsigned *px, const float *planes, int plane, int i, int j)
 {
-  if constexpr (U8)
+  if constexpr (std::is_same<T, int>::value)
+    {
+      unsigned d = __vabsdiffu4 (px[i], px[j]);
+      return (int) __dp4a (d, d, 0u);
+    }
+  else if constexpr (U8)
     {
       /* The sum (at most 4 * 255^2 < 2^23) added to the bits of 2^23: the
        * float 2^23 + sum, exact, without a conversion instruction. */
@@ -204,11 +229,16 @@ constexpr float EX2_LOWEST = -87.0f * 1.44269504f;
  * exactly, x past 87 weighs exp (-87) (tiny, not 0: where every patch is
  * that far, the CPU's weights are all equal and the result is the window's
  * mean; with 0 it would be the centre alone), and a NaN distance (a NaN
- * pixel) the same as a far patch, never a NaN weight. */
+ * pixel) the same as a far patch, never a NaN weight. CENTRE_ONE (u8, the
+ * centre weighing 1) drops the lower clamp: there the weights past 87 (at
+ * most exp (-87) each, here 0 or less) change the result by less than
+ * 441 * 255 * exp (-87), and u8 has no NaN; one instruction fewer a weight. */
+template <bool CENTRE_ONE = false>
 __device__ __forceinline__ float
 weight_of (float d, const nlm_args &a)
 {
-  return ex2 (fminf (fmaxf (__fmaf_rn (d, a.neg_scale2, a.offset2), EX2_LOWEST), 0.0f));
+  float y = __fmaf_rn (d, a.neg_scale2, a.offset2);
+  return ex2 (fminf (CENTRE_ONE ? y : fmaxf (y, EX2_LOWEST), 0.0f));
 }
 
 /* Whether the patch sums are integers below 2^24 however they are summed
@@ -221,69 +251,224 @@ exact_sums ()
   return FLAT && (2 * P + 1) * (2 * P + 2) * NA * 65025 <= (1 << 24);
 }
 
-/* CD for one offset: the patch distances of the thread's RPT pixels from the
- * column of horizontal sums starting at hcol (RPT + 2P rows, top to bottom),
- * their weights, and the weighted neighbours, the first at tile index nb. */
-template <int P, int NA, bool U8, bool FLAT>
-__device__ __forceinline__ void
-weigh (const float *hcol, int hs, const unsigned *px, const float *planes, int plane, int nb,
-       int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
+/* Whether a patch distance (the whole patch's sum) stays below 2^23 too, so
+ * the sums can be kept as integers: a sliding integer sum is one IADD3
+ * where the float one is two FADDs, the squared distances need no
+ * conversion, and 2^23 + d, the float whose bits are those of 2^23 plus
+ * the integer d, gives d back as a float with one FADD (the same float the
+ * float sums give, d being an exact integer). */
+template <int P, int NA, bool FLAT>
+__device__ constexpr bool
+integer_sums ()
 {
-  float hv[RPT + 2 * P];
+  return exact_sums<P, NA, FLAT> () && (2 * P + 1) * (2 * P + 1) * NA * 65025 < (1 << 23);
+}
+
+/* The horizontal sums' type in shared memory. */
+template <int P, int NA, bool FLAT>
+using hsum = typename std::conditional<integer_sums<P, NA, FLAT> (), int, float>::type;
+
+/* The bits of the float 2^23. */
+constexpr int BITS_2_23 = 0x4b000000;
+
+/* The patch distances d of the thread's RPT pixels from the column of
+ * horizontal sums starting at hcol (RPT + 2P rows, top to bottom, hs apart,
+ * a compile-time constant). */
+template <int P, int NA, bool FLAT>
+__device__ __forceinline__ void
+patch_distances (const hsum<P, NA, FLAT> *hcol, int hs, const nlm_args &a, float (&d)[RPT])
+{
+  constexpr bool INT = integer_sums<P, NA, FLAT> ();
+  hsum<P, NA, FLAT> hv[RPT + 2 * P];
 #pragma unroll
   for (int i = 0; i < RPT + 2 * P; i++)
     hv[i] = hcol[i * hs];
-  float d = 0.0f;
+  int di = 0; /* INT: the bits of 2^23 + d */
 #pragma unroll
   for (int j = 0; j < RPT; j++)
     {
-      if (exact_sums<P, NA, FLAT> () && j > 0)
-        d = d + hv[j + 2 * P] - hv[j - 1];
+      if constexpr (INT)
+        {
+          if (j > 0)
+            di = di + (int) hv[j + 2 * P] - (int) hv[j - 1];
+          else
+            {
+              di = BITS_2_23 + (int) hv[0];
+#pragma unroll
+              for (int i = 1; i <= 2 * P; i++)
+                di += (int) hv[i];
+            }
+          d[j] = __int_as_float (di) - 8388608.0f;
+        }
+      else if (exact_sums<P, NA, FLAT> () && j > 0)
+        d[j] = d[j - 1] + hv[j + 2 * P] - hv[j - 1];
       else
         {
-          d = FLAT ? hv[j] : patch_weight<P> (a, 0) * hv[j];
+          d[j] = FLAT ? hv[j] : patch_weight<P> (a, 0) * hv[j];
 #pragma unroll
           for (int i = 1; i <= 2 * P; i++)
-            d += FLAT ? hv[j + i] : patch_weight<P> (a, i) * hv[j + i];
+            d[j] += FLAT ? hv[j + i] : patch_weight<P> (a, i) * hv[j + i];
         }
-      float w = weight_of (d, a);
+    }
+}
+
+/* A neighbour v of weight w into a pixel's sums: the weighted channels, the
+ * sum of weights and, unless FLAT, the largest weight. FLAT kernels run only
+ * plans whose centre weighs 1 (nlmeans_stripe). */
+template <int NA, bool FLAT>
+__device__ __forceinline__ void
+add_neighbour (float w, const float (&v)[NA], float (&acc)[NA + 2])
+{
+#pragma unroll
+  for (int c = 0; c < NA; c++)
+    acc[c] = __fmaf_rn (w, v[c], acc[c]);
+  acc[NA] += w;
+  if constexpr (!FLAT)
+    acc[NA + 1] = fmaxf (acc[NA + 1], w);
+}
+
+/* CD for one offset: the distances of the thread's RPT pixels from the
+ * horizontal sums at hcol, their weights, and the weighted neighbours, the
+ * first at tile index nb (rows iws apart, a compile-time constant). */
+template <int P, int NA, bool U8, bool FLAT>
+__device__ __forceinline__ void
+weigh (const hsum<P, NA, FLAT> *hcol, int hs, const unsigned *px, const float *planes, int plane, int nb,
+       int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
+{
+  float d[RPT];
+  patch_distances<P, NA, FLAT> (hcol, hs, a, d);
+#pragma unroll
+  for (int j = 0; j < RPT; j++)
+    {
       float v[NA];
       pixel<NA, U8> (px, planes, plane, nb + j * iws, v);
+      add_neighbour<NA, FLAT> (weight_of<FLAT> (d[j], a), v, acc[j]);
+    }
+}
+
+/* CD for two offsets whose neighbours are one row apart: A's neighbour of
+ * the thread's pixel j is B's neighbour of pixel j - 1, so RPT + 1
+ * neighbours, read once each, serve 2 RPT weights. A's distances from the
+ * sums at hcol_a, B's from those at hcol_b; A's first neighbour at tile
+ * index nb. */
+template <int P, int NA, bool U8, bool FLAT>
+__device__ __forceinline__ void
+weigh_pair (const hsum<P, NA, FLAT> *hcol_a, const hsum<P, NA, FLAT> *hcol_b, int hs, const unsigned *px,
+            int nb, int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
+{
+  float da[RPT], db[RPT];
+  patch_distances<P, NA, FLAT> (hcol_a, hs, a, da);
+  patch_distances<P, NA, FLAT> (hcol_b, hs, a, db);
 #pragma unroll
-      for (int c = 0; c < NA; c++)
-        acc[j][c] = __fmaf_rn (w, v[c], acc[j][c]);
-      acc[j][NA] += w;
-      acc[j][NA + 1] = fmaxf (acc[j][NA + 1], w);
+  for (int m = 0; m <= RPT; m++)
+    {
+      float v[NA];
+      pixel<NA, U8> (px, nullptr, 0, nb + m * iws, v);
+      if (m < RPT)
+        add_neighbour<NA, FLAT> (weight_of<FLAT> (da[m], a), v, acc[m]);
+      if (m > 0)
+        add_neighbour<NA, FLAT> (weight_of<FLAT> (db[m - 1], a), v, acc[m - 1]);
+    }
+}
+
+/* AB for N offsets (dx, dy + i), i < N: the horizontal sums of their squared
+ * differences into N images hplane apart, Hs row hr tile row hr - dy -
+ * (N - 1) - P, column hc tile column hc + lo, for the rows and columns
+ * both signs of each offset need. A task is a row and a run of RUN
+ * columns: first the top 32 rows of each run, a warp a run, then the other
+ * rows of all runs one run after another. Consecutive tasks of a run are
+ * consecutive rows, which a warp reads and writes at odd strides in
+ * distinct banks; a warp's tasks in two runs (RUN columns apart) collide in
+ * some bank, which takes the warp's load or store twice: with whole warps
+ * on the top rows that happens only among the rest (1.19 passes a
+ * warp-wide load or store on average at P 1 or 2, S 10, where runs of
+ * rows_n tasks one after another took 1.55). The N offsets' squared
+ * differences share the task's own pixels (read once). */
+template <int P, int NA, int KIND, int N>
+__device__ __forceinline__ void
+horizontal_sums (hsum<P, NA, KIND == U8_FLAT> *Hs, int hplane, int hs, const unsigned *px, const float *planes,
+                 int plane, int iws, int R, int dx, int dy, const nlm_args &a)
+{
+  constexpr bool U8 = KIND != F32, FLAT = KIND == U8_FLAT;
+  using H = hsum<P, NA, FLAT>;
+  const int lo = dx > 0 ? -dx : 0, dw = TILE_W + abs (dx);
+  const int rows_n = TILE_H + dy + N - 1 + 2 * P, runs = (dw + RUN - 1) / RUN;
+  const int rest = rows_n - 32; /* >= 2P */
+  const unsigned magic = ((1u << 20) + rest - 1) / rest; /* u / rest for u < 2^12 */
+  for (int t = threadIdx.x; t < runs * rows_n; t += THREADS)
+    {
+      int run, hr;
+      if (t < runs * 32)
+        run = t >> 5, hr = t & 31;
+      else
+        {
+          int u = t - runs * 32;
+          run = (int) (((unsigned) u * magic) >> 20);
+          hr = 32 + u - run * rest;
+        }
+      int q = (hr - dy - (N - 1) - P + R) * iws + lo + run * RUN - P + R; /* e[0]'s pixel */
+      H e[N][RUN + 2 * P];
+#pragma unroll
+      for (int k = 0; k < RUN + 2 * P; k++)
+#pragma unroll
+        for (int i = 0; i < N; i++)
+          e[i][k] = distance<NA, U8, H> (px, planes, plane, q + k, q + k + (dy + i) * iws + dx);
+#pragma unroll
+      for (int i = 0; i < N; i++)
+        {
+          H *hrow = Hs + i * hplane + hr * hs + run * RUN;
+          H h = 0;
+#pragma unroll
+          for (int k = 0; k < RUN; k++)
+            {
+              if (exact_sums<P, NA, FLAT> () && k > 0)
+                h = h + e[i][k + 2 * P] - e[i][k - 1];
+              else if constexpr (FLAT)
+                {
+                  h = e[i][k];
+#pragma unroll
+                  for (int j = 1; j <= 2 * P; j++)
+                    h += e[i][k + j];
+                }
+              else
+                {
+                  h = patch_weight<P> (a, 0) * e[i][k];
+#pragma unroll
+                  for (int j = 1; j <= 2 * P; j++)
+                    h += patch_weight<P> (a, j) * e[i][k + j];
+                }
+              hrow[k] = h;
+            }
+        }
     }
 }
 
 /* Blocks an SM must hold at once, which sets a thread's register budget
- * (THREADS 128): 5 (96 registers) for the u8 colour kernels with Gaussian
- * patches, which take 108 to 111 registers when allowed 128 and fit 96
- * without spilling (ptxas -v): the kernel is bound by instruction issue,
- * and a fifth block gives the schedulers more warps to choose from. 4 (128
- * registers) for the others: the f32 and 4-channel kernels need up to 126,
- * and the flat and grey ones take 96 or fewer anyway (5 blocks already;
- * bounding them moved their registers around, no faster). */
+ * (THREADS 128): 4 (128 registers). Bounding the u8 colour kernels with
+ * Gaussian patches to 5 blocks (96 registers) paid while they weighed one
+ * offset at a time; weighing two (weigh_pair) they spill at 96. */
 template <int NA, int KIND>
 constexpr int
 min_blocks ()
 {
-  return KIND == U8_WEIGHTED && NA == 3 ? 5 : 4;
+  return 4;
 }
 
-template <int P, int NA, int KIND>
+/* The kernel for patch radius P, NA channels, pixels KIND and search radii
+ * up to SB (SEARCH_SMALL or SEARCH_MAX). */
+template <int P, int NA, int KIND, int SB>
 __global__ void __launch_bounds__ (THREADS, (min_blocks<NA, KIND> ()))
 nlmeans_kernel (cfx_stripe s, nlm_args a)
 {
   constexpr bool U8 = KIND != F32, FLAT = KIND == U8_FLAT;
+  using H = hsum<P, NA, FLAT>;
   extern __shared__ unsigned shm[];
   const int R = a.radius, S = a.search_radius;
-  const layout L (P, S);
-  const int plane = L.ih * L.iws;
+  const layout L (P, S, SB);
+  const int plane = L.ihs * L.iws;
   const unsigned *px = shm;          /* U8: ih x iws packed pixels */
   const float *planes = (float *) shm; /* F32: NA planes ih x iws */
-  float *Hs = (float *) shm + (U8 ? 1 : NA) * plane;
+  H *Hs = (H *) (shm + (U8 ? 1 : NA) * plane);
   const int tid = threadIdx.x;
   const int bx0 = blockIdx.x * TILE_W, by0 = blockIdx.y * TILE_H; /* stripe coordinates */
   const int channels = s.channels;
@@ -319,7 +504,9 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
   const int out_x = bx0 + tx;
   float *scratch = (float *) s.d_scratch;
   const size_t scratch_row = (size_t) s.width * (NA + 2);
-  /* acc[j]: weighted sums of the NA channels, sum of weights, largest weight. */
+  /* acc[j]: weighted sums of the NA channels, sum of weights, largest weight
+   * (not kept by FLAT kernels: ACC channels). */
+  constexpr int ACC = FLAT ? NA + 1 : NA + 2;
   float acc[RPT][NA + 2];
 #pragma unroll
   for (int j = 0; j < RPT; j++)
@@ -327,61 +514,54 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
       int out_y = by0 + row0 + j;
       bool inside = out_x < s.width && out_y < s.rows;
 #pragma unroll
-      for (int ch = 0; ch < NA + 2; ch++)
+      for (int ch = 0; ch < ACC; ch++)
         acc[j][ch] = !a.first && inside
                    ? scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x] : 0.0f;
     }
   __syncthreads ();
 
-  for (int dy = a.dy0; dy < a.dy1; dy++)
-    for (int dx = dy ? -S : 1; dx <= S; dx++)
-      {
-        /* Distance rows -dy .. TILE_H-1 and columns lo .. lo+dw-1 (tile
-         * coordinates): row r feeds output row r through o and output row
-         * r + dy through -o. Horizontal sums also for the P rows above and
-         * below; Hs row hr is tile row hr - dy - P, column hc tile column
-         * hc + lo. */
-        const int lo = dx > 0 ? -dx : 0, dw = TILE_W + abs (dx);
-        const int rows_n = TILE_H + dy + 2 * P, runs = (dw + RUN - 1) / RUN;
-        const unsigned magic = ((1u << 20) + rows_n - 1) / rows_n; /* t / rows_n for t < 2^12 */
-        const int shift = dy * L.iws + dx;
-
-        /* AB. Consecutive tasks are consecutive rows: a warp's reads and
-         * writes at odd strides hit distinct banks. */
-        for (int t = tid; t < runs * rows_n; t += THREADS)
-          {
-            int run = (int) (((unsigned) t * magic) >> 20), hr = t - run * rows_n;
-            int q = (hr - dy - P + R) * L.iws + lo + run * RUN - P + R; /* e[0]'s pixel */
-            float e[RUN + 2 * P];
-#pragma unroll
-            for (int k = 0; k < RUN + 2 * P; k++)
-              e[k] = distance<NA, U8> (px, planes, plane, q + k, q + k + shift);
-            float *hrow = Hs + hr * L.hs + run * RUN;
-            float h = 0.0f;
-#pragma unroll
-            for (int k = 0; k < RUN; k++)
-              {
-                if (exact_sums<P, NA, FLAT> () && k > 0)
-                  h = h + e[k + 2 * P] - e[k - 1];
-                else
-                  {
-                    h = FLAT ? e[k] : patch_weight<P> (a, 0) * e[k];
-#pragma unroll
-                    for (int j = 1; j <= 2 * P; j++)
-                      h += FLAT ? e[k + j] : patch_weight<P> (a, j) * e[k + j];
-                  }
-                hrow[k] = h;
-              }
-          }
-        __syncthreads ();
-
-        /* CD: o at p, then -o at p (its distance at p - o). */
-        weigh<P, NA, U8, FLAT> (Hs + (row0 + dy) * L.hs + tx - lo, L.hs, px, planes, plane,
-                                (row0 + dy + R) * L.iws + tx + dx + R, L.iws, a, acc);
-        weigh<P, NA, U8, FLAT> (Hs + row0 * L.hs + tx - dx - lo, L.hs, px, planes, plane,
-                                (row0 - dy + R) * L.iws + tx - dx + R, L.iws, a, acc);
-        __syncthreads (); /* Hs is rewritten by the next pair's AB */
-      }
+  /* The half window's offsets, in rows dy of offsets (dx, dy). The u8
+   * kernels take two rows at once where the launch has them (dy > 0): for
+   * each dx, AB the sums of (dx, dy) and (dx, dy + 1) into two images, CD
+   * both with each neighbour read once for the two (weigh_pair), one
+   * barrier pair for both. Per offset pair the sums serve o at p and -o at
+   * p (its distance at p - o). */
+  const int hplane = L.hrows * L.hs;
+  for (int dy = a.dy0; dy < a.dy1;)
+    {
+      const bool two = U8 && dy > 0 && dy + 1 < a.dy1;
+      for (int dx = dy ? -S : 1; dx <= S; dx++)
+        {
+          const int lo = dx > 0 ? -dx : 0;
+          if (!two)
+            {
+              /* Hs row hr is tile row hr - dy - P. */
+              horizontal_sums<P, NA, KIND, 1> (Hs, hplane, L.hs, px, planes, plane, L.iws, R, dx, dy, a);
+              __syncthreads ();
+              weigh<P, NA, U8, FLAT> (Hs + (row0 + dy) * L.hs + tx - lo, L.hs, px, planes, plane,
+                                      (row0 + dy + R) * L.iws + tx + dx + R, L.iws, a, acc);
+              weigh<P, NA, U8, FLAT> (Hs + row0 * L.hs + tx - dx - lo, L.hs, px, planes, plane,
+                                      (row0 - dy + R) * L.iws + tx - dx + R, L.iws, a, acc);
+            }
+          else if constexpr (U8)
+            {
+              /* Hs row hr is tile row hr - dy - 1 - P in both images: o1 =
+               * (dx, dy) in the first, o2 = (dx, dy + 1) in the second. At
+               * p, o2's neighbour of pixel j is o1's of pixel j + 1; at p -
+               * o, -o1's neighbour of pixel j is -o2's of pixel j + 1. */
+              horizontal_sums<P, NA, KIND, 2> (Hs, hplane, L.hs, px, planes, plane, L.iws, R, dx, dy, a);
+              __syncthreads ();
+              weigh_pair<P, NA, U8, FLAT> (Hs + (row0 + dy + 1) * L.hs + tx - lo,
+                                           Hs + hplane + (row0 + dy + 1) * L.hs + tx - lo, L.hs, px,
+                                           (row0 + dy + R) * L.iws + tx + dx + R, L.iws, a, acc);
+              weigh_pair<P, NA, U8, FLAT> (Hs + hplane + row0 * L.hs + tx - dx - lo,
+                                           Hs + (row0 + 1) * L.hs + tx - dx - lo, L.hs, px,
+                                           (row0 - dy - 1 + R) * L.iws + tx - dx + R, L.iws, a, acc);
+            }
+          __syncthreads (); /* Hs is rewritten by the next AB */
+        }
+      dy += two ? 2 : 1;
+    }
 
   /* Store: partial sums to the scratch, or the result (alpha copied). */
 #pragma unroll
@@ -393,14 +573,14 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
       if (!a.last)
         {
 #pragma unroll
-          for (int ch = 0; ch < NA + 2; ch++)
+          for (int ch = 0; ch < ACC; ch++)
             scratch[(size_t) out_y * scratch_row + (size_t) ch * s.width + out_x] = acc[j][ch];
           continue;
         }
       const unsigned char *src = s.d_src + (size_t) (out_y + s.halo) * s.src_pitch;
       unsigned char *dst = s.d_dst + (size_t) out_y * s.dst_pitch;
       size_t e = (size_t) out_x * channels;
-      const float wc = nlmeans_centre_weight (a.centre_max, acc[j][NA + 1]);
+      const float wc = FLAT ? 1.0f : nlmeans_centre_weight (a.centre_max, acc[j][NA + 1]);
       const float ws = acc[j][NA] + wc;
       float centre[NA];
       pixel<NA, U8> (px, planes, plane, (row0 + j + R) * L.iws + tx + R, centre);
@@ -435,37 +615,46 @@ kernel_channels (int colours)
   return colours == 2 ? 3 : colours;
 }
 
-template <int P>
+template <int P, int SB>
 nlm_kernel_fn
 kernel_for_patch (int NA, int kind)
 {
   static const nlm_kernel_fn kernels[3][3] = {
-    { nlmeans_kernel<P, 1, U8_FLAT>, nlmeans_kernel<P, 1, U8_WEIGHTED>, nlmeans_kernel<P, 1, F32> },
-    { nlmeans_kernel<P, 3, U8_FLAT>, nlmeans_kernel<P, 3, U8_WEIGHTED>, nlmeans_kernel<P, 3, F32> },
-    { nlmeans_kernel<P, 4, U8_FLAT>, nlmeans_kernel<P, 4, U8_WEIGHTED>, nlmeans_kernel<P, 4, F32> },
+    { nlmeans_kernel<P, 1, U8_FLAT, SB>, nlmeans_kernel<P, 1, U8_WEIGHTED, SB>, nlmeans_kernel<P, 1, F32, SB> },
+    { nlmeans_kernel<P, 3, U8_FLAT, SB>, nlmeans_kernel<P, 3, U8_WEIGHTED, SB>, nlmeans_kernel<P, 3, F32, SB> },
+    { nlmeans_kernel<P, 4, U8_FLAT, SB>, nlmeans_kernel<P, 4, U8_WEIGHTED, SB>, nlmeans_kernel<P, 4, F32, SB> },
   };
   return kernels[NA == 1 ? 0 : NA == 3 ? 1 : 2][kind];
 }
 
-/* Kernel for patch radius P (1..5), NA channels (1, 3, 4) and the pixels. */
+template <int SB>
 nlm_kernel_fn
-kernel_for (int P, int NA, int kind)
+kernel_for_bound (int P, int NA, int kind)
 {
   switch (P)
     {
-    case 1:  return kernel_for_patch<1> (NA, kind);
-    case 2:  return kernel_for_patch<2> (NA, kind);
-    case 3:  return kernel_for_patch<3> (NA, kind);
-    case 4:  return kernel_for_patch<4> (NA, kind);
-    default: return kernel_for_patch<5> (NA, kind);
+    case 1:  return kernel_for_patch<1, SB> (NA, kind);
+    case 2:  return kernel_for_patch<2, SB> (NA, kind);
+    case 3:  return kernel_for_patch<3, SB> (NA, kind);
+    case 4:  return kernel_for_patch<4, SB> (NA, kind);
+    default: return kernel_for_patch<5, SB> (NA, kind);
     }
+}
+
+/* Kernel for patch radius P (1..5), search radius S (1..SEARCH_MAX), NA
+ * channels (1, 3, 4) and the pixels. */
+nlm_kernel_fn
+kernel_for (int P, int S, int NA, int kind)
+{
+  return search_bound (S) == SEARCH_SMALL ? kernel_for_bound<SEARCH_SMALL> (P, NA, kind)
+                                          : kernel_for_bound<SEARCH_MAX> (P, NA, kind);
 }
 
 size_t
 shared_bytes (int P, int S, int NA, bool u8)
 {
-  layout L (P, S);
-  return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ih * L.iws + (size_t) L.hrows * L.hs);
+  layout L (P, S, search_bound (S));
+  return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ihs * L.iws + (u8 ? 2 : 1) * (size_t) L.hrows * L.hs);
 }
 
 /* The histograms of channel blockIdx.z over the interior pixels of image
@@ -629,8 +818,12 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
   bool flat = true;
   for (int j = 0; j <= 2 * P; j++)
     flat = flat && plan->patch_weights[j] == 1.0f;
-  const int kind = !u8 ? F32 : flat ? U8_FLAT : U8_WEIGHTED;
-  nlm_kernel_fn kernel = kernel_for (P, m->na, kind);
+  /* A flat plan whose centre weighs as its nearest neighbour (no such
+   * plan is made today) runs the Gaussian kernel, with weights 1. */
+  const int kind = !u8 ? F32 : flat && !plan->centre_max ? U8_FLAT : U8_WEIGHTED;
+  if (S < 1 || S > SEARCH_MAX)
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: search radius %d outside 1..%d", S, SEARCH_MAX);
+  nlm_kernel_fn kernel = kernel_for (P, S, m->na, kind);
   size_t shm = shared_bytes (P, S, m->na, u8);
   cudafx_status st = cfx_allow_shared (m->cx, (const void *) kernel, shm, "nl-means");
   if (st)
