@@ -682,6 +682,51 @@ pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi, i
   g_free (pixels);
 }
 
+/* CUDAFX_GEGL_TIMELINE=1: one line on stderr per region filtered, the
+ * milliseconds from its start to each step (the σ, the read, the engine's
+ * start, each band written as the engine reports rows, the engine's end),
+ * to see where an operation's time goes beyond the GPU's work and the
+ * movement it cannot avoid. */
+typedef struct
+{
+  gboolean on;
+  gint64   t0;
+  GString *line;
+} timeline;
+
+static void
+timeline_start (timeline *t, const char *filter, const GeglRectangle *roi)
+{
+  static int on = -1;
+
+  if (on < 0)
+    on = g_getenv ("CUDAFX_GEGL_TIMELINE") != NULL;
+  t->on = on;
+  if (!on)
+    return;
+  t->t0 = g_get_monotonic_time ();
+  t->line = g_string_new (NULL);
+  g_string_printf (t->line, "cudafx-timeline %s %dx%d+%d+%d:", filter, roi->width, roi->height,
+                   roi->x, roi->y);
+}
+
+static void
+timeline_mark (timeline *t, const char *what)
+{
+  if (t->on)
+    g_string_append_printf (t->line, " %s %.2f", what, (g_get_monotonic_time () - t->t0) / 1000.0);
+}
+
+static void
+timeline_end (timeline *t)
+{
+  if (!t->on)
+    return;
+  timeline_mark (t, "end");
+  g_printerr ("%s\n", t->line->str);
+  g_string_free (t->line, TRUE);
+}
+
 /* bytes of scratch i when the caller holds scratch_lock, else fresh memory
  * (*fresh set); NULL if there is not enough memory. Plain scratch grows to
  * whole bytes (the input's at that level) at once, when the system has
@@ -812,6 +857,7 @@ typedef struct
   int                  tile_height;
   int                  written; /* out's rows above this row are in output */
   gboolean             threaded;
+  timeline            *timeline;
 } rows_out;
 
 static void
@@ -828,6 +874,7 @@ write_rows (int y0, int y1, void *data)
     end -= (end % w->tile_height + w->tile_height) % w->tile_height; /* a tile row's start (tiles from row 0) */
   else
     end = out_end;
+  timeline_mark (w->timeline, "rows");
   if (end <= w->written)
     return;
   rows = (GeglRectangle) { w->out->x, w->written, w->out->width, end - w->written };
@@ -835,6 +882,7 @@ write_rows (int y0, int y1, void *data)
                (guint8 *) w->dst->data + (gsize) (rows.y - w->read->y) * w->dst->stride
                                        + (gsize) (rows.x - w->read->x) * bpp,
                w->dst->stride, TRUE, w->threaded);
+  timeline_mark (w->timeline, "set");
   w->written = end;
 }
 
@@ -851,7 +899,8 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   GeglRectangle    area, read, grown, out;
   cudafx_image     src = { 0 }, dst = { 0 };
   cudafx_options   options;
-  rows_out         rows = { output, &out, &read, level, self->format, &dst, 1, 0, FALSE };
+  timeline         tl;
+  rows_out         rows = { output, &out, &read, level, self->format, &dst, 1, 0, FALSE, &tl };
   int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
   int              bpp = babl_format_get_bytes_per_pixel (self->format);
   gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE, threaded;
@@ -865,6 +914,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   area = whole_output (self, filter) ? *in_box : *roi;
   if (!gegl_rectangle_intersect (&area, &area, in_box) || !gegl_rectangle_intersect (&out, roi, &area))
     return TRUE;
+  timeline_start (&tl, cudafx_filters[filter].name, &area);
   locked = g_mutex_trylock (&self->scratch_lock);
   if (!g_size_checked_mul (&whole, (gsize) in_box->width * bpp, (gsize) in_box->height))
     whole = 0;
@@ -874,6 +924,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
                                        : NULL,
                        &args.nlmeans_sigma, &args.nlmeans_noise, error))
     goto out;
+  timeline_mark (&tl, "sigma");
   grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
                             area.height + 2 * halo };
   gegl_rectangle_intersect (&read, &grown, in_box);
@@ -889,7 +940,9 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   /* Pinned memory: the CUDA backend has started (and runs the filter unless it fails). */
   threaded = cudafx_host_pinned (src.data, bytes) && cudafx_host_pinned (dst.data, bytes);
   rows.threaded = threaded;
+  timeline_mark (&tl, "memory");
   move_region (input, &read, level, self->format, src.data, stride, FALSE, threaded);
+  timeline_mark (&tl, "read");
   src.width = read.width;
   src.height = read.height;
   src.channels = babl_format_get_n_components (self->format);
@@ -915,6 +968,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   options.rows_user = &rows;
   ok = cudafx_proc_run (&args, &src, &dst, &options, NULL, error);
 out:
+  timeline_end (&tl);
   if (src_fresh)
     g_free (src.data);
   if (dst_fresh)
