@@ -182,20 +182,23 @@ $(BUILD)/gegl_bench: bench/gegl_bench.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -Wall -Wextra -Wno-unused-parameter $< $$(pkg-config --cflags --libs gegl-0.4) -ldl -o $@
 
+# cudafx:nl-means' σ as GIMP's filter dialog receives it, for tests/gegl/run.sh
+# (which tests/run.sh runs too) where the GEGL module is built.
+GEGL_SIGMA_TEST := $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
+
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
 # networks, then the CLI's tests; one summary line at the end.
-check: all $(BUILD)/test-median-network $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
+check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST)
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
 
 # The GEGL operations through the `gegl` command (Debian: gegl): equal to
-# the CLI, and equal to themselves however GEGL splits the work. About a
-# minute; ends with "N passed, N failed".
+# the CLI, and equal to themselves however GEGL splits the work. A few
+# minutes; ends with "N passed, N failed".
 .PHONY: check-gegl
-check-gegl: $(GEGL_MODULE) $(CLI) $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
+check-gegl: $(GEGL_MODULE) $(CLI) $(GEGL_SIGMA_TEST)
 	@test -n "$(GEGL_MODULE)" || { echo "check-gegl needs GEGL's development files (libgegl-dev)"; exit 1; }
 	tests/gegl/run.sh $(BUILD)
 
-# cudafx:nl-means' σ as GIMP's filter dialog receives it, for tests/gegl/run.sh.
 $(BUILD)/test-gegl-sigma: tests/gegl/sigma_notify.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -Wall -Wextra -Wno-unused-parameter $< $$(pkg-config --cflags --libs gegl-0.4) -lm -o $@
