@@ -20,6 +20,7 @@
  * Times are medians of RUNS (5) runs after one warm-up, in milliseconds. */
 #include <dlfcn.h>
 #include <gegl.h>
+#include <gegl-plugin.h> /* GeglOperationFilter: the move operation below */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,95 @@ timed_move (GeglBuffer *buffer, const Babl *format, guint8 *pixels, gboolean set
   return median_of (t, RUNS);
 }
 
+/* ---- a filter that only moves its region, in the graph -------------------- */
+
+/* cudafx-bench:move reads its whole region out of GEGL and sets it into its
+ * output, band by band on GEGL's threads, in a graph like the cudafx
+ * operations' (buffer-source → op → write-buffer): the data movement plus
+ * what GEGL does around any filter's process() (its output buffer, the
+ * write into the sink's buffer). "run" only invalidates the node between
+ * runs, as the other jobs' properties do. */
+typedef struct
+{
+  GeglOperationFilter parent_instance;
+  int                 run;
+  guint8             *pixels; /* one region's, kept across runs as the cudafx operations keep theirs */
+} BenchMove;
+typedef struct
+{
+  GeglOperationFilterClass parent_class;
+} BenchMoveClass;
+
+G_DEFINE_TYPE (BenchMove, bench_move, GEGL_TYPE_OPERATION_FILTER)
+
+static void
+bench_move_set_property (GObject *object, guint id, const GValue *value, GParamSpec *pspec)
+{
+  ((BenchMove *) object)->run = g_value_get_int (value);
+}
+
+static void
+bench_move_get_property (GObject *object, guint id, GValue *value, GParamSpec *pspec)
+{
+  g_value_set_int (value, ((BenchMove *) object)->run);
+}
+
+static void
+bench_move_finalize (GObject *object)
+{
+  g_free (((BenchMove *) object)->pixels);
+  G_OBJECT_CLASS (bench_move_parent_class)->finalize (object);
+}
+
+static void
+bench_move_prepare (GeglOperation *operation)
+{
+  gegl_operation_set_format (operation, "input", babl_format ("R'G'B' u8"));
+  gegl_operation_set_format (operation, "output", babl_format ("R'G'B' u8"));
+}
+
+static gboolean
+bench_move_process (GeglOperation *operation, GeglBuffer *input, GeglBuffer *output,
+                    const GeglRectangle *result, gint level)
+{
+  BenchMove *self = (BenchMove *) operation;
+  const Babl *format = babl_format ("R'G'B' u8");
+
+  if (result->x || result->y || result->width != W || result->height != H)
+    return FALSE; /* the benchmark asks for the whole image only */
+  if (!self->pixels)
+    self->pixels = g_malloc ((gsize) W * H * 3);
+  gegl_parallel_distribute_area (result, 64 * 1024, GEGL_SPLIT_STRATEGY_HORIZONTAL, move_band,
+                                 &(band_move) { input, format, self->pixels, FALSE });
+  gegl_parallel_distribute_area (result, 64 * 1024, GEGL_SPLIT_STRATEGY_HORIZONTAL, move_band,
+                                 &(band_move) { output, format, self->pixels, TRUE });
+  return TRUE;
+}
+
+static void
+bench_move_class_init (BenchMoveClass *klass)
+{
+  GObjectClass       *object_class = G_OBJECT_CLASS (klass);
+  GeglOperationClass *operation_class = GEGL_OPERATION_CLASS (klass);
+
+  object_class->set_property = bench_move_set_property;
+  object_class->get_property = bench_move_get_property;
+  object_class->finalize = bench_move_finalize;
+  g_object_class_install_property (object_class, 1,
+                                   g_param_spec_int ("run", "run", "run", 0, G_MAXINT, 0,
+                                                     G_PARAM_READWRITE | GEGL_PARAM_PAD_INPUT));
+  operation_class->prepare = bench_move_prepare;
+  operation_class->threaded = FALSE; /* one process() over the whole region, as the cudafx operations ask */
+  GEGL_OPERATION_FILTER_CLASS (klass)->process = bench_move_process;
+  gegl_operation_class_set_keys (operation_class, "name", "cudafx-bench:move", "categories", "hidden",
+                                 "description", "the region read and set, nothing else", NULL);
+}
+
+static void
+bench_move_init (BenchMove *self)
+{
+}
+
 /* ---- the pinned host<->device round trip, through libcudart loaded here --- */
 
 typedef int (*host_alloc_fn) (void **, size_t, unsigned);
@@ -356,7 +446,9 @@ main (int argc, char **argv)
   g_free (pixels);
   g_object_unref (copy);
 
+  g_type_class_unref (g_type_class_ref (bench_move_get_type ())); /* its name known to GEGL */
   const job jobs[] = {
+    { "cudafx floor: read + set in a graph", "cudafx-bench:move", "run=1" },
     { "cudafx:median r1 square", "cudafx:median", "radius=1" },
     { "gegl:median-blur r1 square", "gegl:median-blur", "radius=1 neighborhood=square" },
     { "cudafx:convolve blur 5x5", "cudafx:convolve", "preset=blur-5x5" },
