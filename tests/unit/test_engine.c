@@ -295,6 +295,36 @@ rows_filter (int f, const cudafx_image *src, cudafx_image *dst, const cudafx_opt
   return CUDAFX_ERR_INVALID_ARG;
 }
 
+/* The CUDA set-ups of the rows tests, by number: the default, 7 or 16
+ * pipelined stripes, stripes one after another under a memory cap (more for
+ * nl-means' halo and sums, filters 2 and 6), and a fault at stripe 3 that
+ * falls back to the CPU (automatic backend); rows_setup_end undoes it.
+ * Named in rows_setups. */
+static const char *const rows_setups[] = { "default", "stripes 7", "stripes 16", "memory cap", "fault" };
+
+static void
+rows_setup (int setup, int f, cudafx_options *o)
+{
+  if (setup == 1 || setup == 2)
+    setenv ("CUDAFX_CUDA_STRIPES", setup == 1 ? "7" : "16", 1);
+  if (setup == 3)
+    setenv ("CUDAFX_CUDA_MEM_LIMIT", f == 2 || f == 6 ? "1M" : "64K", 1);
+  if (setup == 4)
+    {
+      setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
+      setenv ("CUDAFX_CUDA_FAIL", "stripe3", 1);
+      o->backend = CUDAFX_BACKEND_AUTO;
+    }
+}
+
+static void
+rows_setup_end (void)
+{
+  unsetenv ("CUDAFX_CUDA_STRIPES");
+  unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+  unsetenv ("CUDAFX_CUDA_FAIL");
+}
+
 /* Every filter reports its rows through options.rows_ready as they become
  * final, in order, all of them by the call's end, in one stripe or many,
  * pipelined or under a memory cap, in plain or pinned memory, and after a
@@ -304,7 +334,6 @@ rows_filter (int f, const cudafx_image *src, cudafx_image *dst, const cudafx_opt
 TEST (engine_rows_ready_reports_final_rows_in_order)
 {
   static const char *const names[] = { "median", "convolve", "nl-means", "quantize", "quantize F-S" };
-  static const char *const setups[] = { "default", "stripes 7", "stripes 16", "memory cap", "fault" };
   harness_rng rng = { 41 };
   cudafx_image src = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
   cudafx_image ref = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
@@ -324,16 +353,7 @@ TEST (engine_rows_ready_reports_final_rows_in_order)
           memset (&ref_report, 0, sizeof ref_report);
           o.report = &ref_report;
           CHECK (rows_filter (f, &src, &ref, &o) == CUDAFX_OK, "%s: %s", names[f], cudafx_error_message ());
-          if (setup == 1 || setup == 2)
-            setenv ("CUDAFX_CUDA_STRIPES", setup == 1 ? "7" : "16", 1);
-          if (setup == 3)
-            setenv ("CUDAFX_CUDA_MEM_LIMIT", f == 2 ? "1M" : "64K", 1); /* nl-means' halo and sums need more */
-          if (setup == 4)
-            {
-              setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
-              setenv ("CUDAFX_CUDA_FAIL", "stripe3", 1);
-              o.backend = CUDAFX_BACKEND_AUTO;
-            }
+          rows_setup (setup, f, &o);
           harness_image_poison (out);
           harness_image_poison (&h.seen);
           h.dst = out;
@@ -343,22 +363,20 @@ TEST (engine_rows_ready_reports_final_rows_in_order)
           o.rows_ready = hear_rows;
           o.rows_user = &h;
           cudafx_status s = rows_filter (f, &src, out, &o);
-          unsetenv ("CUDAFX_CUDA_STRIPES");
-          unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
-          unsetenv ("CUDAFX_CUDA_FAIL");
-          CHECK (s == CUDAFX_OK, "%s, %s, memory %d: %s", names[f], setups[setup], memory, cudafx_error_message ());
+          rows_setup_end ();
+          CHECK (s == CUDAFX_OK, "%s, %s, memory %d: %s", names[f], rows_setups[setup], memory, cudafx_error_message ());
           CHECK (h.next == out->height && h.calls > 0 && !h.out_of_order,
                  "%s, %s, memory %d: rows reported up to %d of %d in %d calls, %d out of order", names[f],
-                 setups[setup], memory, h.next, out->height, h.calls, h.out_of_order);
+                 rows_setups[setup], memory, h.next, out->height, h.calls, h.out_of_order);
           CHECK (h.restarts == 0 || report.backend_used == CUDAFX_BACKEND_CPU,
-                 "%s, %s: rows reported again from 0 without a fallback", names[f], setups[setup]);
+                 "%s, %s: rows reported again from 0 without a fallback", names[f], rows_setups[setup]);
           CHECK (harness_same_pixels (&h.seen, out), "%s, %s, memory %d: a row changed after it was reported",
-                 names[f], setups[setup], memory);
+                 names[f], rows_setups[setup], memory);
           /* nl-means on the GPU within ±1 of the CPU: the reference and a
            * fallback may have run on different backends. */
           double tolerance = f == 2 && report.backend_used != ref_report.backend_used ? 1 : 0;
           CHECK (harness_max_diff (&ref, out) <= tolerance, "%s, %s, memory %d: differs from a run without "
-                 "rows_ready by %g", names[f], setups[setup], memory, harness_max_diff (&ref, out));
+                 "rows_ready by %g", names[f], rows_setups[setup], memory, harness_max_diff (&ref, out));
         }
 
   /* No rows for a call that fails or has no output. */
@@ -438,7 +456,6 @@ TEST (engine_rows_needed_asks_each_row_before_use)
                                        "convolve wrap", "nl-means automatic" };
   static const char *const engine_names[] = { "median", "convolve", "nl-means", "quantize", "quantize",
                                               "convolve", "nl-means" };
-  static const char *const setups[] = { "default", "stripes 7", "stripes 16", "memory cap", "fault" };
   harness_rng rng = { 43 };
   cudafx_image real = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
   cudafx_image ref = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
@@ -458,16 +475,7 @@ TEST (engine_rows_needed_asks_each_row_before_use)
           memset (&ref_report, 0, sizeof ref_report);
           o.report = &ref_report;
           CHECK (rows_filter (f, &real, &ref, &o) == CUDAFX_OK, "%s: %s", names[f], cudafx_error_message ());
-          if (setup == 1 || setup == 2)
-            setenv ("CUDAFX_CUDA_STRIPES", setup == 1 ? "7" : "16", 1);
-          if (setup == 3)
-            setenv ("CUDAFX_CUDA_MEM_LIMIT", f == 2 || f == 6 ? "1M" : "64K", 1);
-          if (setup == 4)
-            {
-              setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
-              setenv ("CUDAFX_CUDA_FAIL", "stripe3", 1);
-              o.backend = CUDAFX_BACKEND_AUTO;
-            }
+          rows_setup (setup, f, &o);
           harness_image_poison (lazy);
           rows_asked a = { &real, lazy, 0, 0, 0, 0, 0, 0, 0 };
           memset (&report, 0, sizeof report);
@@ -476,25 +484,23 @@ TEST (engine_rows_needed_asks_each_row_before_use)
           o.rows_ready = note_report;
           o.rows_user = &a;
           cudafx_status s = rows_filter (f, lazy, &out, &o);
-          unsetenv ("CUDAFX_CUDA_STRIPES");
-          unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
-          unsetenv ("CUDAFX_CUDA_FAIL");
-          CHECK (s == CUDAFX_OK, "%s, %s, memory %d: %s", names[f], setups[setup], memory, cudafx_error_message ());
+          rows_setup_end ();
+          CHECK (s == CUDAFX_OK, "%s, %s, memory %d: %s", names[f], rows_setups[setup], memory, cudafx_error_message ());
           CHECK (a.asked == real.height && !a.backwards && !a.beyond,
                  "%s, %s, memory %d: rows asked up to %d of %d in %d calls, %d not growing, %d beyond the image",
-                 names[f], setups[setup], memory, a.asked, real.height, a.calls, a.backwards, a.beyond);
+                 names[f], rows_setups[setup], memory, a.asked, real.height, a.calls, a.backwards, a.beyond);
           double tolerance = (f == 2 || f == 6) && report.backend_used != ref_report.backend_used ? 1 : 0;
           CHECK (harness_max_diff (&ref, &out) <= tolerance,
                  "%s, %s, memory %d: differs from a run on the whole source by %g (a row read before it was "
-                 "asked for)", names[f], setups[setup], memory, harness_max_diff (&ref, &out));
+                 "asked for)", names[f], rows_setups[setup], memory, harness_max_diff (&ref, &out));
           int streams = report.backend_used == CUDAFX_BACKEND_CUDA && (f <= 2) && (setup == 1 || setup == 2);
           if (streams)
             CHECK (a.calls > 1 && a.first_ask < real.height,
                    "%s, %s, memory %d: on the GPU's stripes, %d asks, the first for %d rows of %d", names[f],
-                   setups[setup], memory, a.calls, a.first_ask, real.height);
+                   rows_setups[setup], memory, a.calls, a.first_ask, real.height);
           if (report.backend_used == CUDAFX_BACKEND_CPU || f == 3 || f == 4 || f == 5)
             CHECK (a.calls == 1 || (setup == 4 && report.backend_used == CUDAFX_BACKEND_CPU),
-                   "%s, %s, memory %d: %d asks where all rows are needed first", names[f], setups[setup], memory,
+                   "%s, %s, memory %d: %d asks where all rows are needed first", names[f], rows_setups[setup], memory,
                    a.calls);
         }
 
