@@ -839,18 +839,17 @@ move_region (GeglBuffer *buffer, const GeglRectangle *rect, int level, const Bab
     move_band (rect, &m);
 }
 
-/* The region's rows in and out as the engine asks for them: the input's
- * rows read as it needs them (its rows_needed), so that with the GPU each
- * stripe's rows are read while the stripes above are computed, and the
- * engine's finished rows written into the output as they come (its
- * rows_ready), each stripe while the stripes below it are still computed
- * and copied back; the operation then takes little more than its reading
- * and writing (docs/BENCHMARKS.md, 2026-11-26: "each stripe as the GPU
- * finishes it", and "the input read as the GPU asks for it"). Rows move whole
- * tile rows at a time, the rest with the next ask or report: a tile moved
- * in two parts costs its copy twice. Where the engine needs all of the
- * input first (the CPU, quantize, the wrap border), it asks for all rows at
- * once. */
+/* The region's rows in and out: the input's rows read as the engine asks
+ * for them (its rows_needed), so that with the GPU each stripe's rows are
+ * read while the stripes above are computed, and the engine's finished rows
+ * written into the output as they come (its rows_ready), each stripe while
+ * the stripes below it are still computed and copied back; the operation
+ * then takes little more than its reading and writing, or its GPU work
+ * (docs/BENCHMARKS.md, 2026-11-26: "each stripe as the GPU finishes it",
+ * and "the input read as the GPU asks for it"). Rows move whole tile rows at
+ * a time, the rest with the next ask or report: a tile moved in two parts
+ * costs its copy twice. Where the engine needs all of the input first (the
+ * CPU, quantize, the wrap border), it asks for all rows at once. */
 typedef struct
 {
   GeglBuffer          *input, *output;
@@ -993,7 +992,16 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   g_object_get (input, "tile-height", &rows.in_tile_height, NULL);
   rows.tile_height = MAX (rows.tile_height, 1);
   rows.in_tile_height = MAX (rows.in_tile_height, 1);
-  options.rows_needed = read_rows;
+  /* nl-means' kernels take several times longer than reading its input:
+   * the engine asks for the rows stripe by stripe and the read hides behind
+   * them. Median's and the convolutions' kernels are shorter than the read
+   * and hide nothing, while a read per stripe costs more than one read of
+   * the region (docs/BENCHMARKS.md, 2026-11-26: "the input read as the GPU
+   * asks for it"), so they read it all first. */
+  if (filter == CUDAFX_FILTER_NLMEANS)
+    options.rows_needed = read_rows;
+  else
+    read_rows (read.height, &rows);
   options.rows_ready = write_rows;
   options.rows_user = &rows;
   ok = cudafx_proc_run (&args, &src, &dst, &options, NULL, error);
