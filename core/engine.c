@@ -501,7 +501,7 @@ cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_
   rows.reported = 0;
   if ((s = cudafx_source_rows (o, filter, src->height)))
     return s;
-  s = run (&cudafx_cpu_backend, job, o ? &whole : o);
+  s = run (&cudafx_cpu_backend, job, o ? &whole : NULL);
   if (s == CUDAFX_OK)
     {
       report_cpu (o, why);
