@@ -28,7 +28,8 @@ class Report(C.Structure):
 class Options(C.Structure):
     _fields_ = [("backend", C.c_int), ("threads", C.c_int), ("progress", C.c_void_p),
                 ("user_data", C.c_void_p), ("report", C.POINTER(Report)), ("device", C.c_int),
-                ("lane", C.c_int), ("rows_ready", C.c_void_p), ("rows_user", C.c_void_p)]
+                ("lane", C.c_int), ("rows_ready", C.c_void_p), ("rows_user", C.c_void_p),
+                ("rows_needed", C.c_void_p)]
 
 
 class NoiseModel(C.Structure):

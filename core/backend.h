@@ -187,9 +187,14 @@ typedef cudafx_status (*cudafx_run_fn) (const cudafx_backend_ops *b, void *job, 
  * call's output (NULL: none), whose rows options.rows_ready hears of; the
  * backend sees a rows_ready only for such a call and reports its rows in
  * order as they become final (cudafx_rows_final), and dispatch reports the
- * rest once the backend has succeeded. */
-cudafx_status cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_image *dst,
-                               const cudafx_options *o);
+ * rest once the backend has succeeded. src: the call's input, whose rows
+ * options.rows_needed is asked for: all of them before the backend runs,
+ * unless cuda_streams (the job's CUDA run reads src only through the stripe
+ * runner, cfx_run_stripes or cfx_load_image, which ask for each stripe's
+ * rows before they upload them) and the run is on CUDA; the backend sees a
+ * rows_needed only then. */
+cudafx_status cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_image *src,
+                               const cudafx_image *dst, int cuda_streams, const cudafx_options *o);
 
 #ifdef __cplusplus
 }

@@ -1101,7 +1101,7 @@ cudafx_convolve (const cudafx_image *src, cudafx_image *dst, const cudafx_convol
   else if (!(s = make_plan (p, src, plan)))
     {
       convolve_call call = { src, dst, plan };
-      s = cudafx_dispatch ("convolve", convolve_run, &call, dst, o);
+      s = cudafx_dispatch ("convolve", convolve_run, &call, src, dst, 1, o);
     }
   free (plan);
   return s;

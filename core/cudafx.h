@@ -22,7 +22,7 @@ typedef enum {
   CUDAFX_OK = 0,
   CUDAFX_ERR_INVALID_ARG,   /* a parameter or image view is out of range */
   CUDAFX_ERR_NO_MEMORY,     /* host allocation failed or a size overflowed */
-  CUDAFX_ERR_CANCELLED,     /* the progress callback asked to stop */
+  CUDAFX_ERR_CANCELLED,     /* the progress callback asked to stop, or rows_needed failed */
   CUDAFX_ERR_CUDA_NOT_BUILT,/* backend cuda asked for, library built without it */
   CUDAFX_ERR_NO_DEVICE,     /* no usable CUDA driver or device */
   CUDAFX_ERR_CUDA           /* a CUDA call failed (out of memory, launch error) */
@@ -83,6 +83,20 @@ typedef int (*cudafx_progress_fn) (double fraction, void *user_data);
  * dst (nl-means' estimate) nor after a failure. */
 typedef void (*cudafx_rows_ready_fn) (int y0, int y1, void *user_data);
 
+/* Called from the calling thread before the engine reads rows of src: rows
+ * [0, y) of src must hold their values when it returns, so that a host can
+ * fill src as it is asked (a GEGL operation reads its input stripe by stripe
+ * while the GPU filters the stripes above). Calls come with y growing, never
+ * beyond src's height, each before any row it covers is read. The rule
+ * (cudafx_dispatch): the CUDA backend's stripe pipeline of median, convolve
+ * and nl-means asks stripe by stripe for each stripe's rows with its halo;
+ * every other reader (the CPU backend, quantize, the wrap border, a fallback
+ * to the CPU) asks for all rows before it starts. Return nonzero when the
+ * rows cannot be had: the call then fails with CUDAFX_ERR_CANCELLED and a
+ * message saying so, without falling back, and dst holds partial results
+ * that the host must discard (rows_ready may have reported some). */
+typedef int (*cudafx_rows_needed_fn) (int y, void *user_data);
+
 /* What actually happened, filled in by every filter call when non-NULL. */
 typedef struct {
   cudafx_backend backend_used;  /* CPU or CUDA */
@@ -109,7 +123,8 @@ typedef struct {
                                    other. Quantize always takes lane 0 (its kernels share the device's
                                    constant memory). The CPU ignores it */
   cudafx_rows_ready_fn rows_ready; /* may be NULL */
-  void                *rows_user;  /* rows_ready's user_data */
+  void                *rows_user;  /* rows_ready's and rows_needed's user_data */
+  cudafx_rows_needed_fn rows_needed; /* may be NULL: src is whole when the call starts */
 } cudafx_options;
 
 /* Lanes of one CUDA device (options.lane). */

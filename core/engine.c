@@ -370,13 +370,18 @@ report_cpu (const cudafx_options *o, const char *fallback)
   snprintf (r->fallback, sizeof r->fallback, "%s", fallback);
 }
 
-/* The host's rows_ready behind one that keeps where the reports have got
- * to, so that dispatch can report the rows a backend left (all of the
- * CPU's) and start again from row 0 after a fallback. */
+/* The host's rows_ready and rows_needed behind ones that keep where the
+ * reports and the asks have got to, so that dispatch can report the rows a
+ * backend left (all of the CPU's), start again from row 0 after a fallback,
+ * and ask the host only for rows it was not asked for yet, within the
+ * source. */
 typedef struct {
-  cudafx_rows_ready_fn fn;
-  void                *user;
-  int                  reported; /* rows [0, reported) reported */
+  cudafx_rows_ready_fn  fn;
+  cudafx_rows_needed_fn needed;
+  void                 *user;
+  int                   reported; /* rows [0, reported) reported */
+  int                   asked;    /* rows [0, asked) of src asked for */
+  int                   height;   /* src's */
 } rows_tracker;
 
 static void
@@ -387,6 +392,20 @@ track_rows (int y0, int y1, void *user)
   t->reported = y1;
 }
 
+static int
+track_needed (int y, void *user)
+{
+  rows_tracker *t = user;
+  if (y > t->height)
+    y = t->height;
+  if (y <= t->asked)
+    return 0;
+  if (t->needed (y, t->user))
+    return 1;
+  t->asked = y;
+  return 0;
+}
+
 static void
 finish_rows (rows_tracker *t, const cudafx_image *dst)
 {
@@ -395,28 +414,51 @@ finish_rows (rows_tracker *t, const cudafx_image *dst)
 }
 
 cudafx_status
-cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_image *dst,
-                 const cudafx_options *o)
+cudafx_source_rows (const cudafx_options *o, const char *filter, int y)
+{
+  if (o && o->rows_needed && o->rows_needed (y, o->rows_user))
+    return cudafx_fail (CUDAFX_ERR_CANCELLED, "%s: the host could not provide the source's rows up to row %d",
+                        filter, y);
+  return CUDAFX_OK;
+}
+
+cudafx_status
+cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_image *src,
+                 const cudafx_image *dst, int cuda_streams, const cudafx_options *o)
 {
   cudafx_backend want = requested_backend (o);
   const cudafx_backend_ops *cuda = cuda_backend ();
   char name[128], why[256] = "";
-  cudafx_options tracked;
-  rows_tracker rows = { NULL, NULL, 0 };
+  cudafx_options tracked, whole;
+  rows_tracker rows = { NULL, NULL, NULL, 0, 0, src->height };
   cudafx_status s;
 
   cudafx_clear_error ();
-  if (o && o->rows_ready)
+  if (o && (o->rows_ready || o->rows_needed))
     {
       tracked = *o;
+      rows.user = o->rows_user;
+      tracked.rows_user = &rows;
       tracked.rows_ready = NULL;
-      if (dst)
+      if (dst && o->rows_ready)
         {
-          rows = (rows_tracker) { o->rows_ready, o->rows_user, 0 };
+          rows.fn = o->rows_ready;
           tracked.rows_ready = track_rows;
-          tracked.rows_user = &rows;
+        }
+      if (o->rows_needed)
+        {
+          rows.needed = o->rows_needed;
+          tracked.rows_needed = track_needed;
         }
       o = &tracked;
+    }
+  /* The one rule for rows_needed: only the CUDA stripe pipeline of a job
+   * that reads its source through it alone (cuda_streams) asks as it goes;
+   * any other run gets all of src asked for first, and no rows_needed. */
+  if (o)
+    {
+      whole = *o;
+      whole.rows_needed = NULL;
     }
   if (want != CUDAFX_BACKEND_AUTO && want != CUDAFX_BACKEND_CPU && want != CUDAFX_BACKEND_CUDA)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: backend %d is not auto (0), cpu (1) or cuda (2)",
@@ -431,7 +473,9 @@ cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_
         {
           if (o && o->report)
             o->report->kernel_ms = o->report->transfer_ms = 0;
-          s = run (cuda, job, o);
+          if (!cuda_streams && (s = cudafx_source_rows (o, filter, src->height)))
+            return s;
+          s = run (cuda, job, cuda_streams || !o ? o : &whole);
           if (s == CUDAFX_OK)
             {
               cudafx_report *r = o ? o->report : NULL;
@@ -455,7 +499,9 @@ cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_
   else
     snprintf (why, sizeof why, "%s", _("CPU requested"));
   rows.reported = 0;
-  s = run (&cudafx_cpu_backend, job, o);
+  if ((s = cudafx_source_rows (o, filter, src->height)))
+    return s;
+  s = run (&cudafx_cpu_backend, job, o ? &whole : NULL);
   if (s == CUDAFX_OK)
     {
       report_cpu (o, why);

@@ -131,6 +131,12 @@ cudafx_rows_final (const cudafx_options *o, int y0, int y1)
     o->rows_ready (y0, y1, o->rows_user);
 }
 
+/* Asks the host (options.rows_needed) for rows [0, y) of the call's src
+ * before they are read; y may pass the image's end (cudafx_dispatch keeps it
+ * within, and asks only beyond what was asked). CUDAFX_ERR_CANCELLED, with a
+ * message naming filter, when the host cannot provide them. */
+cudafx_status cudafx_source_rows (const cudafx_options *o, const char *filter, int y);
+
 /* Runs fn over rows [0, height) in chunks of rows shared dynamically among
  * threads; reports progress from `from` to `to` as chunks finish and stops
  * early on cancel. fn must be safe to call concurrently on disjoint rows. */

@@ -925,5 +925,5 @@ cudafx_median (const cudafx_image *src, cudafx_image *dst,
     call.plan.half[dx + p->radius] = window_extent (p->radius, dx, p->shape);
   call.plan.n = window_size (p->radius, p->shape);
   call.plan.rank = window_rank (call.plan.n, p->percentile);
-  return cudafx_dispatch ("median", median_run, &call, dst, o);
+  return cudafx_dispatch ("median", median_run, &call, src, dst, 1, o);
 }

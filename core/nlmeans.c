@@ -796,7 +796,7 @@ call_info (const nlmeans_call *call, cudafx_nlmeans_info *info)
 static cudafx_status
 nlmeans_dispatch (nlmeans_call *call, const cudafx_options *o, cudafx_nlmeans_info *info)
 {
-  cudafx_status s = cudafx_dispatch ("nl-means", nlmeans_run, call, call->dst, o);
+  cudafx_status s = cudafx_dispatch ("nl-means", nlmeans_run, call, call->src, call->dst, 1, o);
   if (!s && info)
     call_info (call, info);
   free (call->vst);

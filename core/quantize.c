@@ -1674,5 +1674,5 @@ cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quanti
   if ((s = cudafx_params_check (CUDAFX_FILTER_QUANTIZE, p)) || (p->palette && (s = check_given (p->palette, dims))))
     return s;
   quantize_job job = { src, dst, p, palette };
-  return cudafx_dispatch (FILTER, quantize_run, &job, dst, o);
+  return cudafx_dispatch (FILTER, quantize_run, &job, src, dst, 0, o);
 }

@@ -832,12 +832,21 @@ chunk_rows (size_t row_bytes, int rows)
   return chunk < 1 ? 1 : chunk > (size_t) rows ? rows : (int) chunk;
 }
 
+/* Asks the host for src's rows up to v1, the end of a stripe's lower halo,
+ * before the stripe's rows are read (options.rows_needed): the wrap
+ * border's upper halo is the image's last rows, so with it all at once. */
+static cudafx_status
+need_rows (const char *filter, const cudafx_image *src, cudafx_border border, int v1, const cudafx_options *o)
+{
+  return cudafx_source_rows (o, filter, border == CUDAFX_BORDER_WRAP ? src->height : v1);
+}
+
 /* Rows [y0 - halo, y0 + n + halo) of src into the stripe through pinned
  * memory, in chunks: the host's copy of one chunk overlaps the upload of the
  * one before. Timed by ev[0..1]. */
 static cudafx_status
 stripe_upload (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_border border, int y0,
-               int n, cfx_stripe *st)
+               int n, cfx_stripe *st, const cudafx_options *o)
 {
   st->y0 = y0;
   st->rows = n;
@@ -845,7 +854,10 @@ stripe_upload (cfx_context *cx, const char *filter, const cudafx_image *src, cud
   const int v0 = y0 - st->halo, total = n + 2 * st->halo, chunk = chunk_rows (row_bytes, total);
   const bool direct = host_direct (src);
   unsigned char *up;
-  cudafx_status s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * (direct ? 2 * st->halo : total), (void **) &up,
+  cudafx_status s = need_rows (filter, src, border, v0 + total, o);
+  if (s)
+    return s;
+  s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * (direct ? 2 * st->halo : total), (void **) &up,
                                  NULL, filter);
   if (direct && !s && !(s = cfx_check (cudaEventRecord (cx->ev[0], cx->stream), filter, "event")))
     s = upload_direct (filter, src, border, st->halo, v0, total, up, (unsigned char *) st->d_src, st->src_pitch,
@@ -977,7 +989,7 @@ cfx_download_rows (cfx_context *cx, const char *filter, const unsigned char *d, 
 
 cudafx_status
 cfx_load_image (cfx_context *cx, const char *filter, const cudafx_image *src, int halo, cudafx_border border,
-                size_t scratch_row_bytes, cfx_stripe *st, int *loaded)
+                size_t scratch_row_bytes, cfx_stripe *st, int *loaded, const cudafx_options *o)
 {
   size_t budget, need;
   *loaded = 0;
@@ -987,7 +999,7 @@ cfx_load_image (cfx_context *cx, const char *filter, const cudafx_image *src, in
     return cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA stripe %d failed: injected fault", filter, 0);
   cudafx_status s;
   if ((s = stripe_buffers (cx, filter, src, src->height, halo, scratch_row_bytes, st)) ||
-      (s = stripe_upload (cx, filter, src, border, 0, src->height, st)))
+      (s = stripe_upload (cx, filter, src, border, 0, src->height, st, o)))
     return s;
   *loaded = 1;
   return CUDAFX_OK;
@@ -1029,6 +1041,9 @@ pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx
   const int u0 = k ? y0 + halo : -halo, u1 = y0 + n + halo;
   const size_t row_bytes = row_bytes_of (src);
   host_rows h = { src, m->up + (size_t) (u0 + halo) * row_bytes, u0, row_bytes, border, true };
+  cudafx_status s = need_rows (filter, src, border, u1, o);
+  if (s)
+    return s;
   if (!m->src_direct)
     host_copy (cx, &h, u1 - u0, o);
   unsigned char *d_up = (unsigned char *) st.d_src + (size_t) (u0 + halo) * st.src_pitch;
@@ -1039,7 +1054,6 @@ pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx
   st.rows = n;
   unsigned char *down = m->dst_direct ? cudafx_row (dst, y0) : m->down + (size_t) y0 * row_bytes;
   const size_t down_stride = m->dst_direct ? dst->stride : row_bytes;
-  cudafx_status s;
   if ((s = cfx_check (cudaEventRecord (pipe_event (cx, k, 0), cx->side), filter, "event")) ||
       (s = m->src_direct ? upload_direct (filter, src, border, halo, u0, u1 - u0, m->up, d_up, st.src_pitch, cx->side)
                          : cfx_check (cudaMemcpy2DAsync (d_up, st.src_pitch, h.pinned, row_bytes, row_bytes, u1 - u0,
@@ -1193,7 +1207,7 @@ cfx_run_stripes (cfx_context *cx, const char *filter, const cudafx_image *src, c
         return cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA stripe %d failed: injected fault", filter, i);
       int y0 = i * rows;
       int n = y0 + rows <= src->height ? rows : src->height - y0;
-      if ((s = stripe_upload (cx, filter, src, border, y0, n, &st)) ||
+      if ((s = stripe_upload (cx, filter, src, border, y0, n, &st, o)) ||
           (s = cfx_apply (cx, filter, &st, fn, ctx, dst, o)))
         break;
       s = cudafx_progress (o, (double) (y0 + n) / src->height);

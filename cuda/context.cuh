@@ -152,14 +152,17 @@ typedef cudafx_status (*cfx_stripe_fn) (void *ctx, const cfx_stripe *s);
  * one after the other. fn sees the same rows either way and runs on
  * s->stream, stripes in order. Kernel and transfer times go to o's report;
  * each stripe's rows to o's rows_ready once they are in dst (with dst), then
- * progress. */
+ * progress; o's rows_needed is asked for each stripe's rows, halo included,
+ * just before they are read, so the host may still be filling those below. */
 cudafx_status cfx_run_stripes (cfx_context *cx, const char *filter, const cudafx_image *src,
                                cudafx_image *dst, int halo, cudafx_border border, size_t scratch_row_bytes,
                                cfx_stripe_fn fn, void *ctx, const cudafx_options *o);
 /* The whole image as one stripe with halo rows, uploaded and kept for
- * several cfx_apply calls; *loaded 0 (nothing done) when it does not fit. */
+ * several cfx_apply calls (o's rows_needed asked for all its rows first);
+ * *loaded 0 (nothing done) when it does not fit. */
 cudafx_status cfx_load_image (cfx_context *cx, const char *filter, const cudafx_image *src, int halo,
-                              cudafx_border border, size_t scratch_row_bytes, cfx_stripe *st, int *loaded);
+                              cudafx_border border, size_t scratch_row_bytes, cfx_stripe *st, int *loaded,
+                              const cudafx_options *o);
 /* fn on a loaded stripe, then its rows back to dst (unless NULL) and to
  * o's rows_ready, timed. */
 cudafx_status cfx_apply (cfx_context *cx, const char *filter, const cfx_stripe *st, cfx_stripe_fn fn,

@@ -952,7 +952,7 @@ count_image (nlmeans_session *ses, uint64_t *hist)
   cudafx_status s = CUDAFX_OK;
   if (ses->max_halo > 0 && !ses->loaded &&
       (s = cfx_load_image (cx, "nl-means", ses->src, ses->max_halo, CUDAFX_BORDER_CLAMP, ses->scratch_row,
-                           &ses->image, &ses->loaded)))
+                           &ses->image, &ses->loaded, m->o)))
     return session_status (ses, s);
   if (ses->loaded)
     return session_status (ses, cfx_apply (cx, "nl-means", &ses->image, count_stripe, m, NULL, m->o));

@@ -839,31 +839,59 @@ move_region (GeglBuffer *buffer, const GeglRectangle *rect, int level, const Bab
     move_band (rect, &m);
 }
 
-/* The engine's finished rows into the output as they come (its
- * rows_ready): with the GPU, each stripe is written while the stripes below
- * it are still computed and copied back, so that the operation takes little
- * more than its reading and writing (docs/BENCHMARKS.md, 2026-11-26: "each
- * stripe as the GPU finishes it"). Rows go out whole tile rows at a time,
- * the rest with the next report: a tile written in two sets costs its copy
- * twice. */
+/* The region's rows in and out: the input's rows read as the engine asks
+ * for them (its rows_needed), so that with the GPU each stripe's rows are
+ * read while the stripes above are computed, and the engine's finished rows
+ * written into the output as they come (its rows_ready), each stripe while
+ * the stripes below it are still computed and copied back; the operation
+ * then takes little more than its reading and writing, or its GPU work
+ * (docs/BENCHMARKS.md, 2026-11-26: "each stripe as the GPU finishes it",
+ * and "the input read as the GPU asks for it"). Rows move whole tile rows at
+ * a time, the rest with the next ask or report: a tile moved in two parts
+ * costs its copy twice. Where the engine needs all of the input first (the
+ * CPU, quantize, the wrap border), it asks for all rows at once. */
 typedef struct
 {
-  GeglBuffer          *output;
+  GeglBuffer          *input, *output;
   const GeglRectangle *out;     /* what is written, at level */
   const GeglRectangle *read;    /* what the engine's rows are, at level */
   int                  level;
   const Babl          *format;
-  const cudafx_image  *dst;
-  int                  tile_height;
+  const cudafx_image  *src, *dst;
+  int                  in_tile_height, tile_height;
+  int                  in_rows; /* read's rows above this one (from read's top) are in src */
   int                  written; /* out's rows above this row are in output */
   gboolean             threaded;
   timeline            *timeline;
-} rows_out;
+} region_rows;
+
+/* A tile row's start (tiles from row 0) at or below row y. */
+static int
+tile_row_up (int y, int tile_height)
+{
+  return y + (tile_height - (y % tile_height + tile_height) % tile_height) % tile_height;
+}
+
+static int
+read_rows (int y, void *data)
+{
+  region_rows  *r = data;
+  int           end = MIN (tile_row_up (r->read->y + y, r->in_tile_height), r->read->y + r->read->height);
+  GeglRectangle rows = { r->read->x, r->read->y + r->in_rows, r->read->width, end - r->read->y - r->in_rows };
+
+  if (rows.height <= 0)
+    return 0;
+  move_region (r->input, &rows, r->level, r->format, (guint8 *) r->src->data + (gsize) r->in_rows * r->src->stride,
+               r->src->stride, FALSE, r->threaded);
+  timeline_mark (r->timeline, "read");
+  r->in_rows = end - r->read->y;
+  return 0;
+}
 
 static void
 write_rows (int y0, int y1, void *data)
 {
-  rows_out     *w = data;
+  region_rows  *w = data;
   int           bpp = babl_format_get_bytes_per_pixel (w->format);
   int           end = w->read->y + y1, out_end = w->out->y + w->out->height;
   GeglRectangle rows;
@@ -900,7 +928,8 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   cudafx_image     src = { 0 }, dst = { 0 };
   cudafx_options   options;
   timeline         tl;
-  rows_out         rows = { output, &out, &read, level, self->format, &dst, 1, 0, FALSE, &tl };
+  region_rows      rows = { .input = input, .output = output, .out = &out, .read = &read, .level = level,
+                            .format = self->format, .src = &src, .dst = &dst, .timeline = &tl };
   int              halo = GEGL_OPERATION_AREA_FILTER (self)->left;
   int              bpp = babl_format_get_bytes_per_pixel (self->format);
   gboolean         ok = FALSE, locked, src_fresh = FALSE, dst_fresh = FALSE, threaded;
@@ -941,8 +970,6 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   threaded = cudafx_host_pinned (src.data, bytes) && cudafx_host_pinned (dst.data, bytes);
   rows.threaded = threaded;
   timeline_mark (&tl, "memory");
-  move_region (input, &read, level, self->format, src.data, stride, FALSE, threaded);
-  timeline_mark (&tl, "read");
   src.width = read.width;
   src.height = read.height;
   src.channels = babl_format_get_n_components (self->format);
@@ -962,8 +989,19 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   if ((gint64) read.width * read.height < 2 * MOVE_THREAD_COST)
     options.threads = 1;
   g_object_get (output, "tile-height", &rows.tile_height, NULL);
-  if (rows.tile_height < 1)
-    rows.tile_height = 1;
+  g_object_get (input, "tile-height", &rows.in_tile_height, NULL);
+  rows.tile_height = MAX (rows.tile_height, 1);
+  rows.in_tile_height = MAX (rows.in_tile_height, 1);
+  /* nl-means' kernels take several times longer than reading its input:
+   * the engine asks for the rows stripe by stripe and the read hides behind
+   * them. Median's and the convolutions' kernels are shorter than the read
+   * and hide nothing, while a read per stripe costs more than one read of
+   * the region (docs/BENCHMARKS.md, 2026-11-26: "the input read as the GPU
+   * asks for it"), so they read it all first. */
+  if (filter == CUDAFX_FILTER_NLMEANS)
+    options.rows_needed = read_rows;
+  else
+    read_rows (read.height, &rows);
   options.rows_ready = write_rows;
   options.rows_user = &rows;
   ok = cudafx_proc_run (&args, &src, &dst, &options, NULL, error);

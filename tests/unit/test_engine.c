@@ -283,8 +283,46 @@ rows_filter (int f, const cudafx_image *src, cudafx_image *dst, const cudafx_opt
       qp.colors = 8;
       qp.dither = f == 4 ? CUDAFX_DITHER_FLOYD_STEINBERG : CUDAFX_DITHER_NONE;
       return cudafx_quantize (src, dst, &qp, o, NULL);
+    case 5:
+      cudafx_convolve_params_init (&cp);
+      cp.preset = CUDAFX_PRESET_BLUR_5X5;
+      cp.border = CUDAFX_BORDER_WRAP;
+      return cudafx_convolve (src, dst, &cp, o);
+    case 6:
+      cudafx_nlmeans_params_init (&np); /* automatic: the σ found first, on the whole image */
+      return cudafx_nlmeans (src, dst, &np, o, NULL);
     }
   return CUDAFX_ERR_INVALID_ARG;
+}
+
+/* The CUDA set-ups of the rows tests, by number: the default, 7 or 16
+ * pipelined stripes, stripes one after another under a memory cap (more for
+ * nl-means' halo and sums, filters 2 and 6), and a fault at stripe 3 that
+ * falls back to the CPU (automatic backend); rows_setup_end undoes it.
+ * Named in rows_setups. */
+static const char *const rows_setups[] = { "default", "stripes 7", "stripes 16", "memory cap", "fault" };
+
+static void
+rows_setup (int setup, int f, cudafx_options *o)
+{
+  if (setup == 1 || setup == 2)
+    setenv ("CUDAFX_CUDA_STRIPES", setup == 1 ? "7" : "16", 1);
+  if (setup == 3)
+    setenv ("CUDAFX_CUDA_MEM_LIMIT", f == 2 || f == 6 ? "1M" : "64K", 1);
+  if (setup == 4)
+    {
+      setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
+      setenv ("CUDAFX_CUDA_FAIL", "stripe3", 1);
+      o->backend = CUDAFX_BACKEND_AUTO;
+    }
+}
+
+static void
+rows_setup_end (void)
+{
+  unsetenv ("CUDAFX_CUDA_STRIPES");
+  unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
+  unsetenv ("CUDAFX_CUDA_FAIL");
 }
 
 /* Every filter reports its rows through options.rows_ready as they become
@@ -296,7 +334,6 @@ rows_filter (int f, const cudafx_image *src, cudafx_image *dst, const cudafx_opt
 TEST (engine_rows_ready_reports_final_rows_in_order)
 {
   static const char *const names[] = { "median", "convolve", "nl-means", "quantize", "quantize F-S" };
-  static const char *const setups[] = { "default", "stripes 7", "stripes 16", "memory cap", "fault" };
   harness_rng rng = { 41 };
   cudafx_image src = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
   cudafx_image ref = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
@@ -316,16 +353,7 @@ TEST (engine_rows_ready_reports_final_rows_in_order)
           memset (&ref_report, 0, sizeof ref_report);
           o.report = &ref_report;
           CHECK (rows_filter (f, &src, &ref, &o) == CUDAFX_OK, "%s: %s", names[f], cudafx_error_message ());
-          if (setup == 1 || setup == 2)
-            setenv ("CUDAFX_CUDA_STRIPES", setup == 1 ? "7" : "16", 1);
-          if (setup == 3)
-            setenv ("CUDAFX_CUDA_MEM_LIMIT", f == 2 ? "1M" : "64K", 1); /* nl-means' halo and sums need more */
-          if (setup == 4)
-            {
-              setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
-              setenv ("CUDAFX_CUDA_FAIL", "stripe3", 1);
-              o.backend = CUDAFX_BACKEND_AUTO;
-            }
+          rows_setup (setup, f, &o);
           harness_image_poison (out);
           harness_image_poison (&h.seen);
           h.dst = out;
@@ -335,22 +363,20 @@ TEST (engine_rows_ready_reports_final_rows_in_order)
           o.rows_ready = hear_rows;
           o.rows_user = &h;
           cudafx_status s = rows_filter (f, &src, out, &o);
-          unsetenv ("CUDAFX_CUDA_STRIPES");
-          unsetenv ("CUDAFX_CUDA_MEM_LIMIT");
-          unsetenv ("CUDAFX_CUDA_FAIL");
-          CHECK (s == CUDAFX_OK, "%s, %s, memory %d: %s", names[f], setups[setup], memory, cudafx_error_message ());
+          rows_setup_end ();
+          CHECK (s == CUDAFX_OK, "%s, %s, memory %d: %s", names[f], rows_setups[setup], memory, cudafx_error_message ());
           CHECK (h.next == out->height && h.calls > 0 && !h.out_of_order,
                  "%s, %s, memory %d: rows reported up to %d of %d in %d calls, %d out of order", names[f],
-                 setups[setup], memory, h.next, out->height, h.calls, h.out_of_order);
+                 rows_setups[setup], memory, h.next, out->height, h.calls, h.out_of_order);
           CHECK (h.restarts == 0 || report.backend_used == CUDAFX_BACKEND_CPU,
-                 "%s, %s: rows reported again from 0 without a fallback", names[f], setups[setup]);
+                 "%s, %s: rows reported again from 0 without a fallback", names[f], rows_setups[setup]);
           CHECK (harness_same_pixels (&h.seen, out), "%s, %s, memory %d: a row changed after it was reported",
-                 names[f], setups[setup], memory);
+                 names[f], rows_setups[setup], memory);
           /* nl-means on the GPU within ±1 of the CPU: the reference and a
            * fallback may have run on different backends. */
           double tolerance = f == 2 && report.backend_used != ref_report.backend_used ? 1 : 0;
           CHECK (harness_max_diff (&ref, out) <= tolerance, "%s, %s, memory %d: differs from a run without "
-                 "rows_ready by %g", names[f], setups[setup], memory, harness_max_diff (&ref, out));
+                 "rows_ready by %g", names[f], rows_setups[setup], memory, harness_max_diff (&ref, out));
         }
 
   /* No rows for a call that fails or has no output. */
@@ -371,4 +397,156 @@ TEST (engine_rows_ready_reports_final_rows_in_order)
   harness_image_free (&ref);
   harness_image_free (&plain);
   harness_image_free (&h.seen);
+}
+
+/* What options.rows_needed was asked: the source's rows are copied from the
+ * real image into a poisoned one as they are asked for, so that a result
+ * equal to a run on the whole image shows that every row read, halo
+ * included, was asked for first; and options.rows_ready (same user data)
+ * notes whether rows came out (after a failed first ask they must not). */
+typedef struct {
+  const cudafx_image *real;
+  cudafx_image       *lazy;
+  int                 asked, calls, backwards, beyond, fail_at;
+  int                 first_ask;             /* the first call's y */
+  int                 reports;               /* rows_ready's calls */
+} rows_asked;
+
+static int
+ask_rows (int y, void *data)
+{
+  rows_asked *a = data;
+  if (++a->calls == a->fail_at)
+    return 1;
+  if (a->calls == 1)
+    a->first_ask = y;
+  if (y <= a->asked)
+    a->backwards++;
+  if (y > a->real->height)
+    {
+      a->beyond++;
+      y = a->real->height;
+    }
+  for (int r = a->asked; r < y; r++)
+    memcpy ((unsigned char *) a->lazy->data + (size_t) r * a->lazy->stride,
+            (const unsigned char *) a->real->data + (size_t) r * a->real->stride, a->lazy->stride);
+  if (y > a->asked)
+    a->asked = y;
+  return 0;
+}
+
+static void
+note_report (int y0, int y1, void *data)
+{
+  rows_asked *a = data;
+  a->reports++;
+}
+
+/* Every filter asks for its source's rows through options.rows_needed before
+ * it reads them, with y growing, never beyond the image, all rows by the
+ * end: the GPU's stripe pipeline (median, convolve, nl-means with σ given)
+ * stripe by stripe (more than one ask, the first for part of the image), in
+ * plain or pinned memory, pipelined or under a memory cap; the CPU,
+ * quantize, the wrap border and nl-means' own σ all rows at once first, and
+ * a fallback to the CPU the rest before it starts. On the CPU (make check) only the all-first
+ * rule shows; make check-gpu runs the stripes. */
+TEST (engine_rows_needed_asks_each_row_before_use)
+{
+  static const char *const names[] = { "median", "convolve", "nl-means", "quantize", "quantize F-S",
+                                       "convolve wrap", "nl-means automatic" };
+  static const char *const engine_names[] = { "median", "convolve", "nl-means", "quantize", "quantize",
+                                              "convolve", "nl-means" };
+  harness_rng rng = { 43 };
+  cudafx_image real = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
+  cudafx_image ref = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
+  cudafx_image out = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
+  cudafx_image plain = harness_image_new (257, 301, 3, 0, CUDAFX_U8, 3);
+  cudafx_image pinned = plain;
+  harness_image_random (&real, &rng);
+  pinned.data = cudafx_host_alloc (plain.stride * plain.height);
+  CHECK (pinned.data != NULL, "out of host memory");
+  for (int f = 0; f < 7 && pinned.data; f++)
+    for (int setup = 0; setup < 5; setup++)
+      for (int memory = 0; memory < 2; memory++)
+        {
+          cudafx_image *lazy = memory ? &pinned : &plain;
+          cudafx_options o = harness_options ();
+          cudafx_report report, ref_report;
+          memset (&ref_report, 0, sizeof ref_report);
+          o.report = &ref_report;
+          CHECK (rows_filter (f, &real, &ref, &o) == CUDAFX_OK, "%s: %s", names[f], cudafx_error_message ());
+          rows_setup (setup, f, &o);
+          harness_image_poison (lazy);
+          rows_asked a = { &real, lazy, 0, 0, 0, 0, 0, 0, 0 };
+          memset (&report, 0, sizeof report);
+          o.report = &report;
+          o.rows_needed = ask_rows;
+          o.rows_ready = note_report;
+          o.rows_user = &a;
+          cudafx_status s = rows_filter (f, lazy, &out, &o);
+          rows_setup_end ();
+          CHECK (s == CUDAFX_OK, "%s, %s, memory %d: %s", names[f], rows_setups[setup], memory, cudafx_error_message ());
+          CHECK (a.asked == real.height && !a.backwards && !a.beyond,
+                 "%s, %s, memory %d: rows asked up to %d of %d in %d calls, %d not growing, %d beyond the image",
+                 names[f], rows_setups[setup], memory, a.asked, real.height, a.calls, a.backwards, a.beyond);
+          double tolerance = (f == 2 || f == 6) && report.backend_used != ref_report.backend_used ? 1 : 0;
+          CHECK (harness_max_diff (&ref, &out) <= tolerance,
+                 "%s, %s, memory %d: differs from a run on the whole source by %g (a row read before it was "
+                 "asked for)", names[f], rows_setups[setup], memory, harness_max_diff (&ref, &out));
+          int streams = report.backend_used == CUDAFX_BACKEND_CUDA && (f <= 2) && (setup == 1 || setup == 2);
+          if (streams)
+            CHECK (a.calls > 1 && a.first_ask < real.height,
+                   "%s, %s, memory %d: on the GPU's stripes, %d asks, the first for %d rows of %d", names[f],
+                   rows_setups[setup], memory, a.calls, a.first_ask, real.height);
+          if (report.backend_used == CUDAFX_BACKEND_CPU || f == 3 || f == 4 || f == 5)
+            CHECK (a.calls == 1 || (setup == 4 && report.backend_used == CUDAFX_BACKEND_CPU),
+                   "%s, %s, memory %d: %d asks where all rows are needed first", names[f], rows_setups[setup], memory,
+                   a.calls);
+        }
+
+  /* A host that cannot provide rows ends the call: on the first ask, with
+   * nothing reported; on a later one (the GPU's stripes), without a
+   * fallback to the CPU asking again. */
+  for (int f = 0; f < 7 && pinned.data; f++)
+    for (int fail_at = 1; fail_at <= 3; fail_at += 2)
+      {
+        cudafx_options o = harness_options ();
+        o.backend = CUDAFX_BACKEND_AUTO;
+        rows_asked a = { &real, &plain, 0, 0, 0, 0, fail_at, 0, 0 };
+        harness_image_poison (&plain);
+        o.rows_needed = ask_rows;
+        o.rows_ready = note_report;
+        o.rows_user = &a;
+        setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
+        cudafx_status s = rows_filter (f, &plain, &out, &o);
+        unsetenv ("CUDAFX_CUDA_STRIPES");
+        if (a.calls < fail_at)
+          CHECK (s == CUDAFX_OK, "%s: %s", names[f], cudafx_error_message ());
+        else
+          CHECK (s == CUDAFX_ERR_CANCELLED && a.calls == fail_at &&
+                     strstr (cudafx_error_message (), "could not provide") &&
+                     strstr (cudafx_error_message (), engine_names[f]),
+                 "%s, failing ask %d: status %d after %d asks, \"%s\"", names[f], fail_at, (int) s, a.calls,
+                 cudafx_error_message ());
+        if (fail_at == 1)
+          CHECK (a.reports == 0, "%s: rows reported after the first ask failed", names[f]);
+      }
+
+  /* A call without output (nl-means' estimate) asks for every row first. */
+  cudafx_options o = harness_options ();
+  cudafx_nlmeans_info whole_info, lazy_info;
+  rows_asked a = { &real, &plain, 0, 0, 0, 0, 0, 0, 0 };
+  harness_image_poison (&plain);
+  CHECK (cudafx_nlmeans_estimate (&real, &o, &whole_info) == CUDAFX_OK, "%s", cudafx_error_message ());
+  o.rows_needed = ask_rows;
+  o.rows_user = &a;
+  CHECK (cudafx_nlmeans_estimate (&plain, &o, &lazy_info) == CUDAFX_OK && a.asked == real.height &&
+             lazy_info.sigma == whole_info.sigma,
+         "nl-means' estimate: rows asked up to %d, σ %g (%g on the whole source)", a.asked, lazy_info.sigma,
+         whole_info.sigma);
+  cudafx_host_free (pinned.data);
+  harness_image_free (&real);
+  harness_image_free (&ref);
+  harness_image_free (&out);
+  harness_image_free (&plain);
 }
