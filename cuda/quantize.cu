@@ -1986,7 +1986,14 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
                         ? cx->shared_optin - attr.sharedSizeBytes - sum_bytes
                         : 0;
   const int most_lanes = room / lane_bytes < SEED_MAX_LANES ? (int) (room / lane_bytes) : SEED_MAX_LANES;
-  int group = SEED_BLOCKS_PER_SM * cx->sms / job->attempts;
+  /* CUDAFX_CUDA_SEED_SMS=N (tests): the geometry of a device with N
+   * multiprocessors, fewer than this one's, so that an H100 runs the
+   * smaller groups and the several launches a smaller GPU gets. */
+  int sms = cx->sms;
+  const char *as_if = getenv ("CUDAFX_CUDA_SEED_SMS");
+  if (as_if && atoi (as_if) >= 1 && atoi (as_if) < sms)
+    sms = atoi (as_if);
+  int group = SEED_BLOCKS_PER_SM * sms / job->attempts;
   if (group < 1)
     group = 1;
   int lanes = (smp->n + group * SEED_THREADS - 1) / (group * SEED_THREADS);
@@ -2001,7 +2008,7 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
       (s = cfx_check (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&per_sm, seed_kernel, SEED_THREADS, shared),
                       FILTER, "seeding")))
     return fail_cuda (q, s);
-  const int together = per_sm * cx->sms / group; /* attempts a launch */
+  const int together = per_sm * sms / group; /* attempts a launch */
   if (together < 1 || group > SEED_MAX_GROUP)
     return CUDAFX_OK; /* the host seeds */
   seed_view v;
@@ -2043,6 +2050,11 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
     {
       int attempts = job->attempts - v.attempt0 < together ? job->attempts - v.attempt0 : together;
       void *args[] = { &v };
+      char point[32];
+      snprintf (point, sizeof point, "seed-launch%d", v.attempt0 / together);
+      if (cfx_inject (point))
+        return fail_cuda (q, cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA %s failed: %s", FILTER, "seeding",
+                                          "injected fault"));
       if ((s = cfx_check (cudaLaunchCooperativeKernel ((const void *) seed_kernel, dim3 (attempts * group),
                                                        dim3 (SEED_THREADS), args, shared, stream),
                           FILTER, "seed_kernel")) ||
