@@ -30,7 +30,7 @@
  * Memory: the image, its features (float planes) and vote flags stay on the
  * device across the iterations when they fit the budget; otherwise every
  * pass uploads the image in stripes and recomputes their features. The
- * seeding's workspace (about 5 MB) is taken first when it costs at most a
+ * seeding's workspace (about 1 MB) is taken first when it costs at most a
  * quarter of the budget; otherwise the host seeds. The distinct colours'
  * buffers (the 2^24 counters, 64 MiB, grey 256; per colour 16 bytes, at
  * most one colour per pixel) come next on the same terms; otherwise Lloyd
@@ -475,37 +475,63 @@ write_entry (const stripe_view &v, int dims, int x, int y, const unsigned char *
 /* ---- seeding on the device -------------------------------------------------
  *
  * core/quantize.c's seeding attempts, the same centres as the host's: the
- * sample's k-means++ picks, then Lloyd on the sample, every attempt at once
- * (grid y). All sums are of integers (int64 squared distances, integer
- * features), so they do not depend on the order, the grid or the block size.
+ * sample's k-means++ picks, then Lloyd on the sample. One cooperative
+ * launch: each attempt is a group of `group` blocks (SEED_BLOCKS_PER_SM
+ * times the multiprocessors over the attempts, fewer when the sample fills
+ * fewer), each holding its share of the sample and its D2 in shared memory
+ * for the whole seeding; the blocks of an attempt meet at a barrier of
+ * their own (an arrival counter in global memory) and exchange what they
+ * must through global memory. An attempt that stops early leaves the
+ * others alone. (One launch per step, with the
+ * block that finished last doing the step's tail, spent the seeding's time
+ * in launch gaps, tickets and tails: docs/BENCHMARKS.md.) All sums are of
+ * integers (int64 squared distances, integer features), so they depend on
+ * neither the order, the group nor the block size.
  *
- * k-means++: the sample in blocks of SEED_THREADS, one sample per thread.
- * One launch per pick: every block applies the newest centre to its part of
- * D2 and sums, for each trial, min (D2, distance to the trial's candidate)
- * into its slot of `part`; the block that finishes last (a ticket counter
- * after a fence) takes the trial of lowest potential as the next centre and
- * finds the next pick's candidates: the draw's target in the block sums'
- * prefix, then within that block's samples (one warp per trial, a warp scan).
+ * Samples: block g of an attempt holds samples [g * per, (g + 1) * per),
+ * per = lanes * SEED_THREADS; warp w of it the `lanes` rows of 32 samples
+ * from (w * lanes) * 32, lane l sample l of each row, so that a running sum
+ * in sample order is the blocks' sums, then the warps', then the rows',
+ * then the lanes' in turn.
+ *
+ * k-means++, one pick: every block reads the blocks' D2 sums (the previous
+ * pick's potentials of the chosen trial) and scans them; each trial's
+ * target (the draw times the total, clamped to total - 1) lies in one
+ * block, whose warp for that trial finds the candidate there (the warps'
+ * sums, then the rows, a warp scan each) and publishes it. Barrier. Each
+ * block sums min (D2, distance to the candidate) over its samples for
+ * every trial. Barrier. Every block adds the blocks' sums up, takes the
+ * trial of lowest potential (the first on ties) and applies it to its D2.
  * The first j whose running sum exceeds the target always has D2 > 0; a
- * target at or past the total is clamped to total - 1, which selects the
- * last j with D2 > 0, as the host's fallback does.
+ * target clamped to total - 1 selects the last j with D2 > 0, as the host's
+ * fallback does. Two barriers a pick.
  *
- * Lloyd: one launch per round; blocks of REFINE_CHUNK samples add their
- * nearest-centre sums in int32 shared counters, then once per block into
- * int64 global ones (integer atomics: the same total in any order); the last
- * block updates the centres (quantize_round_div), records the round's error
- * and stops the attempt when no centre moved or after `iterations` updates. */
+ * Lloyd, one round: each block assigns its samples (nearest centre, the
+ * first on ties), sums each run of one centre in a row (CUB) and adds the
+ * runs into its warp's own int32 counters in shared memory (a warp holds at
+ * most SEED_MAX_LANES rows: no overflow; warps sharing 64-bit counters
+ * queued on them), then the block's totals of them into the attempt's
+ * global int64 ones (integer atomics). Barrier. Every block reads the
+ * totals and moves the centres itself (quantize_move_centre, the same in
+ * every block). One barrier a round: the global counters rotate through
+ * three sets, so that block 0 can clear the set of the round before while
+ * others already add into the next one. */
 
-constexpr int SEED_THREADS = 256;
+constexpr int SEED_THREADS = 512;
 constexpr int SEED_WARPS = SEED_THREADS / 32;
-constexpr int SEED_PER_LANE = SEED_THREADS / 32; /* one block's samples over one warp */
-constexpr int SEED_MAX_BLOCKS = (QUANTIZE_SAMPLE_MAX + SEED_THREADS - 1) / SEED_THREADS;
-static_assert (SEED_MAX_BLOCKS <= SEED_THREADS, "the block sums' prefix takes one per thread");
+constexpr int SEED_MAX_GROUP = QUANTIZE_SAMPLE_MAX / SEED_THREADS; /* blocks of an attempt: a sample each at least */
+static_assert (SEED_MAX_GROUP <= SEED_THREADS, "the blocks' sums are scanned one per thread");
 static_assert (QUANTIZE_MAX_TRIALS <= SEED_WARPS, "one warp per trial");
-constexpr int REFINE_PER_THREAD = 2;
-constexpr int REFINE_CHUNK = SEED_THREADS * REFINE_PER_THREAD;
-static_assert ((long long) REFINE_CHUNK * QUANTIZE_FEATURE_MAX < 2147483648LL,
-               "a block's int32 sums could overflow");
+constexpr size_t SEED_SAMPLE_BYTES = sizeof (long long) + 3 * sizeof (float); /* shared: D2 and features */
+constexpr int SEED_MAX_LANES = 32;
+/* Blocks resident on a multiprocessor, and so the groups' size: two (64
+ * registers a thread) hid the rounds' latencies better than one
+ * (docs/BENCHMARKS.md). */
+constexpr int SEED_BLOCKS_PER_SM = 2;
+static_assert ((long long) SEED_MAX_LANES * 32 * QUANTIZE_FEATURE_MAX < 2147483648LL,
+               "a warp's int32 Lloyd sums could overflow");
+constexpr int SEED_SETS = 3;                  /* Lloyd's global counters rotate */
+constexpr int SEED_ERROR = COUNTERS;          /* the round's error, after the counters */
 constexpr unsigned FULL_MASK = 0xffffffffu;
 
 /* What the attempts give the host. */
@@ -516,113 +542,327 @@ struct seed_results
   int       centres[QUANTIZE_ATTEMPTS][CUDAFX_MAX_COLORS][3];
 };
 
-/* The attempts' state on the device between launches. */
+/* What the blocks of an attempt exchange; zeroed before the launch. */
 struct seed_state
 {
-  seed_results res;
-  int       cand[QUANTIZE_ATTEMPTS][QUANTIZE_MAX_TRIALS]; /* the next pick's candidates (samples) */
-  int       picking[QUANTIZE_ATTEMPTS]; /* k-means++ goes on */
-  int       settled[QUANTIZE_ATTEMPTS]; /* Lloyd has stopped */
-  int       rounds[QUANTIZE_ATTEMPTS];  /* Lloyd assignments done */
-  unsigned  ticket[QUANTIZE_ATTEMPTS];  /* blocks finished in this launch */
-  long long acc[QUANTIZE_ATTEMPTS][COUNTERS]; /* Lloyd sums: 3 features and a count per centre */
-  long long error_acc[QUANTIZE_ATTEMPTS];
+  seed_results       res;
+  int                cand[QUANTIZE_ATTEMPTS][QUANTIZE_MAX_TRIALS]; /* the pick's candidates (samples) */
+  long long          part[QUANTIZE_ATTEMPTS][QUANTIZE_MAX_TRIALS][SEED_MAX_GROUP]; /* each block's potentials */
+  unsigned long long acc[SEED_SETS][QUANTIZE_ATTEMPTS][COUNTERS + 1]; /* Lloyd: 3 sums and a count a centre, error */
+  unsigned           arrived[QUANTIZE_ATTEMPTS]; /* the attempt's barrier */
 };
 
 struct seed_view
 {
   const float *plane[3];  /* the sample (planes past dims are zeros) */
-  long long   *d2;        /* [attempt][n] */
-  long long   *part;      /* [attempt][trial][block] */
   seed_state  *st;
-  int          n, dims, k, trials, iterations, blocks;
+  int          n, dims, k, trials, iterations;
+  int          group;     /* blocks of an attempt */
+  int          lanes;     /* samples of a thread */
+  int          attempt0;  /* of this launch's first group */
   uint32_t     seed;
 };
 
 /* Sums of the seeding's int64 values: exact, so CUB's order is as good as
  * any. */
 typedef cub::WarpReduce<long long> warp_reduce;
+typedef cub::WarpReduce<int> warp_reduce_int;
 typedef cub::WarpScan<long long> warp_scan;
 typedef cub::BlockReduce<long long, SEED_THREADS> block_reduce;
 typedef cub::BlockScan<long long, SEED_THREADS> block_scan;
 
-__device__ __forceinline__ long long
-sample_distance (const seed_view &v, int j, const int *centre)
+/* The blocks of one attempt wait here for each other: every block's writes
+ * before it are seen by every block after it (cooperative groups' grid
+ * barrier, for a group of blocks). `target`: the group's size times the
+ * barriers passed so far, this one included. */
+__device__ void
+group_barrier (unsigned *arrived, unsigned target)
 {
-  return quantize_exact_distance (v.plane[0][j], v.plane[1][j], v.plane[2][j], centre);
+  __syncthreads ();
+  if (threadIdx.x == 0)
+    {
+      __threadfence ();
+      atomicAdd (arrived, 1u);
+      while (*(volatile unsigned *) arrived < target)
+        ;
+      __threadfence ();
+    }
+  __syncthreads ();
 }
 
-/* Run by the whole last block once pick `found` - 1 is made, with `newest`
- * that centre and `slot` the trial whose block sums are the new D2's: stops
- * the attempt when it has k centres or D2 is all zero, else draws the next
- * pick's targets and finds their candidates. */
-__device__ void
-choose_candidates (const seed_view &v, int a, int slot, const int *newest, int found)
+/* The seeding attempts: grid of (attempts of this launch) * group blocks. */
+__global__ void __launch_bounds__ (SEED_THREADS, SEED_BLOCKS_PER_SM)
+seed_kernel (seed_view v)
 {
-  __shared__ typename block_scan::TempStorage s_scan;
-  __shared__ typename warp_scan::TempStorage s_warp_scan[SEED_WARPS];
+  extern __shared__ long long s_d2[]; /* then the features (3 planes of per), each warp's Lloyd sums */
+  __shared__ int s_centre[CUDAFX_MAX_COLORS][3];
+  __shared__ float s_centre_f[CUDAFX_MAX_COLORS][3];
   __shared__ long long s_prefix[SEED_THREADS];
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  long long sum = tid < v.blocks ? __ldcg (&v.part[((size_t) a * QUANTIZE_MAX_TRIALS + slot) * v.blocks + tid])
-                                 : 0;
-  long long prefix;
-  block_scan (s_scan).InclusiveSum (sum, prefix);
-  s_prefix[tid] = prefix;
+  __shared__ long long s_trial[QUANTIZE_MAX_TRIALS][SEED_WARPS]; /* each warp's potentials */
+  __shared__ long long s_warp_d2[SEED_WARPS];
+  __shared__ long long s_potential[QUANTIZE_MAX_TRIALS];
+  __shared__ int s_cand[QUANTIZE_MAX_TRIALS][3];
+  __shared__ union
+  {
+    typename block_scan::TempStorage   scan;
+    typename block_reduce::TempStorage reduce;
+  } s_block;
+  __shared__ typename warp_reduce::TempStorage s_warp_reduce[SEED_WARPS];
+  __shared__ typename warp_reduce_int::TempStorage s_warp_reduce_int[SEED_WARPS];
+  __shared__ typename warp_scan::TempStorage s_warp_scan[SEED_WARPS];
+
+  const int a = v.attempt0 + blockIdx.x / v.group, g = blockIdx.x % v.group;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, lanes = v.lanes;
+  const int per = lanes * SEED_THREADS, begin = g * per;
+  const int count = v.n - begin < 0 ? 0 : v.n - begin < per ? v.n - begin : per;
+  seed_state *st = v.st;
+  unsigned *arrived = &st->arrived[a];
+  unsigned barriers = 0;
+  float *s_x = (float *) (s_d2 + per), *s_y = s_x + per, *s_z = s_y + per;
+  int *s_sums = (int *) (s_z + per), *s_sum = s_sums + warp * 4 * v.k; /* this warp's: 3 sums and a count a centre */
+  for (int l = tid; l < per; l += SEED_THREADS)
+    {
+      bool in = l < count;
+      s_x[l] = in ? v.plane[0][begin + l] : 0.0f;
+      s_y[l] = in ? v.plane[1][begin + l] : 0.0f;
+      s_z[l] = in ? v.plane[2][begin + l] : 0.0f;
+    }
+  /* k-means++: the first centre (draw 0) and D2 to it; samples past the
+   * end have D2 0 throughout */
+  const uint64_t start = quantize_attempt_state (v.seed, a);
+  if (tid < 3)
+    s_centre[0][tid] = (int) v.plane[tid][(int) (quantize_draw (start, 0) * v.n)];
   __syncthreads ();
-  const long long total = s_prefix[SEED_THREADS - 1];
-  const bool going = found < v.k && total > 0;
+  long long mine = 0;
+  for (int i = 0; i < lanes; i++)
+    {
+      int l = (warp * lanes + i) * 32 + lane;
+      long long d = l < count ? quantize_exact_distance (s_x[l], s_y[l], s_z[l], s_centre[0]) : 0;
+      s_d2[l] = d;
+      mine += d;
+    }
+  mine = warp_reduce (s_warp_reduce[warp]).Sum (mine);
+  if (lane == 0)
+    s_warp_d2[warp] = mine;
+  __syncthreads ();
   if (tid == 0)
-    v.st->picking[a] = going;
-  if (!going || warp >= v.trials)
-    return;
-  /* this warp's trial */
-  uint64_t draw = 1 + (uint64_t) (found - 1) * v.trials + warp;
-  long long target = (long long) (quantize_draw (quantize_attempt_state (v.seed, a), draw) * (double) total);
-  if (target > total - 1)
-    target = total - 1;
-  int lo = 0, hi = v.blocks - 1; /* first block whose prefix exceeds the target */
-  while (lo < hi)
     {
-      int mid = (lo + hi) / 2;
-      if (s_prefix[mid] > target)
-        hi = mid;
-      else
-        lo = mid + 1;
+      long long sum = 0;
+      for (int w = 0; w < SEED_WARPS; w++)
+        sum += s_warp_d2[w];
+      st->part[a][0][g] = sum;
     }
-  const long long rest = target - (lo > 0 ? s_prefix[lo - 1] : 0);
-  const int base = lo * SEED_THREADS + lane * SEED_PER_LANE;
-  const long long *d2 = v.d2 + (size_t) a * v.n;
-  long long value[SEED_PER_LANE], lane_sum = 0;
-#pragma unroll
-  for (int i = 0; i < SEED_PER_LANE; i++)
+  int found = 1, slot = 0; /* slot: the trial whose block sums are D2's */
+  group_barrier (arrived, ++barriers * v.group);
+  for (;;)
     {
-      int j = base + i;
-      value[i] = 0;
-      if (j < v.n)
+      long long sum = tid < v.group ? __ldcg (&st->part[a][slot][tid]) : 0, prefix;
+      block_scan (s_block.scan).InclusiveSum (sum, prefix);
+      s_prefix[tid] = prefix;
+      __syncthreads ();
+      const long long total = s_prefix[SEED_THREADS - 1];
+      if (found >= v.k || total == 0)
+        break;
+      /* each trial's candidate, by the block where its target lies */
+      if (warp < v.trials)
         {
-          long long d = __ldcg (&d2[j]), e = sample_distance (v, j, newest);
-          value[i] = e < d ? e : d;
-        }
-      lane_sum += value[i];
-    }
-  long long inclusive;
-  warp_scan (s_warp_scan[warp]).InclusiveSum (lane_sum, inclusive);
-  /* the block's samples sum to its prefix step, which exceeds rest: some lane crosses */
-  int crossing = __ffs (__ballot_sync (FULL_MASK, inclusive > rest)) - 1;
-  if (lane == crossing)
-    {
-      long long run = inclusive - lane_sum;
-      int chosen = base;
-      for (int i = 0; i < SEED_PER_LANE; i++)
-        {
-          run += value[i];
-          if (run > rest)
+          uint64_t draw = 1 + (uint64_t) (found - 1) * v.trials + warp;
+          long long target = (long long) (quantize_draw (start, draw) * (double) total);
+          if (target > total - 1)
+            target = total - 1;
+          int lo = 0, hi = v.group - 1; /* the first block whose prefix exceeds it */
+          while (lo < hi)
             {
-              chosen = base + i;
-              break;
+              int mid = (lo + hi) / 2;
+              if (s_prefix[mid] > target)
+                hi = mid;
+              else
+                lo = mid + 1;
+            }
+          if (lo == g)
+            {
+              long long rest = target - (g > 0 ? s_prefix[g - 1] : 0), w_sum = lane < SEED_WARPS ? s_warp_d2[lane] : 0,
+                        w_incl;
+              warp_scan (s_warp_scan[warp]).InclusiveSum (w_sum, w_incl);
+              /* the block's samples sum to its prefix step, which exceeds rest: some warp crosses */
+              const int w = __ffs (__ballot_sync (FULL_MASK, w_incl > rest)) - 1;
+              rest -= __shfl_sync (FULL_MASK, w_incl - w_sum, w);
+              for (int i = 0; i < lanes; i++)
+                {
+                  const int row = (w * lanes + i) * 32;
+                  long long d = s_d2[row + lane], incl;
+                  __syncwarp (); /* before the warp's scan storage serves again */
+                  warp_scan (s_warp_scan[warp]).InclusiveSum (d, incl);
+                  unsigned crossing = __ballot_sync (FULL_MASK, incl > rest);
+                  if (crossing)
+                    {
+                      if (lane == __ffs (crossing) - 1)
+                        st->cand[a][warp] = begin + row + lane;
+                      break;
+                    }
+                  rest -= __shfl_sync (FULL_MASK, incl, 31);
+                }
             }
         }
-      v.st->cand[a][warp] = chosen;
+      group_barrier (arrived, ++barriers * v.group);
+      if (tid < 3 * v.trials)
+        s_cand[tid / 3][tid % 3] = (int) v.plane[tid % 3][__ldcg (&st->cand[a][tid / 3])];
+      __syncthreads ();
+      /* every trial's potential over the block's samples */
+      long long value[QUANTIZE_MAX_TRIALS];
+#pragma unroll
+      for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
+        value[t] = 0;
+      for (int i = 0; i < lanes; i++)
+        {
+          int l = (warp * lanes + i) * 32 + lane;
+          long long d = s_d2[l];
+          float x = s_x[l], y = s_y[l], z = s_z[l];
+#pragma unroll
+          for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
+            if (t < v.trials)
+              {
+                long long e = quantize_exact_distance (x, y, z, s_cand[t]);
+                value[t] += e < d ? e : d;
+              }
+        }
+#pragma unroll
+      for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
+        if (t < v.trials)
+          {
+            long long s = warp_reduce (s_warp_reduce[warp]).Sum (value[t]);
+            if (lane == 0)
+              s_trial[t][warp] = s;
+            __syncwarp (); /* before the warp's reduce storage serves again */
+          }
+      __syncthreads ();
+      if (tid < v.trials)
+        {
+          long long s = 0;
+          for (int w = 0; w < SEED_WARPS; w++)
+            s += s_trial[tid][w];
+          st->part[a][tid][g] = s;
+        }
+      group_barrier (arrived, ++barriers * v.group);
+      if (warp < v.trials)
+        {
+          long long s = 0;
+          for (int b = lane; b < v.group; b += 32)
+            s += __ldcg (&st->part[a][warp][b]);
+          s = warp_reduce (s_warp_reduce[warp]).Sum (s);
+          if (lane == 0)
+            s_potential[warp] = s;
+        }
+      __syncthreads ();
+      /* the trial with the lowest potential (the first on ties) is the next
+       * centre, its values the new D2 */
+      int best = 0;
+      for (int t = 1; t < v.trials; t++)
+        if (s_potential[t] < s_potential[best])
+          best = t;
+      for (int i = 0; i < lanes; i++)
+        {
+          int l = (warp * lanes + i) * 32 + lane;
+          long long e = quantize_exact_distance (s_x[l], s_y[l], s_z[l], s_cand[best]);
+          if (e < s_d2[l])
+            s_d2[l] = e;
+        }
+      if (tid < SEED_WARPS)
+        s_warp_d2[tid] = s_trial[best][tid];
+      if (tid < 3)
+        s_centre[found][tid] = s_cand[best][tid];
+      found++;
+      slot = best;
+      __syncthreads ();
+    }
+
+  /* Lloyd on the sample; the last round only measures the error */
+  const int k = found;
+  for (int i = tid; i < 3 * k; i += SEED_THREADS)
+    s_centre_f[i / 3][i % 3] = (float) s_centre[i / 3][i % 3];
+  long long error = 0;
+  for (int round = 0;; round++)
+    {
+      unsigned long long *acc = st->acc[round % SEED_SETS][a];
+      for (int i = lane; i < 4 * k; i += 32)
+        s_sum[i] = 0;
+      __syncthreads (); /* and the centres' floats are written */
+      warp_reduce_int runs (s_warp_reduce_int[warp]);
+      long long err = 0;
+      for (int i = 0; i < lanes; i++)
+        {
+          int l = (warp * lanes + i) * 32 + lane;
+          float x = s_x[l], y = s_y[l], z = s_z[l];
+          int label = nearest_entry (x, y, z, s_centre_f, k);
+          int value[4] = { (int) x, (int) y, (int) z, 1 };
+          if (l < count)
+            err += (long long) quantize_distance (x, y, z, s_centre_f[label]);
+          else
+            label = -1;
+          int before = __shfl_up_sync (FULL_MASK, label, 1);
+          bool head = lane == 0 || label != before;
+#pragma unroll
+          for (int c = 0; c < 4; c++)
+            {
+              if (c > 0 && c < 3 && v.dims == 1)
+                continue;
+              int run = runs.HeadSegmentedSum (value[c], head);
+              __syncwarp (); /* the warp's CUB storage is reused */
+              if (head && label >= 0)
+                atomicAdd (s_sum + 4 * label + c, run);
+            }
+        }
+      err = block_reduce (s_block.reduce).Sum (err);
+      __syncthreads (); /* every warp's sums are done */
+      for (int i = tid; i < 4 * k; i += SEED_THREADS)
+        {
+          long long sum = 0;
+          for (int w = 0; w < SEED_WARPS; w++)
+            sum += s_sums[w * 4 * v.k + i];
+          if (sum)
+            atomicAdd (acc + i, (unsigned long long) sum);
+        }
+      if (tid == 0 && err)
+        atomicAdd (acc + SEED_ERROR, (unsigned long long) err);
+      group_barrier (arrived, ++barriers * v.group);
+      /* update_centres on the host */
+      int moved = 0;
+      if (round < v.iterations)
+        for (int c = tid; c < k; c += SEED_THREADS)
+          {
+            long long n = (long long) __ldcg (acc + 4 * c + 3);
+            const int64_t sums[3] = { (long long) __ldcg (acc + 4 * c), (long long) __ldcg (acc + 4 * c + 1),
+                                      (long long) __ldcg (acc + 4 * c + 2) };
+            if (n > 0)
+              moved |= quantize_move_centre (sums, n, v.dims, s_centre[c]);
+          }
+      moved = __syncthreads_or (moved);
+      /* every block has read the set of the round before: clear it for the round after */
+      if (g == 0)
+        {
+          unsigned long long *old = st->acc[(round + 2) % SEED_SETS][a];
+          for (int i = tid; i < 4 * k; i += SEED_THREADS)
+            old[i] = 0;
+          if (tid == 0)
+            old[SEED_ERROR] = 0;
+        }
+      if (round == v.iterations || !moved)
+        {
+          error = (long long) __ldcg (acc + SEED_ERROR);
+          break;
+        }
+      for (int i = tid; i < 3 * k; i += SEED_THREADS)
+        s_centre_f[i / 3][i % 3] = (float) s_centre[i / 3][i % 3];
+    }
+  if (g == 0)
+    {
+      for (int i = tid; i < 3 * k; i += SEED_THREADS)
+        st->res.centres[a][i / 3][i % 3] = s_centre[i / 3][i % 3];
+      if (tid == 0)
+        {
+          st->res.found[a] = k;
+          st->res.error[a] = error;
+        }
     }
 }
 
@@ -653,220 +893,9 @@ sample_features_kernel (float *plane0, float *plane1, float *plane2, int n, quan
     plane[c][j] = f[c];
 }
 
-/* The first centre (draw 0) and D2 to it; then the first pick's candidates. */
-__global__ void __launch_bounds__ (SEED_THREADS)
-seed_first_kernel (seed_view v)
-{
-  const int a = blockIdx.y, tid = threadIdx.x, j = blockIdx.x * SEED_THREADS + tid;
-  __shared__ typename block_reduce::TempStorage s_reduce;
-  const int first = (int) (quantize_draw (quantize_attempt_state (v.seed, a), 0) * v.n);
-  int centre[3];
-  for (int c = 0; c < 3; c++)
-    centre[c] = (int) v.plane[c][first];
-  long long d = 0;
-  if (j < v.n)
-    {
-      d = sample_distance (v, j, centre);
-      v.d2[(size_t) a * v.n + j] = d;
-    }
-  const long long sum = block_reduce (s_reduce).Sum (d);
-  if (tid == 0)
-    v.part[(size_t) a * QUANTIZE_MAX_TRIALS * v.blocks + blockIdx.x] = sum; /* slot 0 */
-  if (!last_block (&v.st->ticket[a]))
-    return;
-  if (tid == 0)
-    {
-      for (int c = 0; c < 3; c++)
-        v.st->res.centres[a][0][c] = centre[c];
-      v.st->res.found[a] = 1;
-    }
-  choose_candidates (v, a, 0, centre, 1);
-}
-
-/* One k-means++ pick of every attempt still picking. */
-__global__ void __launch_bounds__ (SEED_THREADS)
-seed_pick_kernel (seed_view v)
-{
-  const int a = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  seed_state *st = v.st;
-  if (!st->picking[a])
-    return;
-  __shared__ int s_cand[QUANTIZE_MAX_TRIALS][3];
-  __shared__ typename warp_reduce::TempStorage s_warp_reduce[SEED_WARPS];
-  __shared__ long long s_warp[QUANTIZE_MAX_TRIALS][SEED_WARPS];
-  __shared__ long long s_potential[QUANTIZE_MAX_TRIALS];
-  __shared__ int s_best;
-  const int found = st->res.found[a];
-  if (tid < 3 * v.trials)
-    s_cand[tid / 3][tid % 3] = (int) v.plane[tid % 3][st->cand[a][tid / 3]];
-  __syncthreads ();
-  const int j = blockIdx.x * SEED_THREADS + tid;
-  long long value[QUANTIZE_MAX_TRIALS];
-#pragma unroll
-  for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
-    value[t] = 0;
-  if (j < v.n)
-    {
-      long long *d2 = &v.d2[(size_t) a * v.n + j];
-      long long d = *d2, e = sample_distance (v, j, st->res.centres[a][found - 1]);
-      d = e < d ? e : d;
-      *d2 = d;
-#pragma unroll
-      for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
-        if (t < v.trials)
-          {
-            e = sample_distance (v, j, s_cand[t]);
-            value[t] = e < d ? e : d;
-          }
-    }
-  /* Each trial's sum over the block: the warps' sums, then thread t adds
-   * trial t's; only the trials in use, one barrier for all of them. (A
-   * cub::BlockReduce of the 8 trials as one struct always reduces all 8 and
-   * nearly doubles the kernel's local memory: ptxas 144 bytes of stack.) */
-#pragma unroll
-  for (int t = 0; t < QUANTIZE_MAX_TRIALS; t++)
-    if (t < v.trials)
-      {
-        long long sum = warp_reduce (s_warp_reduce[warp]).Sum (value[t]);
-        if (lane == 0)
-          s_warp[t][warp] = sum;
-        __syncwarp (); /* before the warp's temporary storage serves again */
-      }
-  __syncthreads ();
-  if (tid < v.trials)
-    {
-      long long sum = 0;
-      for (int w = 0; w < SEED_WARPS; w++)
-        sum += s_warp[tid][w];
-      v.part[((size_t) a * QUANTIZE_MAX_TRIALS + tid) * v.blocks + blockIdx.x] = sum;
-    }
-  if (!last_block (&st->ticket[a]))
-    return;
-  /* the trial with the lowest potential (the first on ties) is the next centre */
-  if (warp < v.trials)
-    {
-      const long long *part = &v.part[((size_t) a * QUANTIZE_MAX_TRIALS + warp) * v.blocks];
-      long long sum = 0;
-      for (int b = lane; b < v.blocks; b += 32)
-        sum += __ldcg (&part[b]);
-      sum = warp_reduce (s_warp_reduce[warp]).Sum (sum);
-      if (lane == 0)
-        s_potential[warp] = sum;
-    }
-  __syncthreads ();
-  if (tid == 0)
-    {
-      int best = 0;
-      for (int t = 1; t < v.trials; t++)
-        if (s_potential[t] < s_potential[best])
-          best = t;
-      s_best = best;
-      for (int c = 0; c < 3; c++)
-        st->res.centres[a][found][c] = s_cand[best][c];
-      st->res.found[a] = found + 1;
-    }
-  __syncthreads ();
-  choose_candidates (v, a, s_best, s_cand[s_best], found + 1);
-}
-
-/* One Lloyd round on the sample for every attempt not yet settled. */
-__global__ void __launch_bounds__ (SEED_THREADS)
-seed_refine_kernel (seed_view v)
-{
-  const int a = blockIdx.y, tid = threadIdx.x;
-  seed_state *st = v.st;
-  if (st->settled[a])
-    return;
-  __shared__ float s_centre[CUDAFX_MAX_COLORS][3];
-  __shared__ int s_sum[COUNTERS];
-  __shared__ typename block_reduce::TempStorage s_reduce;
-  const int k = st->res.found[a];
-  for (int i = tid; i < 3 * k; i += SEED_THREADS)
-    s_centre[i / 3][i % 3] = (float) st->res.centres[a][i / 3][i % 3];
-  for (int i = tid; i < 4 * k; i += SEED_THREADS)
-    s_sum[i] = 0;
-  __syncthreads ();
-  float x[REFINE_PER_THREAD], y[REFINE_PER_THREAD], z[REFINE_PER_THREAD], best[REFINE_PER_THREAD];
-  int label[REFINE_PER_THREAD];
-#pragma unroll
-  for (int r = 0; r < REFINE_PER_THREAD; r++)
-    {
-      int j = blockIdx.x * REFINE_CHUNK + r * SEED_THREADS + tid;
-      bool in = j < v.n;
-      x[r] = in ? v.plane[0][j] : 0.0f;
-      y[r] = in ? v.plane[1][j] : 0.0f;
-      z[r] = in ? v.plane[2][j] : 0.0f;
-      best[r] = INFINITY;
-      label[r] = 0;
-    }
-  /* nearest centre, the first on ties, as nearest_block on the host */
-  for (int c = 0; c < k; c++)
-#pragma unroll
-    for (int r = 0; r < REFINE_PER_THREAD; r++)
-      {
-        float d = quantize_distance (x[r], y[r], z[r], s_centre[c]);
-        if (d < best[r])
-          {
-            best[r] = d;
-            label[r] = c;
-          }
-      }
-  long long error = 0;
-#pragma unroll
-  for (int r = 0; r < REFINE_PER_THREAD; r++)
-    if (blockIdx.x * REFINE_CHUNK + r * SEED_THREADS + tid < v.n)
-      {
-        error += (long long) best[r]; /* an integer below 2^46 (quantize.h) */
-        int *slot = s_sum + 4 * label[r];
-        atomicAdd (slot, (int) x[r]);
-        if (v.dims == 3)
-          {
-            atomicAdd (slot + 1, (int) y[r]);
-            atomicAdd (slot + 2, (int) z[r]);
-          }
-        atomicAdd (slot + 3, 1);
-      }
-  error = block_reduce (s_reduce).Sum (error);
-  __syncthreads (); /* the block's atomics on s_sum are done */
-  for (int i = tid; i < 4 * k; i += SEED_THREADS)
-    if (s_sum[i])
-      atomicAdd ((unsigned long long *) &st->acc[a][i], (unsigned long long) (long long) s_sum[i]);
-  if (tid == 0)
-    atomicAdd ((unsigned long long *) &st->error_acc[a], (unsigned long long) error);
-  if (!last_block (&st->ticket[a]))
-    return;
-  /* update_centres on the host; the last round only measures the error */
-  const int round = st->rounds[a];
-  int moved = 0;
-  if (round < v.iterations)
-    for (int c = tid; c < k; c += SEED_THREADS)
-      {
-        long long count = __ldcg (&st->acc[a][4 * c + 3]);
-        const int64_t sums[3] = { __ldcg (&st->acc[a][4 * c]), __ldcg (&st->acc[a][4 * c + 1]),
-                                  __ldcg (&st->acc[a][4 * c + 2]) };
-        if (count > 0)
-          moved |= quantize_move_centre (sums, count, v.dims, st->res.centres[a][c]);
-      }
-  moved = __syncthreads_or (moved);
-  for (int i = tid; i < 4 * k; i += SEED_THREADS)
-    st->acc[a][i] = 0;
-  if (tid == 0)
-    {
-      st->res.error[a] = __ldcg (&st->error_acc[a]);
-      st->error_acc[a] = 0;
-      st->rounds[a] = round + 1;
-      if (round == v.iterations || !moved)
-        st->settled[a] = 1;
-    }
-}
-
-/* Device bytes of the seeding: the sample, D2 and the trials' block sums
- * of every attempt, the state. */
+/* Device bytes of the seeding: the sample, the state. */
 constexpr size_t SEED_PLANE_BYTES = (QUANTIZE_SAMPLE_MAX * sizeof (float) + 255) / 256 * 256;
-constexpr size_t SEED_D2_BYTES = (size_t) QUANTIZE_ATTEMPTS * QUANTIZE_SAMPLE_MAX * sizeof (long long);
-constexpr size_t SEED_PART_BYTES =
-  (size_t) QUANTIZE_ATTEMPTS * QUANTIZE_MAX_TRIALS * SEED_MAX_BLOCKS * sizeof (long long);
-constexpr size_t SEED_BYTES = 3 * SEED_PLANE_BYTES + SEED_D2_BYTES + SEED_PART_BYTES + sizeof (seed_state);
+constexpr size_t SEED_BYTES = 3 * SEED_PLANE_BYTES + sizeof (seed_state);
 
 
 /* Each pixel to its nearest palette entry (features of the entries in
@@ -1942,29 +1971,65 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
   if (cfx_inject ("seed"))
     return fail_cuda (q, cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA %s failed: %s", FILTER, "seeding",
                                       "injected fault"));
+  /* The geometry: a group of blocks an attempt, SEED_BLOCKS_PER_SM blocks
+   * a multiprocessor in all, no more blocks than the sample fills, every
+   * block resident at once (the groups' barriers need it: a cooperative
+   * launch, several one after the other when the attempts do not fit; the
+   * host seeds when one group does not). */
+  cfx_context *cx = q->cx;
+  cudafx_status s;
+  cudaFuncAttributes attr;
+  if ((s = cfx_check (cudaFuncGetAttributes (&attr, seed_kernel), FILTER, "seeding")))
+    return fail_cuda (q, s);
+  const size_t lane_bytes = SEED_THREADS * SEED_SAMPLE_BYTES, sum_bytes = SEED_WARPS * 4 * job->k * sizeof (int);
+  const size_t room = (size_t) cx->shared_optin > attr.sharedSizeBytes + sum_bytes
+                        ? cx->shared_optin - attr.sharedSizeBytes - sum_bytes
+                        : 0;
+  const int most_lanes = room / lane_bytes < SEED_MAX_LANES ? (int) (room / lane_bytes) : SEED_MAX_LANES;
+  /* CUDAFX_CUDA_SEED_SMS=N (tests): the geometry of a device with N
+   * multiprocessors, fewer than this one's, so that an H100 runs the
+   * smaller groups and the several launches a smaller GPU gets. */
+  int sms = cx->sms;
+  const char *as_if = getenv ("CUDAFX_CUDA_SEED_SMS");
+  if (as_if && atoi (as_if) >= 1 && atoi (as_if) < sms)
+    sms = atoi (as_if);
+  int group = SEED_BLOCKS_PER_SM * sms / job->attempts;
+  if (group < 1)
+    group = 1;
+  int lanes = (smp->n + group * SEED_THREADS - 1) / (group * SEED_THREADS);
+  if (lanes > most_lanes)
+    lanes = most_lanes;
+  if (lanes < 1)
+    return CUDAFX_OK; /* the host seeds */
+  group = (smp->n + lanes * SEED_THREADS - 1) / (lanes * SEED_THREADS);
+  const size_t shared = (size_t) lanes * lane_bytes + sum_bytes;
+  int per_sm = 0;
+  if ((s = cfx_allow_shared (cx, (const void *) seed_kernel, shared, FILTER)) ||
+      (s = cfx_check (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&per_sm, seed_kernel, SEED_THREADS, shared),
+                      FILTER, "seeding")))
+    return fail_cuda (q, s);
+  const int together = per_sm * sms / group; /* attempts a launch */
+  if (together < 1 || group > SEED_MAX_GROUP)
+    return CUDAFX_OK; /* the host seeds */
   seed_view v;
   for (int c = 0; c < 3; c++)
     v.plane[c] = (const float *) (q->d_seed + c * SEED_PLANE_BYTES);
-  v.d2 = (long long *) (q->d_seed + 3 * SEED_PLANE_BYTES);
-  v.part = (long long *) ((unsigned char *) v.d2 + SEED_D2_BYTES);
-  v.st = (seed_state *) ((unsigned char *) v.part + SEED_PART_BYTES);
+  v.st = (seed_state *) (q->d_seed + 3 * SEED_PLANE_BYTES);
   v.n = smp->n;
   v.dims = smp->dims;
   v.k = job->k;
   v.trials = job->trials;
   v.iterations = job->iterations;
-  v.blocks = (smp->n + SEED_THREADS - 1) / SEED_THREADS;
+  v.group = group;
+  v.lanes = lanes;
   v.seed = job->seed;
-  const dim3 pick_grid (v.blocks, job->attempts);
-  const dim3 refine_grid ((smp->n + REFINE_CHUNK - 1) / REFINE_CHUNK, job->attempts);
   /* pinned: a copy into pageable memory would return only once the seeding
    * is done, and the image's upload queued after it would not overlap it */
   seed_results *res;
-  cudafx_status s;
   /* the side stream, which does not wait for the main one (nor it for this) */
-  cudaStream_t stream = q->cx->side;
-  if ((s = cfx_staging (q->cx, CFX_STAGING_COUNTERS, sizeof *res, (void **) &res, NULL, FILTER)) ||
-      (s = cfx_check (cudaEventRecord (q->cx->ev[4], stream), FILTER, "event")))
+  cudaStream_t stream = cx->side;
+  if ((s = cfx_staging (cx, CFX_STAGING_COUNTERS, sizeof *res, (void **) &res, NULL, FILTER)) ||
+      (s = cfx_check (cudaEventRecord (cx->ev[4], stream), FILTER, "event")))
     return fail_cuda (q, s);
   for (int c = 0; c < 3; c++)
     if ((s = cfx_check (cudaMemcpyAsync ((void *) v.plane[c], smp->plane[c], (size_t) smp->n * sizeof (float),
@@ -1972,29 +2037,28 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
                         FILTER, "copy to device")))
       return fail_cuda (q, s);
   if ((s = cfx_check (cudaMemsetAsync (v.st, 0, sizeof (seed_state), stream), FILTER, "memset")) ||
-      (s = cfx_check (cudaEventRecord (q->cx->ev[5], stream), FILTER, "event")))
+      (s = cfx_check (cudaEventRecord (cx->ev[5], stream), FILTER, "event")))
     return fail_cuda (q, s);
   if (smp->codes)
     {
-      sample_features_kernel<<<v.blocks, SEED_THREADS, 0, stream>>> ((float *) v.plane[0], (float *) v.plane[1],
-                                                                   (float *) v.plane[2], v.n, q->fs);
+      sample_features_kernel<<<(smp->n + SEED_THREADS - 1) / SEED_THREADS, SEED_THREADS, 0, stream>>> (
+        (float *) v.plane[0], (float *) v.plane[1], (float *) v.plane[2], v.n, q->fs);
       if ((s = cfx_check_launch (FILTER, "sample_features_kernel")))
         return fail_cuda (q, s);
     }
-  seed_first_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
-  if ((s = cfx_check_launch (FILTER, "seed_first_kernel")))
-    return fail_cuda (q, s);
-  /* every launch after the last pick of an attempt returns at once */
-  for (int pick = 1; pick < job->k; pick++)
+  for (v.attempt0 = 0; v.attempt0 < job->attempts; v.attempt0 += together)
     {
-      seed_pick_kernel<<<pick_grid, SEED_THREADS, 0, stream>>> (v);
-      if ((s = cfx_check_launch (FILTER, "seed_pick_kernel")))
-        return fail_cuda (q, s);
-    }
-  for (int round = 0; round <= job->iterations; round++)
-    {
-      seed_refine_kernel<<<refine_grid, SEED_THREADS, 0, stream>>> (v);
-      if ((s = cfx_check_launch (FILTER, "seed_refine_kernel")))
+      int attempts = job->attempts - v.attempt0 < together ? job->attempts - v.attempt0 : together;
+      void *args[] = { &v };
+      char point[32];
+      snprintf (point, sizeof point, "seed-launch%d", v.attempt0 / together);
+      if (cfx_inject (point))
+        return fail_cuda (q, cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA %s failed: %s", FILTER, "seeding",
+                                          "injected fault"));
+      if ((s = cfx_check (cudaLaunchCooperativeKernel ((const void *) seed_kernel, dim3 (attempts * group),
+                                                       dim3 (SEED_THREADS), args, shared, stream),
+                          FILTER, "seed_kernel")) ||
+          (s = cfx_check_launch (FILTER, "seed_kernel")))
         return fail_cuda (q, s);
     }
   if ((s = cfx_check (cudaEventRecord (q->cx->ev[6], stream), FILTER, "event")) ||

@@ -344,6 +344,53 @@ TEST (gpu_quantize_seeding_edge_cases_match_cpu)
   harness_image_free (&small);
 }
 
+/* The seeding's geometry of smaller GPUs (CUDAFX_CUDA_SEED_SMS): with 40
+ * multiprocessors the attempts take two launches, with 8 one each (a fault
+ * injected at the second launch shows it is reached); the palettes and
+ * pixels equal the CPU's, for samples of the cap and of small images. */
+TEST (gpu_quantize_seeding_in_several_launches_matches_cpu)
+{
+  harness_rng r = { 53 };
+  cudafx_image more = harness_image_new (300, 241, 3, 0, CUDAFX_U8, 5);
+  cudafx_image small = harness_image_new (33, 21, 4, 1, CUDAFX_U8, 2);
+  fill (&more, &r, 1);
+  fill (&small, &r, 0);
+  static const char *sms[] = { "40", "8" };
+  for (int i = 0; i < 2 && harness_failures () < 5; i++)
+    {
+      setenv ("CUDAFX_CUDA_SEED_SMS", sms[i], 1);
+      cudafx_quantize_params p;
+      cudafx_quantize_params_init (&p);
+      p.max_iterations = 2;
+      cudafx_image out = harness_image_new (more.width, more.height, 3, 0, CUDAFX_U8, 0);
+      cudafx_palette got;
+      cudafx_options o = harness_cpu_options ();
+      o.backend = CUDAFX_BACKEND_CUDA;
+      setenv ("CUDAFX_CUDA_FAIL", "seed-launch1", 1);
+      cudafx_status s = cudafx_quantize (&more, &out, &p, &o, &got);
+      CHECK (s == CUDAFX_ERR_CUDA && strstr (cudafx_error_message (), "seeding"),
+             "as if %s SMs: a fault at the second launch: status %d (%s)", sms[i], s, cudafx_error_message ());
+      unsetenv ("CUDAFX_CUDA_FAIL");
+      harness_image_free (&out);
+      static const int colors[] = { 2, 16, 256 };
+      for (int ki = 0; ki < 3; ki++)
+        for (int space = 0; space < 2; space++)
+          {
+            p.colors = colors[ki];
+            p.color_space = space;
+            p.seed = (uint32_t) (7 + ki);
+            char what[96];
+            snprintf (what, sizeof what, "as if %s SMs, 300x241 K %d %s", sms[i], p.colors, space ? "rgb" : "oklab");
+            compare (&more, &p, what);
+            snprintf (what, sizeof what, "as if %s SMs, 33x21 K %d %s", sms[i], p.colors, space ? "rgb" : "oklab");
+            compare (&small, &p, what);
+          }
+    }
+  unsetenv ("CUDAFX_CUDA_SEED_SMS");
+  harness_image_free (&more);
+  harness_image_free (&small);
+}
+
 /* The seeding runs on the device when the budget allows, the image in one
  * stripe or several: a fault injected there fails a forced-CUDA call and
  * sends an auto call to the CPU (a host seeding would not see it). Under a
