@@ -237,7 +237,7 @@ TEST (gpu_quantize_distinct_colours_match_cpu)
 /* Seeding on the device: every K of the issue, seeds 1..5, both spaces, on
  * a sample smaller than the image's 65536 cap with transparent pixels; one
  * Lloyd iteration (the starting centres decide the palette) or ten. */
-TEST (gpu_quantize_seeding_matches_cpu)
+TEST_SHARDED (gpu_quantize_seeding_matches_cpu, 8)
 {
   static const int colors[] = { 2, 3, 16, 100, 256 };
   harness_rng r = { 37 };
@@ -295,7 +295,7 @@ TEST (gpu_quantize_seeding_small_image)
 
 /* A sample of exactly 65536 pixels and one taken from more; fewer distinct
  * colours than K; 1x1 and 7x3 images. */
-TEST (gpu_quantize_seeding_edge_cases_match_cpu)
+TEST_SHARDED (gpu_quantize_seeding_edge_cases_match_cpu, 8)
 {
   harness_rng r = { 41 };
   cudafx_image full = harness_image_new (256, 256, 3, 0, CUDAFX_U8, 0);
@@ -348,7 +348,7 @@ TEST (gpu_quantize_seeding_edge_cases_match_cpu)
  * multiprocessors the attempts take two launches, with 8 one each (a fault
  * injected at the second launch shows it is reached); the palettes and
  * pixels equal the CPU's, for samples of the cap and of small images. */
-TEST (gpu_quantize_seeding_in_several_launches_matches_cpu)
+TEST_SHARDED (gpu_quantize_seeding_in_several_launches_matches_cpu, 8)
 {
   harness_rng r = { 53 };
   cudafx_image more = harness_image_new (300, 241, 3, 0, CUDAFX_U8, 5);

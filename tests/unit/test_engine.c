@@ -331,7 +331,7 @@ rows_setup_end (void)
  * fallback to the CPU again from row 0 with the CPU's values; never for a
  * call that fails nor for nl-means' estimate. The GPU's striped runs (make
  * check-gpu) are what this is for; the CPU reports all rows at its end. */
-TEST (engine_rows_ready_reports_final_rows_in_order)
+TEST_SHARDED (engine_rows_ready_reports_final_rows_in_order, 8)
 {
   static const char *const names[] = { "median", "convolve", "nl-means", "quantize", "quantize F-S" };
   harness_rng rng = { 41 };
@@ -347,6 +347,8 @@ TEST (engine_rows_ready_reports_final_rows_in_order)
     for (int setup = 0; setup < 5; setup++)
       for (int memory = 0; memory < 2; memory++)
         {
+          if (!harness_case ())
+            continue;
           cudafx_image *out = memory ? &pinned : &plain;
           cudafx_options o = harness_options ();
           cudafx_report report, ref_report;
@@ -450,7 +452,7 @@ note_report (int y0, int y1, void *data)
  * quantize, the wrap border and nl-means' own σ all rows at once first, and
  * a fallback to the CPU the rest before it starts. On the CPU (make check) only the all-first
  * rule shows; make check-gpu runs the stripes. */
-TEST (engine_rows_needed_asks_each_row_before_use)
+TEST_SHARDED (engine_rows_needed_asks_each_row_before_use, 8)
 {
   static const char *const names[] = { "median", "convolve", "nl-means", "quantize", "quantize F-S",
                                        "convolve wrap", "nl-means automatic" };
@@ -469,6 +471,8 @@ TEST (engine_rows_needed_asks_each_row_before_use)
     for (int setup = 0; setup < 5; setup++)
       for (int memory = 0; memory < 2; memory++)
         {
+          if (!harness_case ())
+            continue;
           cudafx_image *lazy = memory ? &pinned : &plain;
           cudafx_options o = harness_options ();
           cudafx_report report, ref_report;
@@ -510,6 +514,8 @@ TEST (engine_rows_needed_asks_each_row_before_use)
   for (int f = 0; f < 7 && pinned.data; f++)
     for (int fail_at = 1; fail_at <= 3; fail_at += 2)
       {
+        if (!harness_case ())
+          continue;
         cudafx_options o = harness_options ();
         o.backend = CUDAFX_BACKEND_AUTO;
         rows_asked a = { &real, &plain, 0, 0, 0, 0, fail_at, 0, 0 };
