@@ -717,6 +717,20 @@ timeline_mark (timeline *t, const char *what)
     g_string_append_printf (t->line, " %s %.2f", what, (g_get_monotonic_time () - t->t0) / 1000.0);
 }
 
+/* The engine's progress as marks ("p0.42 3.10": the fraction it reported
+ * and when), so that a call's own steps (quantize's seeding, its Lloyd
+ * passes) show between the read and the first rows. The engine calls it on
+ * the calling thread. */
+static int
+timeline_progress (double fraction, void *data)
+{
+  char what[16];
+
+  g_snprintf (what, sizeof what, "p%.2f", fraction);
+  timeline_mark (data, what);
+  return 0;
+}
+
 static void
 timeline_end (timeline *t)
 {
@@ -1004,6 +1018,11 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
     read_rows (read.height, &rows);
   options.rows_ready = write_rows;
   options.rows_user = &rows;
+  if (tl.on)
+    {
+      options.progress = timeline_progress;
+      options.user_data = &tl;
+    }
   ok = cudafx_proc_run (&args, &src, &dst, &options, NULL, error);
 out:
   timeline_end (&tl);
