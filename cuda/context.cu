@@ -857,8 +857,7 @@ stripe_upload (cfx_context *cx, const char *filter, const cudafx_image *src, cud
   cudafx_status s = need_rows (filter, src, border, v0 + total, o);
   if (s)
     return s;
-  s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * (direct ? 2 * st->halo : total), (void **) &up,
-                                 NULL, filter);
+  s = cfx_staging (cx, CFX_STAGING_UP, row_bytes * (direct ? 2 * st->halo : total), (void **) &up, NULL, filter);
   if (direct && !s && !(s = cfx_check (cudaEventRecord (cx->ev[0], cx->stream), filter, "event")))
     s = upload_direct (filter, src, border, st->halo, v0, total, up, (unsigned char *) st->d_src, st->src_pitch,
                        cx->stream);
