@@ -7,17 +7,23 @@
  *   (the built-ins take most of a run's time)
  *
  * On a 12 MP "R'G'B' u8" buffer: the first call in the process (CUDA start
- * included) and the same in a second graph; each cudafx operation warm
+ * included) and the same in a second graph; the data movement: reading the
+ * region out of GEGL in the operation's format, writing it back, and a
+ * pinned host↔device round trip of it (libcudart loaded at run time, so
+ * this program builds where there is no CUDA), at once and spread over
+ * GEGL's threads in bands, as the operations do, and a set into a new
+ * buffer, as an operation's output is; each cudafx operation warm
  * (buffer-source → op → write-buffer, the op's property set again before
- * each run so that no cache answers);
- * GEGL's built-ins in the same graph (GEGL_THREADS from the environment);
- * the data movement: reading the region out of GEGL in the operation's
- * format, writing it back, and a pinned host↔device round trip of it
- * (libcudart loaded at run time, so this program builds where there is no
- * CUDA), the same get and set spread over GEGL's threads in bands, as the
- * operations do, and a set into a new buffer, as an operation's output is;
- * and a 1920x1080 region of warm nl-means, as a canvas preview asks.
- * Times are medians of RUNS (5) runs after one warm-up, in milliseconds. */
+ * each run so that no cache answers); GEGL's built-ins in the same graph
+ * (GEGL_THREADS from the environment); and a 1920x1080 region of warm
+ * nl-means, as a canvas preview asks.
+ *
+ * Each cudafx operation alternates with the movement it is held to (the
+ * get on GEGL's threads, the set into a new buffer on GEGL's threads and
+ * the pinned round trip), one run of each a round, so that its ratio
+ * compares runs made next to one another: GEGL's set alone moves by a few
+ * milliseconds over a process's life. Times are medians of RUNS (5) runs,
+ * or ROUNDS (9) rounds, after one warm-up, in milliseconds. */
 #include <dlfcn.h>
 #include <gegl.h>
 #include <gegl-plugin.h> /* GeglOperationFilter: the move operation below */
@@ -25,7 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RUNS 5
+#define RUNS   5
+#define ROUNDS 9
 
 static int W = 4000, H = 3000;
 
@@ -168,34 +175,76 @@ run_graph (GeglBuffer *input, const job *j, GeglNode **op_out)
   return t;
 }
 
-/* Warm: one graph, processed RUNS + 1 times, the properties set again each
- * time (a set invalidates the node, so no cache answers). */
-static double
-warm (GeglBuffer *input, const job *j, double *sigma)
+/* A warm graph: buffer-source → op → write-buffer into a buffer of its
+ * own, processed again and again. */
+typedef struct
 {
-  GeglNode   *graph = gegl_node_new (), *src, *op, *sink;
-  GeglBuffer *output = NULL;
-  double      t[RUNS];
+  const job  *j;
+  GeglNode   *graph, *op, *sink;
+  GeglBuffer *output;
+} warm_graph;
 
-  src = gegl_node_new_child (graph, "operation", "gegl:buffer-source", "buffer", input, NULL);
-  op = gegl_node_new_child (graph, "operation", j->op, NULL);
-  sink = gegl_node_new_child (graph, "operation", "gegl:write-buffer", NULL);
-  output = gegl_buffer_new (gegl_buffer_get_extent (input), gegl_buffer_get_format (input));
-  gegl_node_set (sink, "buffer", output, NULL);
-  gegl_node_link_many (src, op, sink, NULL);
+static void
+warm_graph_init (warm_graph *w, GeglBuffer *input, const job *j)
+{
+  GeglNode *src;
+
+  w->j = j;
+  w->graph = gegl_node_new ();
+  src = gegl_node_new_child (w->graph, "operation", "gegl:buffer-source", "buffer", input, NULL);
+  w->op = gegl_node_new_child (w->graph, "operation", j->op, NULL);
+  w->sink = gegl_node_new_child (w->graph, "operation", "gegl:write-buffer", NULL);
+  w->output = gegl_buffer_new (gegl_buffer_get_extent (input), gegl_buffer_get_format (input));
+  gegl_node_set (w->sink, "buffer", w->output, NULL);
+  gegl_node_link_many (src, w->op, w->sink, NULL);
+}
+
+/* One run, the properties set again first (a set invalidates the node, so
+ * no cache answers); returns ms. */
+static double
+warm_graph_run (warm_graph *w)
+{
+  double t0;
+
+  set_props (w->op, w->j->props);
+  t0 = now_ms ();
+  gegl_node_process (w->sink);
+  return now_ms () - t0;
+}
+
+/* The σ automatic nl-means found, else 0. */
+static double
+warm_graph_sigma (warm_graph *w)
+{
+  double sigma = 0;
+
+  if (gegl_node_find_property (w->op, "noise-sigma"))
+    gegl_node_get (w->op, "noise-sigma", &sigma, NULL);
+  return sigma;
+}
+
+static void
+warm_graph_clear (warm_graph *w)
+{
+  g_object_unref (w->output);
+  g_object_unref (w->graph);
+}
+
+/* Median of RUNS warm runs after one. */
+static double
+warm (GeglBuffer *input, const job *j)
+{
+  warm_graph w;
+  double     t[RUNS];
+
+  warm_graph_init (&w, input, j);
   for (int i = -1; i < RUNS; i++)
     {
-      double t0;
-      set_props (op, j->props);
-      t0 = now_ms ();
-      gegl_node_process (sink);
+      double ms = warm_graph_run (&w);
       if (i >= 0)
-        t[i] = now_ms () - t0;
+        t[i] = ms;
     }
-  if (sigma && gegl_node_find_property (op, "noise-sigma"))
-    gegl_node_get (op, "noise-sigma", sigma, NULL);
-  g_object_unref (output);
-  g_object_unref (graph);
+  warm_graph_clear (&w);
   return median_of (t, RUNS);
 }
 
@@ -222,29 +271,37 @@ move_band (const GeglRectangle *band, gpointer data)
     gegl_buffer_get (m->buffer, band, 1.0, m->format, p, stride, GEGL_ABYSS_NONE);
 }
 
-/* buffer NULL: a set into a new buffer each time, as an operation's output
- * in a graph is; threaded: in bands on GEGL's threads, else at once. */
+/* One move of the whole region; buffer NULL: a set into a new buffer, as
+ * an operation's output in a graph is; threaded: in bands on GEGL's
+ * threads, else at once. Returns ms. */
+static double
+one_move (GeglBuffer *buffer, const Babl *format, guint8 *pixels, gboolean set, gboolean threaded)
+{
+  band_move m = { buffer ? buffer : gegl_buffer_new (GEGL_RECTANGLE (0, 0, W, H), format), format, pixels, set };
+  double    t0 = now_ms (), ms;
+
+  if (threaded)
+    gegl_parallel_distribute_area (GEGL_RECTANGLE (0, 0, W, H), 64 * 1024, GEGL_SPLIT_STRATEGY_HORIZONTAL,
+                                   move_band, &m);
+  else
+    move_band (GEGL_RECTANGLE (0, 0, W, H), &m);
+  ms = now_ms () - t0;
+  if (!buffer)
+    g_object_unref (m.buffer);
+  return ms;
+}
+
+/* Median of RUNS moves after one. */
 static double
 timed_move (GeglBuffer *buffer, const Babl *format, guint8 *pixels, gboolean set, gboolean threaded)
 {
-  band_move m = { buffer, format, pixels, set };
-  double    t[RUNS];
+  double t[RUNS];
 
   for (int i = -1; i < RUNS; i++)
     {
-      double t0;
-      if (!buffer)
-        m.buffer = gegl_buffer_new (GEGL_RECTANGLE (0, 0, W, H), format);
-      t0 = now_ms ();
-      if (threaded)
-        gegl_parallel_distribute_area (GEGL_RECTANGLE (0, 0, W, H), 64 * 1024, GEGL_SPLIT_STRATEGY_HORIZONTAL,
-                                       move_band, &m);
-      else
-        move_band (GEGL_RECTANGLE (0, 0, W, H), &m);
+      double ms = one_move (buffer, format, pixels, set, threaded);
       if (i >= 0)
-        t[i] = now_ms () - t0;
-      if (!buffer)
-        g_object_unref (m.buffer);
+        t[i] = ms;
     }
   return median_of (t, RUNS);
 }
@@ -345,35 +402,56 @@ typedef int (*malloc_fn) (void **, size_t);
 typedef int (*memcpy_fn) (void *, const void *, size_t, int);
 typedef int (*sync_fn) (void);
 
-static double
-pinned_round_trip (size_t bytes)
+typedef struct
+{
+  memcpy_fn copy;
+  sync_fn   sync;
+  void     *host, *device;
+  size_t    bytes;
+} round_trip;
+
+/* FALSE where there is no CUDA to time. */
+static gboolean
+round_trip_init (round_trip *r, size_t bytes)
 {
   const char *names[] = { "libcudart.so", "libcudart.so.13", "libcudart.so.12",
                           "/usr/local/cuda/lib64/libcudart.so" };
-  void *lib = NULL, *h = NULL, *d = NULL;
-  double t[RUNS];
+  void *lib = NULL;
 
   for (size_t i = 0; !lib && i < G_N_ELEMENTS (names); i++)
     lib = dlopen (names[i], RTLD_NOW | RTLD_LOCAL);
   if (!lib)
-    return -1;
+    return FALSE;
   host_alloc_fn host_alloc = (host_alloc_fn) dlsym (lib, "cudaHostAlloc");
   malloc_fn     dmalloc = (malloc_fn) dlsym (lib, "cudaMalloc");
-  memcpy_fn     copy = (memcpy_fn) dlsym (lib, "cudaMemcpy");
-  sync_fn       sync = (sync_fn) dlsym (lib, "cudaDeviceSynchronize");
-  if (!host_alloc || !dmalloc || !copy || !sync || host_alloc (&h, bytes, 0) || dmalloc (&d, bytes))
-    return -1;
-  memset (h, 1, bytes);
-  for (int i = -1; i < RUNS; i++)
-    {
-      double t0 = now_ms ();
-      copy (d, h, bytes, 1 /* host to device */);
-      copy (h, d, bytes, 2 /* device to host */);
-      sync ();
-      if (i >= 0)
-        t[i] = now_ms () - t0;
-    }
-  return median_of (t, RUNS);
+  r->copy = (memcpy_fn) dlsym (lib, "cudaMemcpy");
+  r->sync = (sync_fn) dlsym (lib, "cudaDeviceSynchronize");
+  r->bytes = bytes;
+  if (!host_alloc || !dmalloc || !r->copy || !r->sync || host_alloc (&r->host, bytes, 0) ||
+      dmalloc (&r->device, bytes))
+    return FALSE;
+  memset (r->host, 1, bytes);
+  return TRUE;
+}
+
+/* One host→device→host round trip of the region; ms. */
+static double
+round_trip_run (const round_trip *r)
+{
+  double t0 = now_ms ();
+
+  r->copy (r->device, r->host, r->bytes, 1 /* host to device */);
+  r->copy (r->host, r->device, r->bytes, 2 /* device to host */);
+  r->sync ();
+  return now_ms () - t0;
+}
+
+/* Whether GEGL_BENCH_ONLY lets this job run. */
+static gboolean
+selected (const job *j)
+{
+  const char *only = g_getenv ("GEGL_BENCH_ONLY");
+  return !only || strstr (j->label, only);
 }
 
 int
@@ -383,10 +461,12 @@ main (int argc, char **argv)
   const Babl *format;
   GeglBuffer *input;
   size_t      bytes;
-  double      t[RUNS], get_ms, set_ms, first_ms, pinned_ms, sigma = 0;
+  double      t[RUNS], get_ms, set_ms, first_ms, pinned_ms = -1, sigma = 0;
   guint8     *pixels;
   GeglBuffer *copy;
   GeglNode   *first_op = NULL;
+  round_trip  trip;
+  gboolean    have_cuda;
 
   setvbuf (stdout, NULL, _IOLBF, 0);
   if (argc > 2 && sscanf (argv[2], "%dx%d", &W, &H) != 2)
@@ -413,24 +493,19 @@ main (int argc, char **argv)
   /* The data movement an operation cannot avoid. */
   pixels = g_malloc (bytes);
   copy = gegl_buffer_new (GEGL_RECTANGLE (0, 0, W, H), format);
-  for (int i = -1; i < RUNS; i++)
+  have_cuda = round_trip_init (&trip, bytes);
+  get_ms = timed_move (input, format, pixels, FALSE, FALSE);
+  set_ms = timed_move (copy, format, pixels, TRUE, FALSE);
+  if (have_cuda)
     {
-      double t0 = now_ms ();
-      gegl_buffer_get (input, GEGL_RECTANGLE (0, 0, W, H), 1.0, format, pixels,
-                       GEGL_AUTO_ROWSTRIDE, GEGL_ABYSS_NONE);
-      if (i >= 0)
-        t[i] = now_ms () - t0;
+      for (int i = -1; i < RUNS; i++)
+        {
+          double ms = round_trip_run (&trip);
+          if (i >= 0)
+            t[i] = ms;
+        }
+      pinned_ms = median_of (t, RUNS);
     }
-  get_ms = median_of (t, RUNS);
-  for (int i = -1; i < RUNS; i++)
-    {
-      double t0 = now_ms ();
-      gegl_buffer_set (copy, GEGL_RECTANGLE (0, 0, W, H), 0, format, pixels, GEGL_AUTO_ROWSTRIDE);
-      if (i >= 0)
-        t[i] = now_ms () - t0;
-    }
-  set_ms = median_of (t, RUNS);
-  pinned_ms = pinned_round_trip (bytes);
   printf ("data movement: gegl_buffer_get %.1f ms + gegl_buffer_set %.1f ms + pinned H2D+D2H %.1f ms"
           " = %.1f ms\n", get_ms, set_ms, pinned_ms, get_ms + set_ms + (pinned_ms > 0 ? pinned_ms : 0));
   /* The same get and set in bands on GEGL's threads, as the operations
@@ -443,35 +518,57 @@ main (int argc, char **argv)
    * the tiles. */
   printf ("gegl_buffer_set into a new buffer: %.1f ms, on GEGL's threads %.1f ms\n",
           timed_move (NULL, format, pixels, TRUE, FALSE), timed_move (NULL, format, pixels, TRUE, TRUE));
-  g_free (pixels);
-  g_object_unref (copy);
 
   g_type_class_unref (g_type_class_ref (bench_move_get_type ())); /* its name known to GEGL */
-  const job jobs[] = {
+  const job ours[] = {
     { "cudafx floor: read + set in a graph", "cudafx-bench:move", "run=1" },
     { "cudafx:median r1 square", "cudafx:median", "radius=1" },
-    { "gegl:median-blur r1 square", "gegl:median-blur", "radius=1 neighborhood=square" },
     { "cudafx:convolve blur 5x5", "cudafx:convolve", "preset=blur-5x5" },
+    { "cudafx:convolve gaussian sigma 5", "cudafx:convolve", "preset=gaussian sigma=5" },
+    { "cudafx:nl-means automatic", "cudafx:nl-means", "auto=true" },
+    { "cudafx:quantize 16 colors", "cudafx:quantize", "colors=16" },
+  };
+  const job builtins[] = {
+    { "gegl:median-blur r1 square", "gegl:median-blur", "radius=1 neighborhood=square" },
     { "gegl:convolution-matrix 5x5", "gegl:convolution-matrix",
       "a1=1 a2=1 a3=1 a4=1 a5=1 b1=1 b2=1 b3=1 b4=1 b5=1 c1=1 c2=1 c3=1 c4=1 c5=1 "
       "d1=1 d2=1 d3=1 d4=1 d5=1 e1=1 e2=1 e3=1 e4=1 e5=1 normalize=true" },
-    { "cudafx:convolve gaussian sigma 5", "cudafx:convolve", "preset=gaussian sigma=5" },
     { "gegl:gaussian-blur sigma 5", "gegl:gaussian-blur", "std-dev-x=5 std-dev-y=5" },
-    { "cudafx:nl-means automatic", "cudafx:nl-means", "auto=true" },
     { "gegl:noise-reduction", "gegl:noise-reduction", "" },
-    { "cudafx:quantize 16 colors", "cudafx:quantize", "colors=16" },
   };
-  for (size_t i = 0; i < G_N_ELEMENTS (jobs); i++)
+  /* Each cudafx operation in rounds with its movement: a round moves the
+   * region (get and set into a new buffer, on GEGL's threads, and the
+   * pinned round trip), then runs the operation once. One graph at a
+   * time: several would hold more tiles than GEGL's cache keeps. */
+  for (size_t k = 0; k < G_N_ELEMENTS (ours); k++)
     {
-      const char *only = g_getenv ("GEGL_BENCH_ONLY");
-      if (only && !strstr (jobs[i].label, only))
+      warm_graph graph;
+      double     move[ROUNDS], ms[ROUNDS], ratio[ROUNDS], s;
+
+      if (!selected (&ours[k]))
         continue;
-      double s = 0, ms = warm (input, &jobs[i], &s);
-      printf ("warm %-34s %8.1f ms", jobs[i].label, ms);
-      if (s > 0)
+      warm_graph_init (&graph, input, &ours[k]);
+      warm_graph_run (&graph);
+      for (int r = 0; r < ROUNDS; r++)
+        {
+          move[r] = one_move (input, format, pixels, FALSE, TRUE) + one_move (NULL, format, pixels, TRUE, TRUE) +
+                    (have_cuda ? round_trip_run (&trip) : 0);
+          ms[r] = warm_graph_run (&graph);
+          ratio[r] = ms[r] / move[r];
+        }
+      printf ("warm %-34s %8.1f ms  %.2fx its rounds' movement (%.1f ms)", ours[k].label, median_of (ms, ROUNDS),
+              median_of (ratio, ROUNDS), median_of (move, ROUNDS));
+      if ((s = warm_graph_sigma (&graph)) > 0)
         printf ("  (noise sigma found %.2f)", s), sigma = s;
       printf ("\n");
+      warm_graph_clear (&graph);
     }
+  g_free (pixels);
+  g_object_unref (copy);
+
+  for (size_t i = 0; i < G_N_ELEMENTS (builtins); i++)
+    if (selected (&builtins[i]))
+      printf ("warm %-34s %8.1f ms\n", builtins[i].label, warm (input, &builtins[i]));
 
   /* A 1920x1080 region of warm nl-means, as the canvas asks for a preview. */
   {
