@@ -1039,13 +1039,13 @@ struct pipe_memory
  * device (the input stripe with its lower halo; the first also its upper
  * halo) are copied into pinned memory by threads and uploaded on the side
  * stream; fn waits for them on the call's stream, then its rows go back
- * into pinned memory on the download stream, while the next stripe's
- * kernel runs (on the call's stream the copy held it up: nl-means' 16
- * stripes spent about 0.08 ms each waiting, docs/BENCHMARKS.md). A stripe's
- * kernels write only its own rows of the destination, so the copy and the
- * next kernel never touch the same bytes. The whole image stays on the
- * device, so each stripe's upper halo is already there from the stripe
- * before. */
+ * into pinned memory on the download stream while the next stripe's kernel
+ * runs (on the call's stream the copy held that kernel up: a 12 MP call
+ * took 0.4-2.6 ms longer, docs/BENCHMARKS.md, "The stripe pipeline's
+ * downloads on a stream of their own"). A stripe's kernels write only its
+ * own rows of the destination, so the copy and the next kernel never touch
+ * the same bytes. The whole image stays on the device, so each stripe's
+ * upper halo is already there from the stripe before. */
 static cudafx_status
 pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, cudafx_border border,
             int k, int rows, cfx_stripe st, const pipe_memory *m, cfx_stripe_fn fn, void *ctx,
