@@ -4,6 +4,7 @@
  * stripe runner. See context.cuh. */
 #include "context.cuh"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -333,6 +334,14 @@ cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o, cfx_lane
       cudaStreamDestroy (cx->stream);
       return s;
     }
+  if ((s = cfx_check (cudaStreamCreateWithFlags (&cx->odd, cudaStreamNonBlocking), filter,
+                      "stream creation")))
+    {
+      cudaStreamDestroy (cx->down);
+      cudaStreamDestroy (cx->side);
+      cudaStreamDestroy (cx->stream);
+      return s;
+    }
   int events = 0;
   while (events < CFX_EVENTS && !s)
     if (!(s = cfx_check (cudaEventCreate (&cx->ev[events]), filter, "event creation")))
@@ -341,6 +350,7 @@ cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o, cfx_lane
     {
       while (events > 0)
         cudaEventDestroy (cx->ev[--events]);
+      cudaStreamDestroy (cx->odd);
       cudaStreamDestroy (cx->down);
       cudaStreamDestroy (cx->side);
       cudaStreamDestroy (cx->stream);
@@ -488,6 +498,13 @@ cfx_allow_shared (cfx_context *cx, const void *kernel, size_t bytes, const char 
 
 /* ---- stripes ------------------------------------------------------------------- */
 
+/* A stripe's scratch: scratch_row_bytes for each of its rows and halo rows. */
+static size_t
+stripe_scratch (int rows, int halo, size_t scratch_row_bytes)
+{
+  return scratch_row_bytes * (rows + 2 * (size_t) halo);
+}
+
 static size_t
 row_bytes_of (const cudafx_image *src)
 {
@@ -532,7 +549,7 @@ stripe_buffers (cfx_context *cx, const char *filter, const cudafx_image *src, in
   if ((s = cfx_buffer (cx, CFX_SLOT_SRC, pitch * (rows + 2 * (size_t) halo), (void **) &d_src, filter)) ||
       (s = cfx_buffer (cx, CFX_SLOT_DST, pitch * rows, (void **) &d_dst, filter)) ||
       (scratch_row_bytes &&
-       (s = cfx_buffer (cx, CFX_SLOT_SCRATCH, scratch_row_bytes * (rows + 2 * (size_t) halo), &d_scratch,
+       (s = cfx_buffer (cx, CFX_SLOT_SCRATCH, stripe_scratch (rows, halo, scratch_row_bytes), &d_scratch,
                         filter))))
     {
       cfx_release_buffers (cx);
@@ -802,6 +819,17 @@ upload_direct (const char *filter, const cudafx_image *src, cudafx_border border
  * their peak; more stripes shorten the pipeline's fill and drain. */
 constexpr size_t CFX_PIPE_MIN_BYTES = 2u << 20;
 
+/* Whether the pipeline's stripes alternate between two kernel streams
+ * (pipe_issue), each stream's with a scratch of their own. Not a pass
+ * whose results stay on the device (dst NULL: nl-means' noise counts, which
+ * the first stripe zeroes and the last copies out): its stripes follow one
+ * another on the call's stream. */
+static bool
+pipe_alternates (long stripes, const cudafx_image *dst)
+{
+  return stripes > 1 && dst;
+}
+
 /* Stripes of the pipelined runner for src (CUDAFX_CUDA_STRIPES, else by
  * size), or 0 when the whole image does not fit the budget at once. */
 static int
@@ -815,7 +843,8 @@ pipe_stripes (cfx_context *cx, const cudafx_image *src, int halo, size_t scratch
   n = n < 1 ? 1 : n > CFX_PIPE_STRIPES ? CFX_PIPE_STRIPES : n;
   n = n > src->height ? src->height : n;
   int rows = (int) ((src->height + n - 1) / n);
-  size_t need = (src->height + 2 * (size_t) halo) * pitch + (rows + 2 * (size_t) halo) * scratch_row_bytes +
+  size_t need = (src->height + 2 * (size_t) halo) * pitch +
+                (pipe_alternates (n, dst) ? 2 : 1) * stripe_scratch (rows, halo, scratch_row_bytes) +
                 (dst ? src->height * pitch : 0);
   if (need > cfx_memory_budget (cx))
     return 0;
@@ -1022,8 +1051,9 @@ pipe_finish (cfx_context *cx, const char *filter, cudafx_status s)
 {
   cudafx_status w = cfx_check (cudaStreamSynchronize (cx->side), filter, "copy to device");
   cudafx_status k = cfx_check (cudaStreamSynchronize (cx->stream), filter, "kernel");
+  cudafx_status o = cfx_check (cudaStreamSynchronize (cx->odd), filter, "kernel");
   cudafx_status d = cfx_check (cudaStreamSynchronize (cx->down), filter, "copy to host");
-  return s ? s : w ? w : k ? k : d;
+  return s ? s : w ? w : k ? k : o ? o : d;
 }
 
 /* The host side of the pipeline: pinned staging in (up) and out (down),
@@ -1038,18 +1068,24 @@ struct pipe_memory
 /* Stripe k of n_stripes through the pipeline: the rows it adds to the
  * device (the input stripe with its lower halo; the first also its upper
  * halo) are copied into pinned memory by threads and uploaded on the side
- * stream; fn waits for them on the call's stream, then its rows go back
+ * stream; fn waits for them on its kernel stream, then its rows go back
  * into pinned memory on the download stream while the next stripe's kernel
- * runs (on the call's stream the copy held that kernel up: a 12 MP call
+ * runs (on the kernel's stream the copy held that kernel up: a 12 MP call
  * took 0.4-2.6 ms longer, docs/BENCHMARKS.md, "The stripe pipeline's
- * downloads on a stream of their own"). A stripe's kernels write only its
- * own rows of the destination, so the copy and the next kernel never touch
- * the same bytes. The whole image stays on the device, so each stripe's
- * upper halo is already there from the stripe before. */
+ * downloads on a stream of their own"). Even stripes' kernels run on the
+ * call's stream, odd ones' on the odd stream (pipe_alternates), each
+ * stream's with its own scratch, so that a stripe's kernel starts while the
+ * last blocks of the one before still run, where on one stream most
+ * multiprocessors idled through each stripe's last part-filled wave
+ * (docs/BENCHMARKS.md, "The stripe pipeline's kernels on two streams"). A
+ * stripe's kernels write only its own rows of the destination and read rows
+ * uploaded before them and never again, so no copy or kernel touches bytes
+ * another one in flight writes. The whole image stays on the device, so
+ * each stripe's upper halo is already there from the stripe before. */
 static cudafx_status
 pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, cudafx_border border,
-            int k, int rows, cfx_stripe st, const pipe_memory *m, cfx_stripe_fn fn, void *ctx,
-            const cudafx_options *o)
+            int k, int rows, size_t scratch_row_bytes, cfx_stripe st, const pipe_memory *m, cfx_stripe_fn fn,
+            void *ctx, const cudafx_options *o)
 {
   const int halo = st.halo, y0 = k * rows, n = rows < src->height - y0 ? rows : src->height - y0;
   const int u0 = k ? y0 + halo : -halo, u1 = y0 + n + halo;
@@ -1061,6 +1097,12 @@ pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx
   if (!m->src_direct)
     host_copy (cx, &h, u1 - u0, o);
   unsigned char *d_up = (unsigned char *) st.d_src + (size_t) (u0 + halo) * st.src_pitch;
+  if (dst && k % 2) /* pipe_alternates */
+    {
+      st.stream = cx->odd;
+      if (st.d_scratch)
+        st.d_scratch = (unsigned char *) st.d_scratch + stripe_scratch (rows, halo, scratch_row_bytes);
+    }
   st.d_src += (size_t) y0 * st.src_pitch;
   if (dst)
     st.d_dst += (size_t) y0 * st.dst_pitch;
@@ -1074,16 +1116,16 @@ pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx
                                                          cudaMemcpyHostToDevice, cx->side),
                                       filter, "copy to device")) ||
       (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 1), cx->side), filter, "event")) ||
-      (s = cfx_check (cudaStreamWaitEvent (cx->stream, pipe_event (cx, k, 1), 0), filter, "event wait")) ||
-      (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 2), cx->stream), filter, "event")) ||
+      (s = cfx_check (cudaStreamWaitEvent (st.stream, pipe_event (cx, k, 1), 0), filter, "event wait")) ||
+      (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 2), st.stream), filter, "event")) ||
       (s = fn (ctx, &st)) ||
-      (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 3), cx->stream), filter, "event")) ||
+      (s = cfx_check (cudaEventRecord (pipe_event (cx, k, 3), st.stream), filter, "event")) ||
       (dst && ((s = cfx_check (cudaStreamWaitEvent (cx->down, pipe_event (cx, k, 3), 0), filter, "event wait")) ||
                (s = cfx_check (cudaMemcpy2DAsync (down, down_stride, st.d_dst, st.dst_pitch, row_bytes, n,
                                                   cudaMemcpyDeviceToHost, cx->down),
                                filter, "copy to host")))))
     return s;
-  return cfx_check (cudaEventRecord (pipe_event (cx, k, 4), dst ? cx->down : cx->stream), filter, "event");
+  return cfx_check (cudaEventRecord (pipe_event (cx, k, 4), dst ? cx->down : st.stream), filter, "event");
 }
 
 /* Stripe k's rows from pinned memory into dst (once its download ended),
@@ -1107,6 +1149,12 @@ pipe_collect (cfx_context *cx, const char *filter, const cudafx_image *src, cuda
   return cudafx_progress (o, (double) (y0 + n) / src->height);
 }
 
+/* A stripe's kernels, ms from the first stripe's start. */
+struct span
+{
+  float start, end;
+};
+
 static cudafx_status
 run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, int halo,
                cudafx_border border, size_t scratch_row_bytes, int n_stripes, cfx_stripe_fn fn, void *ctx,
@@ -1122,7 +1170,9 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
   if ((s = cfx_buffer (cx, CFX_SLOT_SRC, pitch * in_rows, (void **) &d_src, filter)) ||
       (dst && (s = cfx_buffer (cx, CFX_SLOT_DST, pitch * src->height, (void **) &d_dst, filter))) ||
       (scratch_row_bytes &&
-       (s = cfx_buffer (cx, CFX_SLOT_SCRATCH, scratch_row_bytes * (rows + 2 * (size_t) halo), &d_scratch,
+       (s = cfx_buffer (cx, CFX_SLOT_SCRATCH,
+                        (pipe_alternates (n_stripes, dst) ? 2 : 1) * stripe_scratch (rows, halo, scratch_row_bytes),
+                        &d_scratch,
                         filter))))
     {
       cfx_release_buffers (cx);
@@ -1135,6 +1185,13 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
     return s;
   const cfx_stripe whole = { d_src, pitch, d_dst, pitch, 0, rows, halo, src->width, src->height,
                              src->channels, src->type, d_scratch, cx->stream };
+
+  /* The odd stream's kernels after what the filter queued on the call's
+   * stream before the stripes (its tables' uploads). */
+  if (pipe_alternates (n_stripes, dst) &&
+      ((s = cfx_check (cudaEventRecord (pipe_event (cx, 0, 2), cx->stream), filter, "event")) ||
+       (s = cfx_check (cudaStreamWaitEvent (cx->odd, pipe_event (cx, 0, 2), 0), filter, "event wait"))))
+    return s;
 
   /* Stripes issued, and collected: a stripe is collected as soon as its
    * download has ended, between the issues of later ones, so the host's
@@ -1149,7 +1206,7 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
           if (cfx_inject (point))
             s = cudafx_fail (CUDAFX_ERR_CUDA, "%s: CUDA stripe %d failed: injected fault", filter, issued);
           else
-            s = pipe_issue (cx, filter, src, dst, border, issued, rows, whole, &m, fn, ctx, o);
+            s = pipe_issue (cx, filter, src, dst, border, issued, rows, scratch_row_bytes, whole, &m, fn, ctx, o);
           issued++;
           cudaError_t q = cudaSuccess;
           while (!s && collected < issued - 1 &&
@@ -1170,21 +1227,36 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
       return s;
     }
 
-  float up_ms = 0, kernel_ms = 0, down_ms = 0;
+  /* The copies' times add up; the kernels' is how long any stripe's ran:
+   * the two streams' stripes overlap, so their spans (from the first
+   * stripe's start) are merged in order of their starts. */
+  float up_ms = 0, kernel_ms = 0, down_ms = 0, covered = 0;
+  span spans[CFX_PIPE_STRIPES];
   for (int k = 0; k < n_stripes && !s; k++)
     {
-      float a = 0, b = 0, c = 0;
+      float a = 0, c = 0;
       if (!(s = cfx_check (cudaEventElapsedTime (&a, pipe_event (cx, k, 0), pipe_event (cx, k, 1)), filter,
                            "event timing")) &&
-          !(s = cfx_check (cudaEventElapsedTime (&b, pipe_event (cx, k, 2), pipe_event (cx, k, 3)), filter,
-                           "event timing")) &&
+          !(s = cfx_check (cudaEventElapsedTime (&spans[k].start, pipe_event (cx, 0, 2), pipe_event (cx, k, 2)),
+                           filter, "event timing")) &&
+          !(s = cfx_check (cudaEventElapsedTime (&spans[k].end, pipe_event (cx, 0, 2), pipe_event (cx, k, 3)),
+                           filter, "event timing")) &&
           !(s = cfx_check (cudaEventElapsedTime (&c, pipe_event (cx, k, 3), pipe_event (cx, k, 4)), filter,
                            "event timing")))
         {
           up_ms += a;
-          kernel_ms += b;
           down_ms += c;
         }
+    }
+  if (!s)
+    {
+      std::sort (spans, spans + n_stripes, [] (const span &x, const span &y) { return x.start < y.start; });
+      for (int k = 0; k < n_stripes; k++)
+        if (spans[k].end > covered)
+          {
+            kernel_ms += spans[k].end - (spans[k].start > covered ? spans[k].start : covered);
+            covered = spans[k].end;
+          }
     }
   cudafx_report *report = o ? o->report : NULL;
   if (report && !s)

@@ -9,11 +9,13 @@
  * - the device's properties, probed once for all devices: CUDAFX_DEVICE=N
  *   names the default, else the first device that can run kernels (compute
  *   mode not prohibited); multiprocessor count and shared-memory opt-in limit;
- * - three non-blocking streams (the call's work; work beside it such as
+ * - four non-blocking streams (the call's work; work beside it such as
  *   quantize's seeding or the stripe runner's uploads; the stripe runner's
  *   downloads, so that a stripe's copy back does not hold up the next
- *   stripe's kernel) and the events that time and order them; nothing runs
- *   on the legacy default stream, which would synchronise with them;
+ *   stripe's kernel; the runner's odd stripes' kernels, which start while
+ *   the even ones' last blocks still run) and the events that time and
+ *   order them; nothing runs on the legacy default stream, which would
+ *   synchronise with them;
  * - grow-only device buffers kept across calls (dialog previews call the
  *   engine many times) and a device-memory budget (CUDAFX_CUDA_MEM_LIMIT caps
  *   it so tests can force striping);
@@ -68,6 +70,7 @@ struct cfx_context
   cudaStream_t stream;       /* the call's copies and kernels */
   cudaStream_t side;         /* work beside them */
   cudaStream_t down;         /* the stripe pipeline's downloads */
+  cudaStream_t odd;          /* the stripe pipeline's odd stripes' kernels */
   cudaEvent_t  ev[CFX_EVENTS];
   bool         upload_timed; /* ev[0..1] hold an upload the next stripe_apply reports */
   /* caches */
