@@ -852,8 +852,8 @@ pipe_stripes (cfx_context *cx, const cudafx_image *src, int halo, size_t scratch
 }
 
 /* Event j of stripe k: 0, 1 its upload's start and end (side stream), 2, 3
- * its kernel's (the call's stream), 4 its download's end (the download
- * stream; the call's stream where there is no download). */
+ * its kernel's (its kernel stream), 4 its download's end (the download
+ * stream; the kernel stream where there is no download). */
 static cudaEvent_t
 pipe_event (cfx_context *cx, int k, int j)
 {
@@ -1172,8 +1172,7 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
       (scratch_row_bytes &&
        (s = cfx_buffer (cx, CFX_SLOT_SCRATCH,
                         (pipe_alternates (n_stripes, dst) ? 2 : 1) * stripe_scratch (rows, halo, scratch_row_bytes),
-                        &d_scratch,
-                        filter))))
+                        &d_scratch, filter))))
     {
       cfx_release_buffers (cx);
       return s;
@@ -1230,7 +1229,7 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
   /* The copies' times add up; the kernels' is how long any stripe's ran:
    * the two streams' stripes overlap, so their spans (from the first
    * stripe's start) are merged in order of their starts. */
-  float up_ms = 0, kernel_ms = 0, down_ms = 0, covered = 0;
+  float up_ms = 0, kernel_ms = 0, down_ms = 0;
   span spans[CFX_PIPE_STRIPES];
   for (int k = 0; k < n_stripes && !s; k++)
     {
@@ -1251,6 +1250,7 @@ run_pipelined (cfx_context *cx, const char *filter, const cudafx_image *src, cud
   if (!s)
     {
       std::sort (spans, spans + n_stripes, [] (const span &x, const span &y) { return x.start < y.start; });
+      float covered = spans[0].start;
       for (int k = 0; k < n_stripes; k++)
         if (spans[k].end > covered)
           {
