@@ -748,13 +748,29 @@ typedef struct
   gsize   bytes;
 } region_span;
 
+/* Huge pages: cudafx_host_alloc_plain's memory is made of them where the
+ * system gives them. */
+#define HUGE_PAGE ((guintptr) 2 << 20)
+
+/* Huge pages that bytes (> 0) at p touch. */
+static guintptr
+huge_pages (const region_span *s)
+{
+  return ((guintptr) s->p + s->bytes - 1) / HUGE_PAGE + 1 - (guintptr) s->p / HUGE_PAGE;
+}
+
+/* Thread i of n: its share of the huge pages under s, each page cleared by
+ * one thread only. */
 static void
 clear_part (gint i, gint n, gpointer data)
 {
   const region_span *s = data;
-  gsize              a = s->bytes * i / n, b = s->bytes * (i + 1) / n;
+  guintptr           start = (guintptr) s->p, end = start + s->bytes, first = start / HUGE_PAGE;
+  guintptr           a = MAX (start, (first + huge_pages (s) * i / n) * HUGE_PAGE);
+  guintptr           b = MIN (end, (first + huge_pages (s) * (i + 1) / n) * HUGE_PAGE);
 
-  memset (s->p + a, 0, b - a);
+  if (b > a)
+    memset ((void *) a, 0, b - a);
 }
 
 /* Bytes at p cleared on GEGL's threads, a huge page or more each, so that
@@ -766,9 +782,9 @@ static void
 clear_region (guint8 *p, gsize bytes)
 {
   region_span s = { p, bytes };
-  gsize       n = MAX (bytes / (2 << 20), 1);
 
-  gegl_parallel_distribute ((gint) MIN (n, (gsize) G_MAXINT), clear_part, &s);
+  if (bytes)
+    gegl_parallel_distribute ((gint) MIN (huge_pages (&s), (guintptr) G_MAXINT), clear_part, &s);
 }
 
 /* Memory as cudafx_host_alloc makes it once CUDA has started (pinned, or
