@@ -838,7 +838,7 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole,
  * driver starts once, and the first holds the context's lock) and pins
  * that memory in place, the rows not read yet and the output cleared first
  * on GEGL's threads: about 4 ms for a 12 MP image, where the engine took
- * 35 ms to make pinned staging of the image's size for this call, copied
+ * 31-35 ms to make pinned staging of the image's size for this call, copied
  * through it, and the node's next call took its scratch again, pinned
  * (docs/BENCHMARKS.md, 2026-11-26: "The first call in a process"). Once a
  * node, under scratch_lock; TRUE when src and dst are then pinned. */
