@@ -83,6 +83,7 @@ typedef struct
   guint8          *scratch[2];
   gsize            scratch_size[2];
   gboolean         scratch_pinnable[2]; /* whether pinning was possible when taken */
+  gboolean         scratch_pinned_late; /* pin_scratch has run */
 } CudafxOp;
 
 typedef struct
@@ -741,14 +742,75 @@ timeline_end (timeline *t)
   g_string_free (t->line, TRUE);
 }
 
+typedef struct
+{
+  guint8 *p;
+  gsize   bytes;
+} region_span;
+
+/* Huge pages: cudafx_host_alloc_plain's memory is made of them where the
+ * system gives them. */
+#define HUGE_PAGE ((guintptr) 2 << 20)
+
+/* Huge pages that bytes (> 0) at p touch. */
+static guintptr
+huge_pages (const region_span *s)
+{
+  return ((guintptr) s->p + s->bytes - 1) / HUGE_PAGE + 1 - (guintptr) s->p / HUGE_PAGE;
+}
+
+/* Thread i of n: its share of the huge pages under s, each page cleared by
+ * one thread only. */
+static void
+clear_part (gint i, gint n, gpointer data)
+{
+  const region_span *s = data;
+  guintptr           start = (guintptr) s->p, end = start + s->bytes, first = start / HUGE_PAGE;
+  guintptr           a = MAX (start, (first + huge_pages (s) * i / n) * HUGE_PAGE);
+  guintptr           b = MIN (end, (first + huge_pages (s) * (i + 1) / n) * HUGE_PAGE);
+
+  if (b > a)
+    memset ((void *) a, 0, b - a);
+}
+
+/* Bytes at p cleared on GEGL's threads, a huge page or more each, so that
+ * registering them with the driver then only pins pages already there
+ * (about 1 ms for 36 MB, against 5.5 ms for pages it must make itself, and
+ * one thread's clearing took 6: docs/BENCHMARKS.md, 2026-11-26, "The first
+ * call in a process"). */
+static void
+clear_region (guint8 *p, gsize bytes)
+{
+  region_span s = { p, bytes };
+
+  if (bytes)
+    gegl_parallel_distribute ((gint) MIN (huge_pages (&s), (guintptr) G_MAXINT), clear_part, &s);
+}
+
+/* Memory as cudafx_host_alloc makes it once CUDA has started (pinned, or
+ * plain if pinning fails), its pages cleared on GEGL's threads. */
+static guint8 *
+pinned_memory (gsize bytes)
+{
+  guint8 *p = cudafx_host_alloc_plain (bytes);
+
+  if (p)
+    {
+      clear_region (p, bytes);
+      cudafx_host_pin (p, bytes);
+    }
+  return p;
+}
+
 /* bytes of scratch i when the caller holds scratch_lock, else fresh memory
  * (*fresh set); NULL if there is not enough memory. Plain scratch grows to
  * whole bytes (the input's at that level) at once, when the system has
  * them: GIMP asks for a merge in chunks of growing size, and memory taken
  * anew for each chunk costs its page faults again, while pages never
  * touched cost nothing (pinned memory is all taken at once: it grows as
- * asked). Scratch taken before CUDA started is taken again, pinned, once
- * it has (once: if pinning then fails, the plain memory stays). */
+ * asked). Scratch taken before CUDA started is pinned in place once it has
+ * (pin_scratch), or else taken again, pinned (once: if pinning then fails,
+ * the plain memory stays). */
 static guint8 *
 region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole, gboolean *fresh)
 {
@@ -761,12 +823,45 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole,
       self->scratch_pinnable[i] = cudafx_host_pinnable ();
       self->scratch[i] = NULL;
       if (whole > bytes && !self->scratch_pinnable[i])
-        self->scratch[i] = cudafx_host_alloc (bytes = whole);
+        self->scratch[i] = cudafx_host_alloc_plain (bytes = whole);
       if (!self->scratch[i])
-        self->scratch[i] = cudafx_host_alloc (bytes);
+        self->scratch[i] = self->scratch_pinnable[i] ? pinned_memory (bytes) : cudafx_host_alloc_plain (bytes);
       self->scratch_size[i] = self->scratch[i] ? bytes : 0;
     }
   return self->scratch[i];
+}
+
+/* A node's first call takes its scratch before CUDA has started (the
+ * warm-up thread starts it when the node is prepared): plain memory, into
+ * which the input is read while CUDA starts. The call then waits here for
+ * the start (a second cudafx_backend_warm_up waits for the first: the
+ * driver starts once, and the first holds the context's lock) and pins
+ * that memory in place, the rows not read yet and the output cleared first
+ * on GEGL's threads: about 4 ms for a 12 MP image, where the engine took
+ * 31-35 ms to make pinned staging of the image's size for this call, copied
+ * through it, and the node's next call took its scratch again, pinned
+ * (docs/BENCHMARKS.md, 2026-11-26: "The first call in a process"). Once a
+ * node, under scratch_lock; TRUE when src and dst are then pinned. */
+static gboolean
+pin_scratch (CudafxOp *self, const cudafx_image *src, const cudafx_image *dst, gsize bytes, gsize src_written)
+{
+  gsize written[2] = { src_written, 0 };
+
+  if (self->scratch_pinned_late)
+    return FALSE;
+  self->scratch_pinned_late = TRUE;
+  cudafx_backend_warm_up ();
+  if (!cudafx_host_pinnable ())
+    return FALSE;
+  for (int i = 0; i < 2; i++)
+    if (!self->scratch_pinnable[i])
+      {
+        clear_region (self->scratch[i] + written[i], bytes - written[i]);
+        if (cudafx_host_pin (self->scratch[i], bytes))
+          self->scratch_size[i] = bytes; /* what is pinned: larger asks take pinned memory anew */
+        self->scratch_pinnable[i] = TRUE;
+      }
+  return cudafx_host_pinned (src->data, bytes) && cudafx_host_pinned (dst->data, bytes);
 }
 
 /* A region's rows moved between a buffer and memory. With the GPU's work
@@ -1016,6 +1111,12 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
     options.rows_needed = read_rows;
   else
     read_rows (read.height, &rows);
+  if (locked && !threaded
+      && pin_scratch (self, &src, &dst, bytes, (gsize) rows.in_rows * stride))
+    {
+      rows.threaded = TRUE;
+      timeline_mark (&tl, "pinned");
+    }
   options.rows_ready = write_rows;
   options.rows_user = &rows;
   if (tl.on)
