@@ -1445,7 +1445,8 @@ cudafx_quantize_cpu_open (const quantize_plan *plan, const cudafx_options *o, qu
   return cache ? cudafx_parallel_rows (src->height, cache_rows, q, o, 0.05, 0.1) : CUDAFX_OK;
 }
 
-/* Never streamed: the CPU gets all rows first (cudafx_dispatch). */
+/* The CPU gets all rows first (cudafx_dispatch) and leaves the sample to
+ * the host: nothing to do as they are handed over. */
 cudafx_status
 cudafx_quantize_cpu_rows (quantize_session *ses, int y0, int y1, int *sampled)
 {
