@@ -95,9 +95,19 @@ typedef struct {
   cudafx_status (*nlmeans_denoise) (nlmeans_session *s, const nlmeans_plan *plan, cudafx_image *dst);
   void (*nlmeans_close) (nlmeans_session *s);
 
-  /* k-means passes over plan->src (see core/quantize.c's header). */
+  /* k-means passes over plan->src (see core/quantize.c's header). For a
+   * u8 image without alpha, src's rows may hold their values only once
+   * handed over by quantize_rows. */
   cudafx_status (*quantize_open) (const quantize_plan *plan, const cudafx_options *o,
                                   quantize_session **out);
+  /* A u8 image without alpha: rows [y0, y1) of src hold their values now;
+   * called in row order over every row (in one call or in pieces as the
+   * host provides them), before quantize_seed. The backend may start on
+   * them (the CUDA one uploads them, counts their colours and takes their
+   * entries of the seeding sample) while the host provides the next.
+   * *sampled: the backend took the sample's entries in these rows, to seed
+   * from them (quantize_seed then gets a sample without planes). */
+  cudafx_status (*quantize_rows) (quantize_session *s, int y0, int y1, int *sampled);
   /* The seeding attempts on the sample: centres[a], found[a], error[a] for
    * a < job->attempts (smp->codes: the features of the sample's values
    * first). *seeded 0 (nothing written): the backend leaves the seeding to
@@ -139,6 +149,7 @@ typedef struct {
   void cudafx_nlmeans_##b##_close (nlmeans_session *s);                                             \
   cudafx_status cudafx_quantize_##b##_open (const quantize_plan *plan, const cudafx_options *o,     \
                                             quantize_session **out);                                \
+  cudafx_status cudafx_quantize_##b##_rows (quantize_session *s, int y0, int y1, int *sampled);     \
   cudafx_status cudafx_quantize_##b##_seed (quantize_session *s, const sample_set *smp,             \
                                             const quantize_seeding *job,                            \
                                             int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found,   \
@@ -159,7 +170,8 @@ typedef struct {
     cudafx_nlmeans_##b##_open, cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_count_levels,      \
     cudafx_nlmeans_##b##_denoise,                                                                   \
     cudafx_nlmeans_##b##_close,                                                                     \
-    cudafx_quantize_##b##_open, cudafx_quantize_##b##_seed, cudafx_quantize_##b##_assign,           \
+    cudafx_quantize_##b##_open, cudafx_quantize_##b##_rows, cudafx_quantize_##b##_seed,             \
+    cudafx_quantize_##b##_assign,                                                                   \
     cudafx_quantize_##b##_lloyd, cudafx_quantize_##b##_map, cudafx_quantize_##b##_close             \
   }
 
@@ -189,10 +201,10 @@ typedef cudafx_status (*cudafx_run_fn) (const cudafx_backend_ops *b, void *job, 
  * order as they become final (cudafx_rows_final), and dispatch reports the
  * rest once the backend has succeeded. src: the call's input, whose rows
  * options.rows_needed is asked for: all of them before the backend runs,
- * unless cuda_streams (the job's CUDA run reads src only through the stripe
- * runner, cfx_run_stripes or cfx_load_image, which ask for each stripe's
- * rows before they upload them) and the run is on CUDA; the backend sees a
- * rows_needed only then. */
+ * unless cuda_streams (the job's CUDA run asks for src's rows before it
+ * reads them: through the stripe runner, cfx_run_stripes or cfx_load_image,
+ * which ask for each stripe's rows before they upload them, or quantize's
+ * run) and the run is on CUDA; the backend sees a rows_needed only then. */
 cudafx_status cudafx_dispatch (const char *filter, cudafx_run_fn run, void *job, const cudafx_image *src,
                                const cudafx_image *dst, int cuda_streams, const cudafx_options *o);
 

@@ -127,8 +127,10 @@
  * the sample (cuda/quantize.cu's seeding section: the same integer
  * arithmetic, so the same centres; a backend may leave the seeding to the
  * host's reference, as the CPU one does and the CUDA one when its memory
- * budget leaves no room). A u8 image without alpha gives the seeding its
- * sample as pixel values, taken on one thread (sample_codes), and the
+ * budget leaves no room). A u8 image without alpha is handed to the
+ * backend row by row (quantize_rows; see row_pieces), which may take the
+ * sample itself (the CUDA one on the device, from the uploaded rows); else
+ * the sample is taken as pixel values on one thread (sample_codes), and the
  * seeding computes their features (on the device, or in sample_features).
  * A backend may also run Lloyd's whole loop on the image, the passes with
  * the centre updates (quantize.h's quantize_move_centre) and the
@@ -1443,6 +1445,15 @@ cudafx_quantize_cpu_open (const quantize_plan *plan, const cudafx_options *o, qu
   return cache ? cudafx_parallel_rows (src->height, cache_rows, q, o, 0.05, 0.1) : CUDAFX_OK;
 }
 
+/* The CPU gets all rows first (cudafx_dispatch) and leaves the sample to
+ * the host: nothing to do as they are handed over. */
+cudafx_status
+cudafx_quantize_cpu_rows (quantize_session *ses, int y0, int y1, int *sampled)
+{
+  *sampled = 0;
+  return CUDAFX_OK;
+}
+
 /* The engine's own seeding is the CPU's. */
 cudafx_status
 cudafx_quantize_cpu_seed (quantize_session *ses, const sample_set *smp, const quantize_seeding *job,
@@ -1501,17 +1512,23 @@ cudafx_quantize_cpu_map (quantize_session *ses, const quantize_mapping *m, cudaf
 
 /* ---- the engine's side ----------------------------------------------------- */
 
-/* K-means on backend b's session: the sample, the choice of the seeding
- * attempt and Lloyd's centre updates here, the passes over every pixel and
- * the seeding attempts by the backend. Writes the centres, their count and
- * the iterations run. */
+static int
+sample_size (uint64_t n_vote)
+{
+  return n_vote < QUANTIZE_SAMPLE_MAX ? (int) n_vote : QUANTIZE_SAMPLE_MAX;
+}
+
+/* K-means on backend b's session: the sample (unless the backend took it,
+ * `sampled`), the choice of the seeding attempt and Lloyd's centre updates
+ * here, the passes over every pixel and the seeding attempts by the
+ * backend. Writes the centres, their count and the iterations run. */
 static cudafx_status
 kmeans (const cudafx_backend_ops *b, quantize_session *ses, quantize_ctx *q, const cudafx_quantize_params *p,
-        uint64_t n_vote, const cudafx_options *o, int32_t (*centres)[3], int *iterations)
+        uint64_t n_vote, int sampled, const cudafx_options *o, int32_t (*centres)[3], int *iterations)
 {
   int dims = q->fs.dims;
   cudafx_status s = CUDAFX_OK;
-  int count = n_vote < QUANTIZE_SAMPLE_MAX ? (int) n_vote : QUANTIZE_SAMPLE_MAX;
+  int count = sample_size (n_vote);
   float *sample_planes = calloc ((size_t) count * 3, sizeof *sample_planes);
   int32_t (*attempt)[CUDAFX_MAX_COLORS][3] = malloc (QUANTIZE_ATTEMPTS * sizeof *attempt);
   quantize_sums *sums = malloc (sizeof *sums);
@@ -1521,12 +1538,14 @@ kmeans (const cudafx_backend_ops *b, quantize_session *ses, quantize_ctx *q, con
       goto done;
     }
   sample_set smp = { count, dims, { sample_planes, sample_planes + count, sample_planes + 2 * count }, 0 };
-  if ((s = take_sample (q, n_vote, &smp, o)))
+  sample_set held = { count, dims, { NULL, NULL, NULL }, 1 }; /* the backend's, as values */
+  if (!sampled && (s = take_sample (q, n_vote, &smp, o)))
     goto done;
   quantize_seeding seeding = seeding_for (p->colors, p->seed);
   int found[QUANTIZE_ATTEMPTS], seeded = 0;
   int64_t error[QUANTIZE_ATTEMPTS];
-  if ((s = b->quantize_seed (ses, &smp, &seeding, attempt, found, error, &seeded)) ||
+  if ((s = b->quantize_seed (ses, sampled ? &held : &smp, &seeding, attempt, found, error, &seeded)) ||
+      (!seeded && sampled && (s = take_sample (q, n_vote, &smp, o))) ||
       (!seeded && smp.codes && (s = sample_features (&q->fs, &smp, o))) ||
       (!seeded && (s = seed_reference (&smp, &seeding, o, attempt, found, error))))
     goto done;
@@ -1566,6 +1585,38 @@ done:
   return s;
 }
 
+/* The pieces in which a u8 image without alpha is handed to the backend
+ * (quantize_rows), which can then take the seeding sample itself: the CUDA
+ * one gathers it on the device from the uploaded rows, where the host's
+ * one thread took ~2 ms for 12 MP (docs/BENCHMARKS.md, 2026-11-26:
+ * "quantize's palette phase"). When the host provides src's rows as they
+ * are asked for (options.rows_needed: only on the CUDA backend,
+ * cudafx_dispatch asks for all of them before any other run), pieces of at
+ * least STREAM_PIECE_BYTES, at most STREAM_PIECES, each asked for and handed
+ * over in turn: the GPU uploads a piece, counts its colours and takes its
+ * samples while the host provides the next, so that only the last piece's
+ * share lies between the last row and the seeding. Few pieces: a GEGL
+ * operation's read costs a round of its threads each. Else one piece; 0
+ * (other images): all rows are asked for first and the host samples.
+ * CUDAFX_QUANTIZE_PIECES=N (tests, measurements): N pieces when asking,
+ * whatever the size (one row each at least). */
+#define STREAM_PIECES      4
+#define STREAM_PIECE_BYTES ((size_t) 4 << 20)
+
+static int
+row_pieces (const cudafx_image *src, const cudafx_options *o)
+{
+  if (src->has_alpha || src->type != CUDAFX_U8)
+    return 0;
+  if (!o || !o->rows_needed)
+    return 1;
+  const char *env = getenv ("CUDAFX_QUANTIZE_PIECES");
+  size_t pieces = (size_t) src->width * (size_t) src->height * (size_t) src->channels / STREAM_PIECE_BYTES;
+  pieces = env && atoi (env) > 0 ? (size_t) atoi (env) : pieces > STREAM_PIECES ? STREAM_PIECES : pieces;
+  pieces = pieces > (size_t) src->height ? (size_t) src->height : pieces;
+  return pieces < 1 ? 1 : (int) pieces;
+}
+
 /* One run on backend b: the votes, then k-means (or the given palette), the
  * palette, and the mapping by the backend. */
 static cudafx_status
@@ -1602,6 +1653,9 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
       goto done;
     }
 
+  int pieces = row_pieces (src, o);
+  if (!pieces && (s = cudafx_source_rows (o, FILTER, h)))
+    goto done;
   /* without alpha every row votes whole: no pass (nor threads) needed */
   if (q->everyone_votes)
     for (int y = 0; y < h; y++)
@@ -1623,11 +1677,20 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
    * keeps every pixel, the same sums the long way (tests compare the two). */
   const char *per_pixel = getenv ("CUDAFX_QUANTIZE_PER_PIXEL");
   int distinct = src->type == CUDAFX_U8 && n <= UINT32_MAX && !(per_pixel && *per_pixel && strcmp (per_pixel, "0"));
-  quantize_plan plan = { src, q->fs, q->everyone_votes, distinct, p->dither };
+  quantize_plan plan = { src, q->fs, q->everyone_votes, distinct, p->dither, p->palette ? 0 : sample_size (n_vote) };
   if ((s = b->quantize_open (&plan, o, &ses)))
     goto done;
+  int sampled = pieces > 0;
+  for (int i = 0, y0 = 0; i < pieces; i++)
+    {
+      int y1 = (int) ((int64_t) h * (i + 1) / pieces), took = 0;
+      if ((s = cudafx_source_rows (o, FILTER, y1)) || (s = b->quantize_rows (ses, y0, y1, &took)))
+        goto done;
+      sampled &= took;
+      y0 = y1;
+    }
   int iterations = 0;
-  if (!p->palette && (s = kmeans (b, ses, q, p, n_vote, o, centres, &iterations)))
+  if (!p->palette && (s = kmeans (b, ses, q, p, n_vote, sampled, o, centres, &iterations)))
     goto done;
   if (job->palette)
     memset (job->palette, 0, sizeof *job->palette);
@@ -1674,5 +1737,6 @@ cudafx_quantize (const cudafx_image *src, cudafx_image *dst, const cudafx_quanti
   if ((s = cudafx_params_check (CUDAFX_FILTER_QUANTIZE, p)) || (p->palette && (s = check_given (p->palette, dims))))
     return s;
   quantize_job job = { src, dst, p, palette };
-  return cudafx_dispatch (FILTER, quantize_run, &job, src, dst, 0, o);
+  /* quantize_run asks for src's rows itself on the CUDA backend */
+  return cudafx_dispatch (FILTER, quantize_run, &job, src, dst, 1, o);
 }

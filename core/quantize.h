@@ -52,6 +52,7 @@ typedef struct {
    * (core/quantize.c's header); else over every voting pixel */
   int                 distinct;
   cudafx_dither       dither;         /* the mapping's, so that a backend can prepare for it */
+  int                 sample;         /* the seeding sample's size S, 0 without a seeding */
 } quantize_plan;
 
 /* What the mapping reads: the palette, and for dithering its entries on

@@ -10,8 +10,9 @@
  * upload (cudafx_quantize_cuda_lloyd: reduce_kernel's last block updates
  * the centres with quantize.h's quantize_move_centre and tests
  * convergence). core/quantize.c drives them (a session of core/backend.h)
- * and stays the reference: sampling, the choice of the attempt and the
- * palette run on the host for both backends, and the per-pixel
+ * and stays the reference: the choice of the attempt and the palette run
+ * on the host for both backends, the sample there too unless the rows
+ * handed over (quantize_rows) give it here, and the per-pixel
  * arithmetic is core/quantize.h's, compiled here without fused multiply-adds
  * (--fmad=false) and with IEEE division, so features, distances, nearest
  * centres and diffused errors equal the CPU's bit for bit.
@@ -36,7 +37,11 @@
  * most one colour per pixel) come next on the same terms; otherwise Lloyd
  * runs over every pixel. The seeding runs on the context's side stream
  * while a one-stripe image goes up on its main one and its distinct
- * colours are found. When every pixel votes and no dither follows, the
+ * colours are found; a one-stripe u8 image without alpha goes up before,
+ * as the engine hands its rows over (cudafx_quantize_cuda_rows, in pieces
+ * when the host provides them as asked), its colours counted and its
+ * seeding sample gathered (sample_kernel) piece by piece, so that the
+ * seeding waits for the last piece alone. When every pixel votes and no dither follows, the
  * mapping reads a table of each distinct colour's entry (map_table_kernel)
  * instead of searching the palette for every pixel, and no pass reads
  * per-pixel features.
@@ -893,6 +898,27 @@ sample_features_kernel (float *plane0, float *plane1, float *plane2, int n, quan
     plane[c][j] = f[c];
 }
 
+/* The seeding sample's entries j0 .. j0 + count - 1, all in the rows of v,
+ * which start at image row y0, of a u8 image every pixel of which votes:
+ * sample j is pixel floor (j * n / samples) in raster order (core/
+ * quantize.c's sample_codes; j * n < 2^16 * n fits 64 bits), its values into
+ * the planes as codes (sample_features_kernel makes them features), zeros
+ * past dims. */
+__global__ void
+sample_kernel (stripe_view v, int y0, unsigned long long n, int samples, unsigned long long j0, int count,
+               float *plane0, float *plane1, float *plane2)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count)
+    return;
+  unsigned long long j = j0 + (unsigned) i, rank = j * n / (unsigned) samples;
+  int y = (int) (rank / (unsigned) v.width), x = (int) (rank - (unsigned long long) y * (unsigned) v.width);
+  const unsigned char *px = v.src + (size_t) (y - y0) * v.src_pitch + (size_t) x * v.channels;
+  plane0[j] = px[0];
+  plane1[j] = v.dims == 3 ? px[1] : 0.0f;
+  plane2[j] = v.dims == 3 ? px[2] : 0.0f;
+}
+
 /* Device bytes of the seeding: the sample, the state. */
 constexpr size_t SEED_PLANE_BYTES = (QUANTIZE_SAMPLE_MAX * sizeof (float) + 255) / 256 * 256;
 constexpr size_t SEED_BYTES = 3 * SEED_PLANE_BYTES + sizeof (seed_state);
@@ -1441,6 +1467,10 @@ struct quantize_session
   size_t                row_bytes, pitch;
   int                   rows, n_stripes;
   int                   loaded;        /* stripe whose features are on the device, -1 none */
+  int                   arrived;       /* rows of the one stripe uploaded by quantize_rows */
+  int                   samples;       /* plan->sample */
+  int                   counted;       /* quantize_rows counted every row's colour */
+  bool                  piece_timed;   /* ev[0..2] time quantize_rows' last piece, not reported yet */
   int                   max_blocks;    /* blocks of assign_kernel (partials slots) */
   unsigned char        *d_src, *d_dst, *d_votes;
   float                *d_plane[3];
@@ -1468,8 +1498,9 @@ struct quantize_session
   size_t                select_bytes;
   int                  *d_selected;    /* how many CUB kept */
 };
-/* The context's events: 0-3 time the passes (main stream), 4-7 the seeding
- * (side stream). */
+/* The context's events: 0-3 time the passes (main stream; quantize_rows'
+ * pieces: 0-2, and 3 marks their samples taken), 4-7 the seeding (side
+ * stream). */
 
 namespace {
 
@@ -1507,6 +1538,8 @@ cudafx_status
 upload_stripe (quantize_session *q, const stripe_view &v, int y0)
 {
   q->loaded = -1;
+  if (q->arrived == q->src->height)
+    return CUDAFX_OK; /* the one stripe, uploaded by quantize_rows */
   return cfx_check (cudaMemcpy2DAsync (q->d_src, q->pitch, cudafx_row (q->src, y0), q->src->stride,
                                        q->row_bytes, v.rows, cudaMemcpyHostToDevice, q->cx->stream),
                     FILTER, "copy to device");
@@ -1548,9 +1581,16 @@ touch_pages (cudafx_image *dst, int y0, int rows, size_t row_bytes, int threads)
     }
 }
 
-/* Stripe 0 of a one-stripe image to the device and its features, on stream
- * 0 while the seeding runs on its own; the passes then find it loaded. Timed
- * by ev[0..2]. */
+/* Plane c of the seeding's sample on the device. */
+float *
+seed_plane (const quantize_session *q, int c)
+{
+  return (float *) (q->d_seed + c * SEED_PLANE_BYTES);
+}
+
+/* Stripe 0 of a one-stripe image to the device (unless quantize_rows
+ * uploaded it) and its features, on stream 0 while the seeding runs on its
+ * own; the passes then find it loaded. Timed by ev[0..2]. */
 cudafx_status
 preload (quantize_session *q)
 {
@@ -1776,8 +1816,31 @@ add_kernel_time (quantize_session *q, const char *what)
   return CUDAFX_OK;
 }
 
+/* Reports the times of quantize_rows' last piece (its upload, ev[0] to
+ * ev[1]; its kernels, to ev[2]), waiting for them, before ev[0..2] serve
+ * again. */
+cudafx_status
+report_piece (quantize_session *q)
+{
+  if (!q->piece_timed)
+    return CUDAFX_OK;
+  q->piece_timed = false;
+  float up_ms = 0, kernel_ms = 0;
+  cudafx_status s;
+  if ((s = cfx_check (cudaEventSynchronize (q->cx->ev[2]), FILTER, "copy to device")) ||
+      (s = cfx_check (cudaEventElapsedTime (&up_ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")) ||
+      (s = cfx_check (cudaEventElapsedTime (&kernel_ms, q->cx->ev[1], q->cx->ev[2]), FILTER, "event timing")))
+    return s;
+  if (q->o && q->o->report)
+    {
+      q->o->report->transfer_ms += up_ms;
+      q->o->report->kernel_ms += kernel_ms;
+    }
+  return CUDAFX_OK;
+}
+
 /* The distinct colours of the voting pixels, once a run: their keys
- * counted stripe by stripe, CUB's selection of the non-empty bins (keys
+ * counted stripe by stripe (unless quantize_rows did), CUB's selection of the non-empty bins (keys
  * ascending), then each colour's features and count. */
 cudafx_status
 find_colours (quantize_session *q)
@@ -1786,7 +1849,7 @@ find_colours (quantize_session *q)
   size_t bytes = q->select_bytes;
   int selected = 0;
   cudafx_status s;
-  if ((s = run_pass (q, PASS_HISTOGRAM, 0, NULL)) ||
+  if ((!q->counted && (s = run_pass (q, PASS_HISTOGRAM, 0, NULL))) ||
       (s = cfx_check (cudaEventRecord (q->cx->ev[0], stream), FILTER, "event")) ||
       (s = cfx_check (cub::DeviceSelect::If (q->d_select, bytes, thrust::counting_iterator<unsigned> (0), q->d_keys,
                                              q->d_selected, q->bins, bin_filled { q->d_bins }, stream),
@@ -1853,6 +1916,7 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
   q->oklab = space->oklab;
   q->everyone_votes = everyone_votes;
   q->loaded = -1;
+  q->samples = plan->sample;
   *out = q;
 
   cudafx_status s = cfx_begin (q->call, FILTER, o);
@@ -1961,6 +2025,65 @@ cudafx_quantize_cuda_open (const quantize_plan *plan, const cudafx_options *o, q
 }
 
 extern "C" cudafx_status
+cudafx_quantize_cuda_rows (quantize_session *q, int y0, int y1, int *sampled)
+{
+  *sampled = 0;
+  if (q->n_stripes > 1)
+    return CUDAFX_OK; /* each pass uploads its stripes */
+  cfx_context *cx = q->cx;
+  const cudafx_image *src = q->src;
+  int top;
+  stripe_view v = view_of (q, 0, &top);
+  v.src += (size_t) y0 * q->pitch;
+  v.rows = y1 - y0;
+  v.n = (size_t) v.width * v.rows;
+  /* the seeding sample's entries in these rows (core/quantize.c's
+   * first_sample_from, every pixel voting) */
+  const unsigned long long n = (unsigned long long) src->width * src->height;
+  auto first = [&] (int y) {
+    return (unsigned long long) (((unsigned __int128) y * src->width * (unsigned) q->samples + n - 1) / n);
+  };
+  const unsigned long long j0 = first (y0), j1 = first (y1);
+  cudafx_status s;
+  if ((s = report_piece (q)) || (s = cfx_check (cudaEventRecord (cx->ev[0], cx->stream), FILTER, "event")) ||
+      (s = cfx_check (cudaMemcpy2DAsync ((unsigned char *) v.src, q->pitch, cudafx_row (src, y0), src->stride,
+                                         q->row_bytes, v.rows, cudaMemcpyHostToDevice, cx->stream),
+                      FILTER, "copy to device")) ||
+      (s = cfx_check (cudaEventRecord (cx->ev[1], cx->stream), FILTER, "event")))
+    return fail_cuda (q, s);
+  q->loaded = -1;
+  q->arrived = y1;
+  q->piece_timed = true;
+  if (q->d_seed && q->samples > 0)
+    {
+      if (j1 > j0)
+        {
+          sample_kernel<<<grid_for (j1 - j0, THREADS), THREADS, 0, cx->stream>>> (
+            v, y0, n, q->samples, j0, (int) (j1 - j0), seed_plane (q, 0), seed_plane (q, 1), seed_plane (q, 2));
+          if ((s = cfx_check_launch (FILTER, "sample_kernel")))
+            return fail_cuda (q, s);
+        }
+      if ((s = cfx_check (cudaEventRecord (cx->ev[3], cx->stream), FILTER, "event")))
+        return fail_cuda (q, s);
+      *sampled = 1;
+    }
+  if (q->distinct)
+    {
+      if (y0 == 0 && (s = cfx_check (cudaMemsetAsync (q->d_bins, 0, (size_t) q->bins * sizeof (unsigned), cx->stream),
+                                     FILTER, "memset")))
+        return fail_cuda (q, s);
+      if (v.n)
+        {
+          histogram_kernel<<<grid_for (v.n, THREADS), THREADS, 0, cx->stream>>> (v, q->d_bins);
+          if ((s = cfx_check_launch (FILTER, "histogram_kernel")))
+            return fail_cuda (q, s);
+        }
+      q->counted = y1 == src->height;
+    }
+  return fail_cuda (q, cfx_check (cudaEventRecord (cx->ev[2], cx->stream), FILTER, "event"));
+}
+
+extern "C" cudafx_status
 cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const quantize_seeding *job,
                            int32_t (*centres)[CUDAFX_MAX_COLORS][3], int *found, int64_t *error,
                            int *seeded)
@@ -2013,7 +2136,7 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
     return CUDAFX_OK; /* the host seeds */
   seed_view v;
   for (int c = 0; c < 3; c++)
-    v.plane[c] = (const float *) (q->d_seed + c * SEED_PLANE_BYTES);
+    v.plane[c] = seed_plane (q, c);
   v.st = (seed_state *) (q->d_seed + 3 * SEED_PLANE_BYTES);
   v.n = smp->n;
   v.dims = smp->dims;
@@ -2031,12 +2154,15 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
   if ((s = cfx_staging (cx, CFX_STAGING_COUNTERS, sizeof *res, (void **) &res, NULL, FILTER)) ||
       (s = cfx_check (cudaEventRecord (cx->ev[4], stream), FILTER, "event")))
     return fail_cuda (q, s);
-  for (int c = 0; c < 3; c++)
+  /* the sample from the host, or from the rows quantize_rows uploaded once
+   * they are taken (ev[3]) */
+  for (int c = 0; c < 3 && smp->plane[0]; c++)
     if ((s = cfx_check (cudaMemcpyAsync ((void *) v.plane[c], smp->plane[c], (size_t) smp->n * sizeof (float),
                                          cudaMemcpyHostToDevice, stream),
                         FILTER, "copy to device")))
       return fail_cuda (q, s);
   if ((s = cfx_check (cudaMemsetAsync (v.st, 0, sizeof (seed_state), stream), FILTER, "memset")) ||
+      (!smp->plane[0] && (s = cfx_check (cudaStreamWaitEvent (stream, cx->ev[3], 0), FILTER, "event"))) ||
       (s = cfx_check (cudaEventRecord (cx->ev[5], stream), FILTER, "event")))
     return fail_cuda (q, s);
   if (smp->codes)
@@ -2070,7 +2196,8 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
    * up with its features, and its distinct colours are found. */
   float up_ms = 0, kernel_ms = 0, down_ms = 0, load_ms = 0, features_ms = 0;
   int preloaded = q->n_stripes == 1;
-  if ((preloaded &&
+  if ((s = report_piece (q)) ||
+      (preloaded &&
        ((s = preload (q)) || (s = cfx_check (cudaStreamSynchronize (q->cx->stream), FILTER, "features")) ||
         (s = cfx_check (cudaEventElapsedTime (&load_ms, q->cx->ev[0], q->cx->ev[1]), FILTER, "event timing")) ||
         (s = cfx_check (cudaEventElapsedTime (&features_ms, q->cx->ev[1], q->cx->ev[2]), FILTER, "event timing")) ||
@@ -2103,7 +2230,8 @@ cudafx_quantize_cuda_assign (quantize_session *q, const float (*centre)[3], int 
   cudaStream_t stream = q->cx->stream;
   long long totals[COUNTERS];
   cudafx_status s;
-  if ((s = cfx_check (cudaMemcpyAsync (q->d_lloyd->centre, centre, (size_t) k * sizeof centre[0],
+  if ((s = report_piece (q)) ||
+      (s = cfx_check (cudaMemcpyAsync (q->d_lloyd->centre, centre, (size_t) k * sizeof centre[0],
                                        cudaMemcpyHostToDevice, stream),
                       FILTER, "copy to device")) ||
       (s = cfx_check (cudaMemsetAsync (q->d_totals, 0, 4 * (size_t) k * sizeof (long long), stream), FILTER,
@@ -2136,6 +2264,9 @@ cudafx_quantize_cuda_lloyd (quantize_session *q, int32_t (*centres)[3], int k, i
   if (!q->distinct && q->n_stripes > 1)
     return CUDAFX_OK; /* each pass uploads the stripes: the host drives them */
   cudaStream_t stream = q->cx->stream;
+  cudafx_status s = report_piece (q);
+  if (s)
+    return fail_cuda (q, s);
   lloyd_state start;
   memset (&start, 0, sizeof start);
   for (int j = 0; j < k; j++)
@@ -2153,7 +2284,6 @@ cudafx_quantize_cuda_lloyd (quantize_session *q, int32_t (*centres)[3], int k, i
   } seen = { 0, 0 }; /* lloyd_state's two, adjacent */
   static_assert (offsetof (lloyd_state, settled) == offsetof (lloyd_state, iterations) + sizeof (int),
                  "iterations and settled are read back together");
-  cudafx_status s;
   if ((s = cfx_check (cudaMemcpyAsync (q->d_lloyd, &start, sizeof start, cudaMemcpyHostToDevice, stream), FILTER,
                       "copy to device")) ||
       (s = cfx_check (cudaMemsetAsync (q->d_totals, 0, 4 * (size_t) k * sizeof (long long), stream), FILTER,
@@ -2201,7 +2331,7 @@ extern "C" cudafx_status
 cudafx_quantize_cuda_map (quantize_session *q, const quantize_mapping *m, cudafx_image *dst)
 {
   cudafx_status s;
-  if ((s = upload_palette (q->cx->stream, &m->pal)))
+  if ((s = report_piece (q)) || (s = upload_palette (q->cx->stream, &m->pal)))
     return fail_cuda (q, s);
   q->map = m;
   if (q->table_map && !q->colours && (s = find_colours (q)))

@@ -958,7 +958,8 @@ move_region (GeglBuffer *buffer, const GeglRectangle *rect, int level, const Bab
  * and "the input read as the GPU asks for it"). Rows move whole tile rows at
  * a time, the rest with the next ask or report: a tile moved in two parts
  * costs its copy twice. Where the engine needs all of the input first (the
- * CPU, quantize, the wrap border), it asks for all rows at once. */
+ * CPU, the wrap border, quantize but of a large u8 region without alpha,
+ * which it asks for in a few pieces), it asks for all rows at once. */
 typedef struct
 {
   GeglBuffer          *input, *output;
@@ -1103,11 +1104,13 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   rows.in_tile_height = MAX (rows.in_tile_height, 1);
   /* nl-means' kernels take several times longer than reading its input:
    * the engine asks for the rows stripe by stripe and the read hides behind
-   * them. Median's and the convolutions' kernels are shorter than the read
-   * and hide nothing, while a read per stripe costs more than one read of
-   * the region (docs/BENCHMARKS.md, 2026-11-26: "the input read as the GPU
-   * asks for it"), so they read it all first. */
-  if (filter == CUDAFX_FILTER_NLMEANS)
+   * them. Quantize asks for a large region in a few pieces, each uploaded
+   * and sampled while the next is read. Median's and the convolutions'
+   * kernels are shorter than the read and hide nothing, while a read per
+   * stripe costs more than one read of the region (docs/BENCHMARKS.md,
+   * 2026-11-26: "the input read as the GPU asks for it"), so they read it
+   * all first. */
+  if (filter == CUDAFX_FILTER_NLMEANS || filter == CUDAFX_FILTER_QUANTIZE)
     options.rows_needed = read_rows;
   else
     read_rows (read.height, &rows);

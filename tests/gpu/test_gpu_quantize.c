@@ -471,6 +471,83 @@ TEST (gpu_quantize_seeding_runs_on_the_device)
   harness_image_free (&out);
 }
 
+/* A host that provides the source's rows as they are asked for: they are
+ * copied from the real image into a poisoned one as asked. */
+typedef struct {
+  const cudafx_image *real;
+  cudafx_image       *lazy;
+  int                 asked, calls;
+} rows_feed;
+
+static int
+feed_rows (int y, void *data)
+{
+  rows_feed *f = data;
+  f->calls++;
+  for (; f->asked < y; f->asked++)
+    memcpy ((unsigned char *) f->lazy->data + (size_t) f->asked * f->lazy->stride,
+            (const unsigned char *) f->real->data + (size_t) f->asked * f->real->stride,
+            (size_t) f->real->width * f->real->channels);
+  return 0;
+}
+
+/* A u8 image without alpha, its rows provided as asked (options.rows_needed):
+ * asked for in pieces (CUDAFX_QUANTIZE_PIECES; by default one for so small
+ * an image), each uploaded, counted and sampled on the device as it comes;
+ * the palette and pixels the CPU's on the whole image, for RGB and grey,
+ * plainly mapped (through the colours' table) and with ordered dithering
+ * (the pixels' features), and with more pixels than the seeding sample. */
+TEST (gpu_quantize_rows_in_pieces_match_cpu)
+{
+  static const char *const pieces[] = { "", "2", "3", "7" };
+  harness_rng r = { 47 };
+  for (int i = 0; i < 8; i++)
+    {
+      int ch = i % 2 ? 1 : 3, w = i < 4 ? 301 : 64, h = i < 4 ? 263 : 9;
+      cudafx_image src = harness_image_new (w, h, ch, 0, CUDAFX_U8, 0);
+      cudafx_image lazy = harness_image_new (w, h, ch, 0, CUDAFX_U8, 0);
+      cudafx_image ref = harness_image_new (w, h, ch, 0, CUDAFX_U8, 0);
+      cudafx_image out = harness_image_new (w, h, ch, 0, CUDAFX_U8, 0);
+      fill (&src, &r, 1);
+      cudafx_quantize_params p;
+      cudafx_quantize_params_init (&p);
+      p.dither = i / 2 % 2 ? CUDAFX_DITHER_ORDERED : CUDAFX_DITHER_NONE;
+      p.colors = i % 3 ? 16 : 256;
+      p.color_space = i / 4;
+      p.max_iterations = 6;
+      cudafx_palette want, got;
+      cudafx_options cpu = harness_cpu_options ();
+      CHECK (cudafx_quantize (&src, &ref, &p, &cpu, &want) == CUDAFX_OK, "CPU run failed");
+      harness_image_poison (&lazy);
+      harness_image_poison (&out);
+      rows_feed feed = { &src, &lazy, 0, 0 };
+      cudafx_report report;
+      memset (&report, 0, sizeof report);
+      cudafx_options o = harness_cpu_options ();
+      o.backend = CUDAFX_BACKEND_CUDA;
+      o.report = &report;
+      o.rows_needed = feed_rows;
+      o.rows_user = &feed;
+      if (*pieces[i % 4])
+        setenv ("CUDAFX_QUANTIZE_PIECES", pieces[i % 4], 1);
+      cudafx_status s = cudafx_quantize (&lazy, &out, &p, &o, &got);
+      unsetenv ("CUDAFX_QUANTIZE_PIECES");
+      int want_calls = *pieces[i % 4] ? atoi (pieces[i % 4]) : 1;
+      CHECK (s == CUDAFX_OK, "case %d: status %d (%s)", i, s, cudafx_error_message ());
+      CHECK (feed.calls == want_calls && feed.asked == h, "case %d: %d asks (%d wanted), rows up to %d of %d", i,
+             feed.calls, want_calls, feed.asked, h);
+      CHECK (s == CUDAFX_OK && same_palette (&want, &got) && harness_same_pixels (&ref, &out),
+             "case %d: differs from the CPU (%d/%d colours, %d/%d iterations)", i, got.colors, want.colors,
+             got.iterations, want.iterations);
+      CHECK (report.kernel_ms > 0 && report.transfer_ms > 0, "case %d: kernel %g ms, transfer %g ms", i,
+             report.kernel_ms, report.transfer_ms);
+      harness_image_free (&src);
+      harness_image_free (&lazy);
+      harness_image_free (&ref);
+      harness_image_free (&out);
+    }
+}
+
 /* Floyd–Steinberg on the device for every layout and type of one size; K and
  * the colour space rotate so that each pairing occurs. Returns whether the
  * CPU's dithered output differed from its plain mapping in some case (the

@@ -449,7 +449,9 @@ note_report (int y0, int y1, void *data)
  * end: the GPU's stripe pipeline (median, convolve, nl-means with σ given)
  * stripe by stripe (more than one ask, the first for part of the image), in
  * plain or pinned memory, pipelined or under a memory cap; the CPU,
- * quantize, the wrap border and nl-means' own σ all rows at once first, and
+ * quantize (on the GPU in pieces, one for so small an image;
+ * gpu_quantize_rows_in_pieces_match_cpu asks for more), the wrap border and
+ * nl-means' own σ all rows at once first, and
  * a fallback to the CPU the rest before it starts. On the CPU (make check) only the all-first
  * rule shows; make check-gpu runs the stripes. */
 TEST_SHARDED (engine_rows_needed_asks_each_row_before_use, 8)
