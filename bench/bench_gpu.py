@@ -250,7 +250,8 @@ def main():
     for (k, dither), n in sorted(iterations.items()):
         print("quantize K=%d%s: %d k-means iterations run" % (k, " dither" if dither else "", n))
     print("quantize: kernel ms covers the device passes, the seeding attempts (k-means++ and Lloyd on "
-          "the sample) and Floyd-Steinberg; sampling and the palette run on the host and show in call ms only")
+          "the sample), the rows' counting and sampling (u8 without alpha) and Floyd-Steinberg; the palette "
+          "runs on the host and shows in call ms only")
     print("F-S mapping: the dithered run less the plain one, i.e. the F-S kernel less the plain map kernel")
 
 

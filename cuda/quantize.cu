@@ -923,7 +923,6 @@ sample_kernel (stripe_view v, int y0, unsigned long long n, int samples, unsigne
 constexpr size_t SEED_PLANE_BYTES = (QUANTIZE_SAMPLE_MAX * sizeof (float) + 255) / 256 * 256;
 constexpr size_t SEED_BYTES = 3 * SEED_PLANE_BYTES + sizeof (seed_state);
 
-
 /* Each pixel to its nearest palette entry (features of the entries in
  * c_centre); alpha copied from the source. */
 __global__ void
