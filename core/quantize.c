@@ -1588,7 +1588,7 @@ done:
 /* The pieces in which a u8 image without alpha is handed to the backend
  * (quantize_rows), which can then take the seeding sample itself: the CUDA
  * one gathers it on the device from the uploaded rows, where the host's
- * one thread took ~2 ms for 12 MP (docs/BENCHMARKS.md, 2026-11-26:
+ * one thread held up the seeding (docs/BENCHMARKS.md, 2026-11-26:
  * "quantize's palette phase"). When the host provides src's rows as they
  * are asked for (options.rows_needed: only on the CUDA backend,
  * cudafx_dispatch asks for all of them before any other run), pieces of at

@@ -1070,18 +1070,18 @@ struct pipe_memory
  * halo) are copied into pinned memory by threads and uploaded on the side
  * stream; fn waits for them on its kernel stream, then its rows go back
  * into pinned memory on the download stream while the next stripe's kernel
- * runs (on the kernel's stream the copy held that kernel up: a 12 MP call
- * took 0.4-2.6 ms longer, docs/BENCHMARKS.md, "The stripe pipeline's
- * downloads on a stream of their own"). Even stripes' kernels run on the
- * call's stream, odd ones' on the odd stream (pipe_alternates), each
- * stream's with its own scratch, so that a stripe's kernel starts while the
- * last blocks of the one before still run, where on one stream most
- * multiprocessors idled through each stripe's last part-filled wave
- * (docs/BENCHMARKS.md, "The stripe pipeline's kernels on two streams"). A
- * stripe's kernels write only its own rows of the destination and read rows
- * uploaded before them and never again, so no copy or kernel touches bytes
- * another one in flight writes. The whole image stays on the device, so
- * each stripe's upper halo is already there from the stripe before. */
+ * runs (on the kernel's stream the copy held that kernel up:
+ * docs/BENCHMARKS.md, "The stripe pipeline's downloads on a stream of their
+ * own"). Even stripes' kernels run on the call's stream, odd ones' on the
+ * odd stream (pipe_alternates), each stream's with its own scratch, so that
+ * a stripe's kernel starts while the last blocks of the one before still
+ * run, where on one stream most multiprocessors idled through each
+ * stripe's last part-filled wave (docs/BENCHMARKS.md, "The stripe
+ * pipeline's kernels on two streams"). A stripe's kernels write only its
+ * own rows of the destination and read rows uploaded before them and never
+ * again, so no copy or kernel touches bytes another one in flight writes.
+ * The whole image stays on the device, so each stripe's upper halo is
+ * already there from the stripe before. */
 static cudafx_status
 pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, cudafx_border border,
             int k, int rows, size_t scratch_row_bytes, cfx_stripe st, const pipe_memory *m, cfx_stripe_fn fn,

@@ -774,10 +774,10 @@ clear_part (gint i, gint n, gpointer data)
 }
 
 /* Bytes at p cleared on GEGL's threads, a huge page or more each, so that
- * registering them with the driver then only pins pages already there
- * (about 1 ms for 36 MB, against 5.5 ms for pages it must make itself, and
- * one thread's clearing took 6: docs/BENCHMARKS.md, 2026-11-26, "The first
- * call in a process"). */
+ * registering them with the driver then only pins pages already there,
+ * several times quicker than pages it must make itself, and GEGL's threads
+ * clear them several times faster than one (docs/BENCHMARKS.md,
+ * 2026-11-26, "The first call in a process"). */
 static void
 clear_region (guint8 *p, gsize bytes)
 {
@@ -837,10 +837,10 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole,
  * the start (a second cudafx_backend_warm_up waits for the first: the
  * driver starts once, and the first holds the context's lock) and pins
  * that memory in place, the rows not read yet and the output cleared first
- * on GEGL's threads: about 4 ms for a 12 MP image, where the engine took
- * 31-35 ms to make pinned staging of the image's size for this call, copied
- * through it, and the node's next call took its scratch again, pinned
- * (docs/BENCHMARKS.md, 2026-11-26: "The first call in a process"). Once a
+ * on GEGL's threads: far less than the engine spent making pinned staging
+ * of the image's size for this call and copying through it, after which
+ * the node's next call took its scratch again, pinned (docs/BENCHMARKS.md,
+ * 2026-11-26: "The first call in a process"). Once a
  * node, under scratch_lock; TRUE when src and dst are then pinned. */
 static gboolean
 pin_scratch (CudafxOp *self, const cudafx_image *src, const cudafx_image *dst, gsize bytes, gsize src_written)
