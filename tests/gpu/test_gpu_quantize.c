@@ -471,32 +471,13 @@ TEST (gpu_quantize_seeding_runs_on_the_device)
   harness_image_free (&out);
 }
 
-/* A host that provides the source's rows as they are asked for: they are
- * copied from the real image into a poisoned one as asked. */
-typedef struct {
-  const cudafx_image *real;
-  cudafx_image       *lazy;
-  int                 asked, calls;
-} rows_feed;
-
-static int
-feed_rows (int y, void *data)
-{
-  rows_feed *f = data;
-  f->calls++;
-  for (; f->asked < y; f->asked++)
-    memcpy ((unsigned char *) f->lazy->data + (size_t) f->asked * f->lazy->stride,
-            (const unsigned char *) f->real->data + (size_t) f->asked * f->real->stride,
-            (size_t) f->real->width * f->real->channels);
-  return 0;
-}
-
-/* A u8 image without alpha, its rows provided as asked (options.rows_needed):
- * asked for in pieces (CUDAFX_QUANTIZE_PIECES; by default one for so small
- * an image), each uploaded, counted and sampled on the device as it comes;
- * the palette and pixels the CPU's on the whole image, for RGB and grey,
- * plainly mapped (through the colours' table) and with ordered dithering
- * (the pixels' features), and with more pixels than the seeding sample. */
+/* A u8 image without alpha, its rows provided as asked (options.rows_needed,
+ * harness_ask_rows): asked for in pieces (CUDAFX_QUANTIZE_PIECES; by
+ * default one for so small an image), each uploaded, counted and sampled
+ * on the device as it comes; the palette and pixels the CPU's on the whole
+ * image, for RGB and grey, plainly mapped (through the colours' table) and
+ * with ordered dithering (the pixels' features), and with more pixels than
+ * the seeding sample. */
 TEST (gpu_quantize_rows_in_pieces_match_cpu)
 {
   static const char *const pieces[] = { "", "2", "3", "7" };
@@ -520,13 +501,13 @@ TEST (gpu_quantize_rows_in_pieces_match_cpu)
       CHECK (cudafx_quantize (&src, &ref, &p, &cpu, &want) == CUDAFX_OK, "CPU run failed");
       harness_image_poison (&lazy);
       harness_image_poison (&out);
-      rows_feed feed = { &src, &lazy, 0, 0 };
+      harness_rows feed = { &src, &lazy, 0, 0, 0, 0, 0, 0, 0 };
       cudafx_report report;
       memset (&report, 0, sizeof report);
       cudafx_options o = harness_cpu_options ();
       o.backend = CUDAFX_BACKEND_CUDA;
       o.report = &report;
-      o.rows_needed = feed_rows;
+      o.rows_needed = harness_ask_rows;
       o.rows_user = &feed;
       if (*pieces[i % 4])
         setenv ("CUDAFX_QUANTIZE_PIECES", pieces[i % 4], 1);

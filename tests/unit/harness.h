@@ -68,4 +68,21 @@ double       harness_diff_share (const cudafx_image *a, const cudafx_image *b, d
 /* Rows of a and b (same size and layout) hold the same bytes, padding aside. */
 int          harness_same_pixels (const cudafx_image *a, const cudafx_image *b);
 
+/* A source provided as options.rows_needed asks for it (harness_ask_rows,
+ * user data a harness_rows): the real image's rows are copied into lazy, a
+ * poisoned one of the same layout, as they are asked for, so that a result
+ * equal to a run on the whole image shows that every row read, halo
+ * included, was asked for first. It counts the asks, those that did not go
+ * further than the one before (backwards) or past the image (beyond), and
+ * fails the ask numbered fail_at (0: none). rows_ready may note its own
+ * calls in `reports`. */
+typedef struct {
+  const cudafx_image *real;
+  cudafx_image       *lazy;
+  int                 asked, calls, backwards, beyond, fail_at;
+  int                 first_ask;             /* the first call's y */
+  int                 reports;               /* rows_ready's calls */
+} harness_rows;
+int harness_ask_rows (int y, void *rows);
+
 #endif

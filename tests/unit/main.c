@@ -126,6 +126,29 @@ harness_image_poison (cudafx_image *img)
   memset (img->data, 0xA5, img->stride * img->height);
 }
 
+int
+harness_ask_rows (int y, void *rows)
+{
+  harness_rows *a = rows;
+  if (++a->calls == a->fail_at)
+    return 1;
+  if (a->calls == 1)
+    a->first_ask = y;
+  if (y <= a->asked)
+    a->backwards++;
+  if (y > a->real->height)
+    {
+      a->beyond++;
+      y = a->real->height;
+    }
+  for (int r = a->asked; r < y; r++)
+    memcpy ((unsigned char *) a->lazy->data + (size_t) r * a->lazy->stride,
+            (const unsigned char *) a->real->data + (size_t) r * a->real->stride, a->lazy->stride);
+  if (y > a->asked)
+    a->asked = y;
+  return 0;
+}
+
 void
 harness_image_random (cudafx_image *img, harness_rng *r)
 {

@@ -401,46 +401,12 @@ TEST_SHARDED (engine_rows_ready_reports_final_rows_in_order, 8)
   harness_image_free (&h.seen);
 }
 
-/* What options.rows_needed was asked: the source's rows are copied from the
- * real image into a poisoned one as they are asked for, so that a result
- * equal to a run on the whole image shows that every row read, halo
- * included, was asked for first; and options.rows_ready (same user data)
- * notes whether rows came out (after a failed first ask they must not). */
-typedef struct {
-  const cudafx_image *real;
-  cudafx_image       *lazy;
-  int                 asked, calls, backwards, beyond, fail_at;
-  int                 first_ask;             /* the first call's y */
-  int                 reports;               /* rows_ready's calls */
-} rows_asked;
-
-static int
-ask_rows (int y, void *data)
-{
-  rows_asked *a = data;
-  if (++a->calls == a->fail_at)
-    return 1;
-  if (a->calls == 1)
-    a->first_ask = y;
-  if (y <= a->asked)
-    a->backwards++;
-  if (y > a->real->height)
-    {
-      a->beyond++;
-      y = a->real->height;
-    }
-  for (int r = a->asked; r < y; r++)
-    memcpy ((unsigned char *) a->lazy->data + (size_t) r * a->lazy->stride,
-            (const unsigned char *) a->real->data + (size_t) r * a->real->stride, a->lazy->stride);
-  if (y > a->asked)
-    a->asked = y;
-  return 0;
-}
-
+/* rows_ready's calls, noted beside options.rows_needed's asks (after a
+ * failed first ask no rows must come out). */
 static void
 note_report (int y0, int y1, void *data)
 {
-  rows_asked *a = data;
+  harness_rows *a = data;
   a->reports++;
 }
 
@@ -483,10 +449,10 @@ TEST_SHARDED (engine_rows_needed_asks_each_row_before_use, 8)
           CHECK (rows_filter (f, &real, &ref, &o) == CUDAFX_OK, "%s: %s", names[f], cudafx_error_message ());
           rows_setup (setup, f, &o);
           harness_image_poison (lazy);
-          rows_asked a = { &real, lazy, 0, 0, 0, 0, 0, 0, 0 };
+          harness_rows a = { &real, lazy, 0, 0, 0, 0, 0, 0, 0 };
           memset (&report, 0, sizeof report);
           o.report = &report;
-          o.rows_needed = ask_rows;
+          o.rows_needed = harness_ask_rows;
           o.rows_ready = note_report;
           o.rows_user = &a;
           cudafx_status s = rows_filter (f, lazy, &out, &o);
@@ -520,9 +486,9 @@ TEST_SHARDED (engine_rows_needed_asks_each_row_before_use, 8)
           continue;
         cudafx_options o = harness_options ();
         o.backend = CUDAFX_BACKEND_AUTO;
-        rows_asked a = { &real, &plain, 0, 0, 0, 0, fail_at, 0, 0 };
+        harness_rows a = { &real, &plain, 0, 0, 0, 0, fail_at, 0, 0 };
         harness_image_poison (&plain);
-        o.rows_needed = ask_rows;
+        o.rows_needed = harness_ask_rows;
         o.rows_ready = note_report;
         o.rows_user = &a;
         setenv ("CUDAFX_CUDA_STRIPES", "7", 1);
@@ -543,10 +509,10 @@ TEST_SHARDED (engine_rows_needed_asks_each_row_before_use, 8)
   /* A call without output (nl-means' estimate) asks for every row first. */
   cudafx_options o = harness_options ();
   cudafx_nlmeans_info whole_info, lazy_info;
-  rows_asked a = { &real, &plain, 0, 0, 0, 0, 0, 0, 0 };
+  harness_rows a = { &real, &plain, 0, 0, 0, 0, 0, 0, 0 };
   harness_image_poison (&plain);
   CHECK (cudafx_nlmeans_estimate (&real, &o, &whole_info) == CUDAFX_OK, "%s", cudafx_error_message ());
-  o.rows_needed = ask_rows;
+  o.rows_needed = harness_ask_rows;
   o.rows_user = &a;
   CHECK (cudafx_nlmeans_estimate (&plain, &o, &lazy_info) == CUDAFX_OK && a.asked == real.height &&
              lazy_info.sigma == whole_info.sigma,
