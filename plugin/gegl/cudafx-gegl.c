@@ -465,7 +465,7 @@ automatic_nlmeans (CudafxOp *self, int filter)
 }
 
 /* Whether each output pixel depends on the whole input: the whole output is
- * then computed at once (and cached by GEGL). */
+ * then computed at once, and GEGL caches all of it. */
 static gboolean
 whole_output (CudafxOp *self, int filter)
 {
@@ -571,6 +571,7 @@ get_bounding_box (GeglOperation *operation)
   return in_box ? *in_box : (GeglRectangle) { 0, 0, 0, 0 };
 }
 
+/* The region GEGL keeps: all of the output where it is computed whole. */
 static GeglRectangle
 get_cached_region (GeglOperation *operation, const GeglRectangle *roi)
 {
@@ -1122,7 +1123,9 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
     }
   options.rows_ready = write_rows;
   options.rows_user = &rows;
-  if (tl.on)
+  /* Not for nl-means: its kernels wait for each progress report (cancel
+   * answers between them), which would slow what the timeline shows. */
+  if (tl.on && filter != CUDAFX_FILTER_NLMEANS)
     {
       options.progress = timeline_progress;
       options.user_data = &tl;
@@ -1285,10 +1288,16 @@ class_init (gpointer klass, gpointer class_data)
   operation_class->prepare = prepare;
   operation_class->get_bounding_box = get_bounding_box;
   operation_class->get_required_for_output = get_required_for_output;
-  /* A cached region makes GEGL keep the node's output: only for the filters
-   * whose output may need all of the input. */
-  if (filter == CUDAFX_FILTER_QUANTIZE || filter == CUDAFX_FILTER_CONVOLVE)
-    operation_class->get_cached_region = get_cached_region;
+  /* A cached region makes GEGL keep the node's output in a buffer of its
+   * own. Without one, each render's output is a new buffer whose tiles GEGL
+   * allocates as the region is set into it, which costs several times a
+   * set into tiles that exist; with one, a render sets its rows into the
+   * tiles of the render before, and a region drawn again at the same
+   * settings (the canvas scrolled back) comes from the cache
+   * (docs/BENCHMARKS.md, 2026-11-26: "every operation's output cached").
+   * The cost is the output's memory, in GEGL's tile cache, which GIMP
+   * bounds and swaps. */
+  operation_class->get_cached_region = get_cached_region;
   /* The engine spreads a region over all cores or the GPU itself: GEGL's
    * splitting it over threads would only add halos and contention. */
   operation_class->threaded = FALSE;
