@@ -1079,21 +1079,6 @@ typedef struct {
   sample_set         *smp;
 } sample_job;
 
-/* First sample whose rank is at least `rank`: ceil (rank * S / n). */
-static uint64_t
-first_sample_from (uint64_t rank, const sample_job *job)
-{
-  unsigned __int128 scaled = (unsigned __int128) rank * (unsigned) job->smp->n;
-  return (uint64_t) ((scaled + job->n_vote - 1) / job->n_vote);
-}
-
-/* Rank of sample j: floor (j * n / S). */
-static uint64_t
-rank_of_sample (uint64_t j, const sample_job *job)
-{
-  return (uint64_t) ((unsigned __int128) j * job->n_vote / (unsigned) job->smp->n);
-}
-
 static void
 sample_rows (void *ctx_, int y0, int y1)
 {
@@ -1103,10 +1088,10 @@ sample_rows (void *ctx_, int y0, int y1)
   for (int y = y0; y < y1; y++)
     {
       uint64_t rank = job->rank[y];
-      uint64_t j = first_sample_from (rank, job);
-      uint64_t end = first_sample_from (rank + (uint64_t) q->row_votes[y], job);
+      uint64_t j = quantize_first_sample (rank, job->n_vote, smp->n);
+      uint64_t end = quantize_first_sample (rank + (uint64_t) q->row_votes[y], job->n_vote, smp->n);
       const uint8_t *row = cudafx_row (q->src, y);
-      uint64_t next = rank_of_sample (j, job);
+      uint64_t next = quantize_sample_rank (j, job->n_vote, smp->n);
       for (int x = 0; j < end; x++)
         {
           if (q->everyone_votes)
@@ -1121,7 +1106,7 @@ sample_rows (void *ctx_, int y0, int y1)
             {
               float *out[3] = { smp->plane[0] + j, smp->plane[1] + j, smp->plane[2] + j };
               compute_features (q, y, x, 1, out);
-              next = rank_of_sample (++j, job);
+              next = quantize_sample_rank (++j, job->n_vote, smp->n);
             }
           rank++;
         }

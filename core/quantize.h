@@ -328,6 +328,22 @@ quantize_attempt_state (uint32_t seed, int a)
   return seed + ((uint64_t) a << 32);
 }
 
+/* The seeding sample of S entries over n voting pixels: entry j is the
+ * voting pixel of rank floor (j n / S) in raster order, for core/quantize.c's
+ * sample_rows and cuda/quantize.cu's gather alike. */
+static inline CUDAFX_HOST_DEVICE uint64_t
+quantize_sample_rank (uint64_t j, uint64_t n, int samples)
+{
+  return (uint64_t) ((unsigned __int128) j * n / (unsigned) samples);
+}
+
+/* The first entry of that sample whose rank is at least rank: ceil (rank S / n). */
+static inline CUDAFX_HOST_DEVICE uint64_t
+quantize_first_sample (uint64_t rank, uint64_t n, int samples)
+{
+  return (uint64_t) (((unsigned __int128) rank * (unsigned) samples + n - 1) / n);
+}
+
 /* Squared distance of a feature vector to an integer centre, exact in int64
  * (differences below 2^22, squares below 2^44). */
 static inline CUDAFX_HOST_DEVICE int64_t

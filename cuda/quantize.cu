@@ -60,6 +60,8 @@
 #include <new>
 #include <stdio.h>
 #include <thread>
+#include <thrust/binary_search.h>
+#include <thrust/execution_policy.h>
 #include <thrust/iterator/counting_iterator.h>
 
 namespace {
@@ -675,15 +677,8 @@ seed_kernel (seed_view v)
           long long target = (long long) (quantize_draw (start, draw) * (double) total);
           if (target > total - 1)
             target = total - 1;
-          int lo = 0, hi = v.group - 1; /* the first block whose prefix exceeds it */
-          while (lo < hi)
-            {
-              int mid = (lo + hi) / 2;
-              if (s_prefix[mid] > target)
-                hi = mid;
-              else
-                lo = mid + 1;
-            }
+          /* the first block whose prefix exceeds it (the last's is total) */
+          const int lo = (int) (thrust::upper_bound (thrust::seq, s_prefix, s_prefix + v.group, target) - s_prefix);
           if (lo == g)
             {
               long long rest = target - (g > 0 ? s_prefix[g - 1] : 0), w_sum = lane < SEED_WARPS ? s_warp_d2[lane] : 0,
@@ -899,11 +894,10 @@ sample_features_kernel (float *plane0, float *plane1, float *plane2, int n, quan
 }
 
 /* The seeding sample's entries j0 .. j0 + count - 1, all in the rows of v,
- * which start at image row y0, of a u8 image every pixel of which votes:
- * sample j is pixel floor (j * n / samples) in raster order (core/
- * quantize.c's sample_codes; j * n < 2^16 * n fits 64 bits), its values into
- * the planes as codes (sample_features_kernel makes them features), zeros
- * past dims. */
+ * which start at image row y0, of a u8 image every pixel of which votes
+ * (n pixels: the rank of a pixel is its raster index; quantize_sample_rank),
+ * its values into the planes as codes (sample_features_kernel makes them
+ * features), zeros past dims. */
 __global__ void
 sample_kernel (stripe_view v, int y0, unsigned long long n, int samples, unsigned long long j0, int count,
                float *plane0, float *plane1, float *plane2)
@@ -911,7 +905,7 @@ sample_kernel (stripe_view v, int y0, unsigned long long n, int samples, unsigne
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= count)
     return;
-  unsigned long long j = j0 + (unsigned) i, rank = j * n / (unsigned) samples;
+  unsigned long long j = j0 + (unsigned) i, rank = quantize_sample_rank (j, n, samples);
   int y = (int) (rank / (unsigned) v.width), x = (int) (rank - (unsigned long long) y * (unsigned) v.width);
   const unsigned char *px = v.src + (size_t) (y - y0) * v.src_pitch + (size_t) x * v.channels;
   plane0[j] = px[0];
@@ -2036,13 +2030,10 @@ cudafx_quantize_cuda_rows (quantize_session *q, int y0, int y1, int *sampled)
   v.src += (size_t) y0 * q->pitch;
   v.rows = y1 - y0;
   v.n = (size_t) v.width * v.rows;
-  /* the seeding sample's entries in these rows (core/quantize.c's
-   * first_sample_from, every pixel voting) */
+  /* the seeding sample's entries in these rows, every pixel voting */
   const unsigned long long n = (unsigned long long) src->width * src->height;
-  auto first = [&] (int y) {
-    return (unsigned long long) (((unsigned __int128) y * src->width * (unsigned) q->samples + n - 1) / n);
-  };
-  const unsigned long long j0 = first (y0), j1 = first (y1);
+  const unsigned long long j0 = quantize_first_sample ((uint64_t) y0 * src->width, n, q->samples),
+                           j1 = quantize_first_sample ((uint64_t) y1 * src->width, n, q->samples);
   cudafx_status s;
   if ((s = report_piece (q)) || (s = cfx_check (cudaEventRecord (cx->ev[0], cx->stream), FILTER, "event")) ||
       (s = cfx_check (cudaMemcpy2DAsync ((unsigned char *) v.src, q->pitch, cudafx_row (src, y0), src->stride,
