@@ -958,7 +958,11 @@ move_region (GeglBuffer *buffer, const GeglRectangle *rect, int level, const Bab
  * (docs/BENCHMARKS.md, 2026-11-26: "each stripe as the GPU finishes it",
  * and "the input read as the GPU asks for it"). Rows move whole tile rows at
  * a time, the rest with the next ask or report: a tile moved in two parts
- * costs its copy twice. Where the engine needs all of the input first (the
+ * costs its copy twice. Finished rows are set an eighth of the region at a
+ * time at the least: each set is a round of GEGL's threads, and one per
+ * stripe (16 on a large region) cost the whole call more than the later
+ * start of the first (docs/BENCHMARKS.md, 2026-11-26: "sets of an
+ * eighth"). Where the engine needs all of the input first (the
  * CPU, the wrap border, quantize but of a large u8 region without alpha,
  * which it asks for in a few pieces), it asks for all rows at once. */
 typedef struct
@@ -972,6 +976,7 @@ typedef struct
   int                  in_tile_height, tile_height;
   int                  in_rows; /* read's rows above this one (from read's top) are in src */
   int                  written; /* out's rows above this row are in output */
+  int                  min_set; /* rows a set takes at the least, but the last one */
   gboolean             threaded;
   timeline            *timeline;
 } region_rows;
@@ -1014,7 +1019,7 @@ write_rows (int y0, int y1, void *data)
   else
     end = out_end;
   timeline_mark (w->timeline, "rows");
-  if (end <= w->written)
+  if (end <= w->written || (end < out_end && end - w->written < w->min_set))
     return;
   rows = (GeglRectangle) { w->out->x, w->written, w->out->width, end - w->written };
   move_region (w->output, &rows, w->level, w->format,
@@ -1121,6 +1126,7 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
       rows.threaded = TRUE;
       timeline_mark (&tl, "pinned");
     }
+  rows.min_set = tile_row_up (read.height / 8, rows.tile_height);
   options.rows_ready = write_rows;
   options.rows_user = &rows;
   /* Not for nl-means: its kernels wait for each progress report (cancel
