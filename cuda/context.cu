@@ -318,31 +318,13 @@ cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o, cfx_lane
   if (s || cx->ready)
     return s;
   /* Streams that never wait for the legacy default stream, nor it for them. */
-  if ((s = cfx_check (cudaStreamCreateWithFlags (&cx->stream, cudaStreamNonBlocking), filter,
-                      "stream creation")))
-    return s;
-  if ((s = cfx_check (cudaStreamCreateWithFlags (&cx->side, cudaStreamNonBlocking), filter,
-                      "stream creation")))
-    {
-      cudaStreamDestroy (cx->stream);
-      return s;
-    }
-  if ((s = cfx_check (cudaStreamCreateWithFlags (&cx->down, cudaStreamNonBlocking), filter,
-                      "stream creation")))
-    {
-      cudaStreamDestroy (cx->side);
-      cudaStreamDestroy (cx->stream);
-      return s;
-    }
-  if ((s = cfx_check (cudaStreamCreateWithFlags (&cx->odd, cudaStreamNonBlocking), filter,
-                      "stream creation")))
-    {
-      cudaStreamDestroy (cx->down);
-      cudaStreamDestroy (cx->side);
-      cudaStreamDestroy (cx->stream);
-      return s;
-    }
-  int events = 0;
+  cudaStream_t *const streams[] = { &cx->stream, &cx->side, &cx->down, &cx->odd };
+  const int n_streams = sizeof streams / sizeof *streams;
+  int made = 0, events = 0;
+  while (made < n_streams && !s)
+    if (!(s = cfx_check (cudaStreamCreateWithFlags (streams[made], cudaStreamNonBlocking), filter,
+                         "stream creation")))
+      made++;
   while (events < CFX_EVENTS && !s)
     if (!(s = cfx_check (cudaEventCreate (&cx->ev[events]), filter, "event creation")))
       events++;
@@ -350,10 +332,8 @@ cfx_begin (cfx_call &call, const char *filter, const cudafx_options *o, cfx_lane
     {
       while (events > 0)
         cudaEventDestroy (cx->ev[--events]);
-      cudaStreamDestroy (cx->odd);
-      cudaStreamDestroy (cx->down);
-      cudaStreamDestroy (cx->side);
-      cudaStreamDestroy (cx->stream);
+      while (made > 0)
+        cudaStreamDestroy (*streams[--made]);
       return s;
     }
   cx->ready = true;
