@@ -92,10 +92,11 @@ typedef void (*cudafx_rows_ready_fn) (int y0, int y1, void *user_data);
  * and nl-means asks stripe by stripe for each stripe's rows with its halo,
  * and its quantize of a large u8 image without alpha in a few pieces; every
  * other reader (the CPU backend, quantize of other images, the wrap border,
- * a fallback to the CPU) asks for all rows before it starts. Return nonzero when the
- * rows cannot be had: the call then fails with CUDAFX_ERR_CANCELLED and a
- * message saying so, without falling back, and dst holds partial results
- * that the host must discard (rows_ready may have reported some). */
+ * a fallback to the CPU) asks for all rows before it starts. Return nonzero
+ * when the rows cannot be had: the call then fails with
+ * CUDAFX_ERR_CANCELLED and a message saying so, without falling back, and
+ * dst holds partial results that the host must discard (rows_ready may
+ * have reported some). */
 typedef int (*cudafx_rows_needed_fn) (int y, void *user_data);
 
 /* What actually happened, filled in by every filter call when non-NULL. */

@@ -41,10 +41,10 @@
  * as the engine hands its rows over (cudafx_quantize_cuda_rows, in pieces
  * when the host provides them as asked), its colours counted and its
  * seeding sample gathered (sample_kernel) piece by piece, so that the
- * seeding waits for the last piece alone. When every pixel votes and no dither follows, the
- * mapping reads a table of each distinct colour's entry (map_table_kernel)
- * instead of searching the palette for every pixel, and no pass reads
- * per-pixel features.
+ * seeding waits for the last piece alone. When every pixel votes and no
+ * dither follows, the mapping reads a table of each distinct colour's
+ * entry (map_table_kernel) instead of searching the palette for every
+ * pixel, and no pass reads per-pixel features.
  *
  * Floyd–Steinberg: see the dither section below. */
 #include "../core/bluenoise.h"
@@ -1833,8 +1833,9 @@ report_piece (quantize_session *q)
 }
 
 /* The distinct colours of the voting pixels, once a run: their keys
- * counted stripe by stripe (unless quantize_rows did), CUB's selection of the non-empty bins (keys
- * ascending), then each colour's features and count. */
+ * counted stripe by stripe (unless quantize_rows did), CUB's selection of
+ * the non-empty bins (keys ascending), then each colour's features and
+ * count. */
 cudafx_status
 find_colours (quantize_session *q)
 {
