@@ -32,12 +32,12 @@
  *       nlmeans_exp_neg clamps it (computed as weight_of below), the
  *       weighted sums, the sum of weights and the largest weight, kept in
  *       registers across offsets.
- * The u8 kernels run two rows of the half window at once, o1 = (dx, dy) and
- * o2 = (dx, dy + 1): AB makes both images (each task's own pixels read
- * once), and CD reads each neighbour once for the two weights it takes
- * (o1's neighbour of a pixel is o2's neighbour of the pixel above), so a
- * neighbour's load and conversion, the barriers and the per-offset set-up
- * are shared by two offsets.
+ * The u8 kernels run n rows of the half window at once (two, or four for
+ * flat colour patches: rows_at_once), o_i = (dx, dy + i): AB makes the n
+ * images (each task's own pixels read once), and CD reads each neighbour
+ * once for the n weights it takes (o_i's neighbour of a pixel is o_i+1's
+ * neighbour of the pixel above), so a neighbour's load and conversion, the
+ * barriers and the per-offset set-up are shared by n offsets.
  * After the last offset the centre is added with weight 1 or the largest
  * weight (plan.centre_max); alpha is copied. Borders clamp: the stripe
  * runner makes up rows, the tile load clamps columns.
@@ -346,28 +346,34 @@ weigh (const hsum<P, NA, FLAT> *hcol, int hs, const unsigned *px, const float *p
     }
 }
 
-/* CD for two offsets whose neighbours are one row apart: A's neighbour of
- * the thread's pixel j is B's neighbour of pixel j - 1, so RPT + 1
- * neighbours, read once each, serve 2 RPT weights. A's distances from the
- * sums at hcol_a, B's from those at hcol_b; A's first neighbour at tile
- * index nb. */
-template <int P, int NA, bool U8, bool FLAT>
+/* CD for N offsets (dx, dy + i), i < N, whose neighbours are one row apart,
+ * on one side: at p (MINUS false), offset i's neighbour of the thread's
+ * pixel j is neighbour m = j + i; at p - o (MINUS true), m = j + N - 1 - i.
+ * So RPT + N - 1 neighbours, read and converted once each, serve N RPT
+ * weights. Offset i's distances come from the sums at hcol + i hplane (and
+ * N - 1 - i rows down at p - o); the first neighbour is tile index nb. Each
+ * pixel's sums take their neighbours in m's order, as one offset's would. */
+template <int P, int NA, bool FLAT, int N, bool MINUS>
 __device__ __forceinline__ void
-weigh_pair (const hsum<P, NA, FLAT> *hcol_a, const hsum<P, NA, FLAT> *hcol_b, int hs, const unsigned *px,
-            int nb, int iws, const nlm_args &a, float (&acc)[RPT][NA + 2])
+weigh_rows (const hsum<P, NA, FLAT> *hcol, int hplane, int hs, const unsigned *px, int nb, int iws,
+            const nlm_args &a, float (&acc)[RPT][NA + 2])
 {
-  float da[RPT], db[RPT];
-  patch_distances<P, NA, FLAT> (hcol_a, hs, a, da);
-  patch_distances<P, NA, FLAT> (hcol_b, hs, a, db);
+  float d[N][RPT];
 #pragma unroll
-  for (int m = 0; m <= RPT; m++)
+  for (int i = 0; i < N; i++)
+    patch_distances<P, NA, FLAT> (hcol + i * hplane + (MINUS ? (N - 1 - i) * hs : 0), hs, a, d[i]);
+#pragma unroll
+  for (int m = 0; m < RPT + N - 1; m++)
     {
       float v[NA];
-      pixel<NA, U8> (px, nullptr, 0, nb + m * iws, v);
-      if (m < RPT)
-        add_neighbour<NA, FLAT> (weight_of<FLAT> (da[m], a), v, acc[m]);
-      if (m > 0)
-        add_neighbour<NA, FLAT> (weight_of<FLAT> (db[m - 1], a), v, acc[m - 1]);
+      pixel<NA, true> (px, nullptr, 0, nb + m * iws, v);
+#pragma unroll
+      for (int i = 0; i < N; i++)
+        {
+          const int j = m - (MINUS ? N - 1 - i : i);
+          if (j >= 0 && j < RPT)
+            add_neighbour<NA, FLAT> (weight_of<FLAT> (d[i][j], a), v, acc[j]);
+        }
     }
 }
 
@@ -443,10 +449,43 @@ horizontal_sums (hsum<P, NA, KIND == U8_FLAT> *Hs, int hplane, int hs, const uns
     }
 }
 
+/* Offset rows a kernel weighs at once (weigh_rows): four for u8 colours
+ * with flat patches and search radii up to SEARCH_SMALL (every automatic
+ * colour plan's): 1.04-1.05x faster than two on an H100, though their
+ * registers and four sum images hold an SM to 4 blocks where two allowed 5.
+ * Two for the other u8 kernels: the Gaussian-patch kernels would spill,
+ * the grey ones fall from 7 blocks an SM to 4, larger radii's shared
+ * memory to 2 or 3. One for f32. */
+__host__ __device__ constexpr int
+rows_at_once (int kind, int SB, int NA)
+{
+  return kind == F32 ? 1 : kind == U8_FLAT && SB == SEARCH_SMALL && NA >= 3 ? 4 : 2;
+}
+
+/* AB and CD for the N offsets (dx, dy + i), i < N, of a u8 kernel, the
+ * thread's pixels in column tx from row row0: Hs row hr is tile row
+ * hr - dy - (N - 1) - P in all N images, so the pixels' patches start at
+ * Hs row row0 + dy + N - 1 at p for every offset, and at row0 + N - 1 - i
+ * at p - o for offset i (weigh_rows adds the rows of i). */
+template <int P, int NA, int KIND, int N>
+__device__ __forceinline__ void
+weigh_offset_rows (hsum<P, NA, KIND == U8_FLAT> *Hs, int hplane, int hs, const unsigned *px, int iws, int R,
+                   int row0, int tx, int dx, int dy, const nlm_args &a, float (&acc)[RPT][NA + 2])
+{
+  constexpr bool FLAT = KIND == U8_FLAT;
+  const int lo = dx > 0 ? -dx : 0;
+  horizontal_sums<P, NA, KIND, N> (Hs, hplane, hs, px, nullptr, 0, iws, R, dx, dy, a);
+  __syncthreads ();
+  weigh_rows<P, NA, FLAT, N, false> (Hs + (row0 + dy + N - 1) * hs + tx - lo, hplane, hs, px,
+                                     (row0 + dy + R) * iws + tx + dx + R, iws, a, acc);
+  weigh_rows<P, NA, FLAT, N, true> (Hs + row0 * hs + tx - dx - lo, hplane, hs, px,
+                                    (row0 - dy - (N - 1) + R) * iws + tx - dx + R, iws, a, acc);
+}
+
 /* Blocks an SM must hold at once, which sets a thread's register budget
  * (THREADS 128): 4 (128 registers). Bounding the u8 colour kernels with
  * Gaussian patches to 5 blocks (96 registers) paid while they weighed one
- * offset at a time; weighing two (weigh_pair) they spill at 96. */
+ * offset at a time; weighing two (weigh_rows) they spill at 96. */
 template <int NA, int KIND>
 constexpr int
 min_blocks ()
@@ -521,19 +560,20 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
   __syncthreads ();
 
   /* The half window's offsets, in rows dy of offsets (dx, dy). The u8
-   * kernels take two rows at once where the launch has them (dy > 0): for
-   * each dx, AB the sums of (dx, dy) and (dx, dy + 1) into two images, CD
-   * both with each neighbour read once for the two (weigh_pair), one
-   * barrier pair for both. Per offset pair the sums serve o at p and -o at
-   * p (its distance at p - o). */
+   * kernels take up to rows_at_once rows where the launch has them (dy >
+   * 0): for each dx, AB the sums of (dx, dy) .. (dx, dy + n - 1) into n
+   * images, CD all n with each neighbour read once (weigh_rows), one
+   * barrier pair for them. Per offset the sums serve o at p and -o at p
+   * (its distance at p - o). */
+  constexpr int ROWS = rows_at_once (KIND, SB, NA);
   const int hplane = L.hrows * L.hs;
   for (int dy = a.dy0; dy < a.dy1;)
     {
-      const bool two = U8 && dy > 0 && dy + 1 < a.dy1;
+      const int n = !U8 || dy == 0 ? 1 : dy + ROWS - 1 < a.dy1 ? ROWS : dy + 1 < a.dy1 ? 2 : 1;
       for (int dx = dy ? -S : 1; dx <= S; dx++)
         {
           const int lo = dx > 0 ? -dx : 0;
-          if (!two)
+          if (n == 1)
             {
               /* Hs row hr is tile row hr - dy - P. */
               horizontal_sums<P, NA, KIND, 1> (Hs, hplane, L.hs, px, planes, plane, L.iws, R, dx, dy, a);
@@ -543,24 +583,16 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
               weigh<P, NA, U8, FLAT> (Hs + row0 * L.hs + tx - dx - lo, L.hs, px, planes, plane,
                                       (row0 - dy + R) * L.iws + tx - dx + R, L.iws, a, acc);
             }
-          else if constexpr (U8)
+          else if constexpr (ROWS > 1)
             {
-              /* Hs row hr is tile row hr - dy - 1 - P in both images: o1 =
-               * (dx, dy) in the first, o2 = (dx, dy + 1) in the second. At
-               * p, o2's neighbour of pixel j is o1's of pixel j + 1; at p -
-               * o, -o1's neighbour of pixel j is -o2's of pixel j + 1. */
-              horizontal_sums<P, NA, KIND, 2> (Hs, hplane, L.hs, px, planes, plane, L.iws, R, dx, dy, a);
-              __syncthreads ();
-              weigh_pair<P, NA, U8, FLAT> (Hs + (row0 + dy + 1) * L.hs + tx - lo,
-                                           Hs + hplane + (row0 + dy + 1) * L.hs + tx - lo, L.hs, px,
-                                           (row0 + dy + R) * L.iws + tx + dx + R, L.iws, a, acc);
-              weigh_pair<P, NA, U8, FLAT> (Hs + hplane + row0 * L.hs + tx - dx - lo,
-                                           Hs + (row0 + 1) * L.hs + tx - dx - lo, L.hs, px,
-                                           (row0 - dy - 1 + R) * L.iws + tx - dx + R, L.iws, a, acc);
+              if (n == ROWS)
+                weigh_offset_rows<P, NA, KIND, ROWS> (Hs, hplane, L.hs, px, L.iws, R, row0, tx, dx, dy, a, acc);
+              else
+                weigh_offset_rows<P, NA, KIND, 2> (Hs, hplane, L.hs, px, L.iws, R, row0, tx, dx, dy, a, acc);
             }
           __syncthreads (); /* Hs is rewritten by the next AB */
         }
-      dy += two ? 2 : 1;
+      dy += n;
     }
 
   /* Store: partial sums to the scratch, or the result (alpha copied). */
@@ -652,10 +684,11 @@ kernel_for (int P, int S, int NA, int kind)
 }
 
 size_t
-shared_bytes (int P, int S, int NA, bool u8)
+shared_bytes (int P, int S, int NA, int kind)
 {
-  layout L (P, S, search_bound (S));
-  return sizeof (float) * ((u8 ? 1 : (size_t) NA) * L.ihs * L.iws + (u8 ? 2 : 1) * (size_t) L.hrows * L.hs);
+  const int SB = search_bound (S);
+  const layout L (P, S, SB);
+  return sizeof (float) * ((kind == F32 ? (size_t) NA : 1) * L.ihs * L.iws + (size_t) rows_at_once (kind, SB, NA) * L.hrows * L.hs);
 }
 
 /* The histograms of channel blockIdx.z over the interior pixels of image
@@ -823,7 +856,7 @@ nlmeans_stripe (void *ctx, const cfx_stripe *s)
    * plan is made today) runs the Gaussian kernel, with weights 1. */
   const int kind = !u8 ? F32 : flat && !plan->centre_max ? U8_FLAT : U8_WEIGHTED;
   nlm_kernel_fn kernel = kernel_for (P, S, m->na, kind);
-  size_t shm = shared_bytes (P, S, m->na, u8);
+  size_t shm = shared_bytes (P, S, m->na, kind);
   cudafx_status st = cfx_allow_shared (m->cx, (const void *) kernel, shm, "nl-means");
   if (st)
     return st;
