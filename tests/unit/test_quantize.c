@@ -254,7 +254,7 @@ oracle_quantize (const cudafx_image *src, const cudafx_quantize_params *p, oracl
     {
       uint64_t state = p->seed + ((uint64_t) a << 32);
       int found = oracle_seed (sample, S, dims, p->colors, &state, attempt[a]);
-      double error = oracle_lloyd (sample, S, dims, found, 50, attempt[a]);
+      double error = oracle_lloyd (sample, S, dims, found, 20, attempt[a]);
       if (error < best_error)
         {
           best_error = error;
