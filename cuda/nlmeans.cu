@@ -688,7 +688,8 @@ shared_bytes (int P, int S, int NA, int kind)
 {
   const int SB = search_bound (S);
   const layout L (P, S, SB);
-  return sizeof (float) * ((kind == F32 ? (size_t) NA : 1) * L.ihs * L.iws + (size_t) rows_at_once (kind, SB, NA) * L.hrows * L.hs);
+  const size_t tile = (kind == F32 ? (size_t) NA : 1) * L.ihs * L.iws;
+  return sizeof (float) * (tile + (size_t) rows_at_once (kind, SB, NA) * L.hrows * L.hs);
 }
 
 /* The histograms of channel blockIdx.z over the interior pixels of image
