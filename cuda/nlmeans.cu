@@ -351,8 +351,7 @@ weigh (const hsum<P, NA, FLAT> *hcol, int hs, const unsigned *px, const float *p
  * pixel j is neighbour m = j + i; at p - o (MINUS true), m = j + N - 1 - i.
  * So RPT + N - 1 neighbours, read and converted once each, serve N RPT
  * weights. Offset i's distances come from the sums at hcol + i hplane (and
- * N - 1 - i rows down at p - o); the first neighbour is tile index nb. Each
- * pixel's sums take their neighbours in m's order, as one offset's would. */
+ * N - 1 - i rows down at p - o); the first neighbour is tile index nb. */
 template <int P, int NA, bool FLAT, int N, bool MINUS>
 __device__ __forceinline__ void
 weigh_rows (const hsum<P, NA, FLAT> *hcol, int hplane, int hs, const unsigned *px, int nb, int iws,
@@ -451,11 +450,11 @@ horizontal_sums (hsum<P, NA, KIND == U8_FLAT> *Hs, int hplane, int hs, const uns
 
 /* Offset rows a kernel weighs at once (weigh_rows): four for u8 colours
  * with flat patches and search radii up to SEARCH_SMALL (every automatic
- * colour plan's): 1.04-1.05x faster than two on an H100, though their
- * registers and four sum images hold an SM to 4 blocks where two allowed 5.
- * Two for the other u8 kernels: the Gaussian-patch kernels would spill,
- * the grey ones fall from 7 blocks an SM to 4, larger radii's shared
- * memory to 2 or 3. One for f32. */
+ * colour plan's), faster than two though their registers and four sum
+ * images hold an SM to 4 blocks where two allowed 5 (docs/BENCHMARKS.md,
+ * session 16). Two for the other u8 kernels: with four the Gaussian-patch
+ * kernels would spill, the grey ones fall from 7 blocks an SM to 4, larger
+ * radii's shared memory to 2 or 3. One for f32. */
 __host__ __device__ constexpr int
 rows_at_once (int kind, int SB, int NA)
 {
