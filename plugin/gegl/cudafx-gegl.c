@@ -571,7 +571,8 @@ get_bounding_box (GeglOperation *operation)
   return in_box ? *in_box : (GeglRectangle) { 0, 0, 0, 0 };
 }
 
-/* The region GEGL keeps: all of the output where it is computed whole. */
+/* The region GEGL keeps: all of the output where it is computed whole,
+ * else the region asked for. */
 static GeglRectangle
 get_cached_region (GeglOperation *operation, const GeglRectangle *roi)
 {
