@@ -151,9 +151,9 @@
 
 #define BLOCK         512      /* pixels per vectorised distance block */
 /* Lloyd updates of each attempt on the sample: enough to rank the attempts,
- * since the image's own passes refine the winner. 20 and 50 gave palettes
- * of the same PSNR on the test photos, and 20 takes about 40 % off a
- * small photo's time on the CPU (docs/BENCHMARKS.md, session 16). */
+ * since the image's own passes refine the winner; more bought no palette
+ * quality on the test photos and cost a small photo most of its time
+ * (docs/BENCHMARKS.md, session 16). */
 #define SAMPLE_ITERATIONS 20
 #define FILTER        "quantize"
 /* The Oklab feature cache costs 4 bytes per feature per pixel: kept up to
