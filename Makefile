@@ -83,7 +83,7 @@ endif
 MSGFMT    := $(shell command -v msgfmt 2>/dev/null)
 LINGUAS   := $(patsubst po/%.po,%,$(wildcard po/*.po))
 MO_FILES  := $(if $(MSGFMT),$(LINGUAS:%=$(BUILD)/locale/%/LC_MESSAGES/cudafx.mo))
-I18N_C    := $(sort $(wildcard core/*.c cli/*.c plugin/*/*.c))
+I18N_C    := $(sort $(wildcard core/*.c cli/*.c plugin/*/*.c ui/*/*.c))
 I18N_CXX  := $(sort $(wildcard cuda/*.cu))
 XGETTEXT_FLAGS := --from-code=UTF-8 --add-comments=TRANSLATORS: --package-name=cudafx \
                   --keyword=_ --keyword=N_ --keyword=cudafx_fail:2 --flag=cudafx_fail:2:c-format \
@@ -166,10 +166,12 @@ $(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
 # The GEGL operations module (cudafx:median, ...): the engine linked in
 # statically, only GEGL's two module entry points exported, so that the
 # engine's symbols cannot meet another copy in the host's process.
-GEGL_MODULE_SRCS := plugin/gegl/cudafx-gegl.c plugin/common/procedures.c plugin/common/region.c
-GEGL_MODULE_HDRS := plugin/common/procedures.h plugin/common/region.h core/cudafx.h core/i18n.h
+# Procedure values and region I/O are the toolkit-free part of ui/common/.
+GEGL_MODULE_SRCS := plugin/gegl/cudafx-gegl.c ui/common/procedures.c ui/common/region.c
+GEGL_MODULE_HDRS := ui/common/procedures.h ui/common/region.h core/cudafx.h core/i18n.h
+GEGL_MODULE_INC  := -Icore -Iui/common
 GEGL_MODULE_FLAGS := -shared -fvisibility=hidden -Wl,--exclude-libs,ALL -Wl,-z,defs \
-                     -Icore -Iplugin/common
+                     $(GEGL_MODULE_INC)
 
 $(BUILD)/gegl/cudafx-gegl.so: $(GEGL_MODULE_SRCS) $(GEGL_MODULE_HDRS) $(LIB)
 	@mkdir -p $(@D)
@@ -346,24 +348,28 @@ quality: $(SHLIB)
 # tests/gimp/chroot.sh creates once (root, network to the host's Debian mirror)
 # and keeps outside the clone; the engine library comes from the host.
 # The dialogs are a module of their own (libgimpui, GTK) that the plug-in
-# loads only for interactive runs; the plug-in exports the engine to it.
-GIMP3_UI_SRCS := plugin/gimp3/dialog.c
-GIMP3_SRCS := $(filter-out $(GIMP3_UI_SRCS),$(wildcard plugin/gimp3/*.c plugin/common/*.c))
-GIMP3_HDRS := $(wildcard plugin/gimp3/*.h plugin/common/*.h)
-GIMP3_INC  := -Icore -Iplugin/common -Iplugin/gimp3
+# loads only for interactive runs; the plug-in exports the engine and the
+# toolkit-free rest of ui/ (procedure values, region I/O, config reading,
+# the dialogs' texts) to it. The module sees no plugin/ header.
+GIMP3_UI_SRCS := ui/gimp3/dialog.c
+GIMP3_SRCS := $(filter-out $(GIMP3_UI_SRCS),$(wildcard plugin/gimp3/*.c ui/gimp3/*.c ui/common/*.c))
+GIMP3_UI_HDRS := $(wildcard ui/gimp3/*.h ui/common/*.h)
+GIMP3_HDRS := $(wildcard plugin/gimp3/*.h) $(GIMP3_UI_HDRS)
+GIMP3_UI_INC := -Icore -Iui/common -Iui/gimp3
+GIMP3_INC  := $(GIMP3_UI_INC) -Iplugin/gimp3
 
 $(BUILD)/gimp3/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB) \
-                       tests/gimp/build-plugin.sh tests/gimp/chroot.sh
-	tests/gimp/build-plugin.sh $@ $(LIB) "$(LIB_LIBS)" "$(GIMP3_INC)" $(GIMP3_SRCS) $(GIMP3_HDRS)
+                       tools/build-gimp3.sh tests/gimp/chroot.sh
+	tools/build-gimp3.sh $@ $(LIB) "$(LIB_LIBS)" "$(GIMP3_INC)" $(GIMP3_SRCS) $(GIMP3_HDRS)
 
-$(BUILD)/gimp3/cudafx-dialogs.so: $(GIMP3_UI_SRCS) $(GIMP3_HDRS) core/cudafx.h \
-                                  tests/gimp/build-plugin.sh tests/gimp/chroot.sh
-	tests/gimp/build-plugin.sh --dialogs $@ "$(GIMP3_INC)" $(GIMP3_UI_SRCS) $(GIMP3_HDRS)
+$(BUILD)/gimp3/cudafx-dialogs.so: $(GIMP3_UI_SRCS) $(GIMP3_UI_HDRS) core/cudafx.h \
+                                  tools/build-gimp3.sh tests/gimp/chroot.sh
+	tools/build-gimp3.sh --dialogs $@ "$(GIMP3_UI_INC)" $(GIMP3_UI_SRCS) $(GIMP3_UI_HDRS)
 
 # The GEGL operations module for GIMP 3, built in the same chroot against its GEGL.
 $(BUILD)/gimp3/cudafx-gegl.so: $(GEGL_MODULE_SRCS) $(GEGL_MODULE_HDRS) $(LIB) \
-                               tests/gimp/build-plugin.sh tests/gimp/chroot.sh
-	tests/gimp/build-plugin.sh --module $@ $(LIB) "$(LIB_LIBS)" "-Icore -Iplugin/common" \
+                               tools/build-gimp3.sh tests/gimp/chroot.sh
+	tools/build-gimp3.sh --module $@ $(LIB) "$(LIB_LIBS)" "$(GEGL_MODULE_INC)" \
 	  $(GEGL_MODULE_SRCS) $(GEGL_MODULE_HDRS)
 
 plugin: $(BUILD)/gimp3/cudafx $(BUILD)/gimp3/cudafx-dialogs.so $(BUILD)/gimp3/cudafx-gegl.so locale
@@ -377,9 +383,9 @@ $(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB)
 	  $$(pkg-config --cflags gimp-3.0) $(GIMP3_SRCS) -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive \
 	  $$(pkg-config --libs gimp-3.0) $(LIB_LIBS) -o $@
 
-$(BUILD)/gimp3-native/cudafx-dialogs.so: $(GIMP3_UI_SRCS) $(GIMP3_HDRS) core/cudafx.h
+$(BUILD)/gimp3-native/cudafx-dialogs.so: $(GIMP3_UI_SRCS) $(GIMP3_UI_HDRS) core/cudafx.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -shared -fPIC -Werror=implicit-function-declaration $(GIMP3_INC) \
+	$(CC) $(CFLAGS) -shared -fPIC -Werror=implicit-function-declaration $(GIMP3_UI_INC) \
 	  $$(pkg-config --cflags gimpui-3.0) $(GIMP3_UI_SRCS) $$(pkg-config --libs gimpui-3.0) -o $@
 
 .PHONY: plugin-3-native
@@ -393,20 +399,20 @@ check-gimp: plugin $(CLI)
 # GIMP 2.10 plug-in: built natively (Debian 12: libgimp2.0-dev) against the
 # engine library; tests drive gimp-console-2.10 on the host. GTK 2's headers
 # use GLib types GLib now deprecates: those warnings are not ours.
-GIMP210_SRCS := $(wildcard plugin/gimp210/*.c plugin/common/*.c)
-GIMP210_HDRS := $(wildcard plugin/gimp210/*.h plugin/common/*.h)
+GIMP210_SRCS := $(wildcard plugin/gimp210/*.c ui/gimp210/*.c ui/common/*.c)
+GIMP210_HDRS := $(wildcard plugin/gimp210/*.h ui/gimp210/*.h ui/common/*.h)
 
 $(BUILD)/gimp210/cudafx: $(GIMP210_SRCS) $(GIMP210_HDRS) core/cudafx.h $(LIB)
 	@pkg-config --exists gimpui-2.0 || { echo "plugin-210 needs GIMP 2.10's development files (libgimp2.0-dev)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iplugin/common -Iplugin/gimp210 \
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iui/common -Iui/gimp210 -Iplugin/gimp210 \
 	  -DGLIB_DISABLE_DEPRECATION_WARNINGS $$(pkg-config --cflags gimpui-2.0) $(GIMP210_SRCS) $(LIB) $$(pkg-config --libs gimpui-2.0) \
 	  $(LIB_LIBS) -o $@
 
 # The plug-in's procedure table (engine arguments, then the hosts' own) as a
 # library for scripts that write GIMP 2.10 calls (tests/gimp210/procargs.py).
-$(BUILD)/libcudafx-procedures.so: plugin/common/procedures.c plugin/common/procedures.h core/cudafx.h $(CORE_OBJS) $(CUDA_OBJS)
-	$(CC) $(CFLAGS) -shared -Icore -Iplugin/common $$(pkg-config --cflags glib-2.0) plugin/common/procedures.c \
+$(BUILD)/libcudafx-procedures.so: ui/common/procedures.c ui/common/procedures.h core/cudafx.h $(CORE_OBJS) $(CUDA_OBJS)
+	$(CC) $(CFLAGS) -shared -Icore -Iui/common $$(pkg-config --cflags glib-2.0) ui/common/procedures.c \
 	  $(CORE_OBJS) $(CUDA_OBJS) $$(pkg-config --libs glib-2.0) $(LIB_LIBS) -o $@
 
 .PHONY: plugin-210 check-gimp210

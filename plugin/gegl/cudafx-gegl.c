@@ -8,9 +8,9 @@
  * properties are made from the engine's argument table (names, ranges,
  * defaults, descriptions; choices as enums), so nothing is declared twice.
  * The custom convolution kernel is a text property spelt as the CLI's
- * --kernel. Values are kept by table position (plugin/common/procedures.c) and
+ * --kernel. Values are kept by table position (ui/common/procedures.c) and
  * pixels are read in the format the plug-ins and the CLI read
- * (plugin/common/region.c), so every host filters the same values.
+ * (ui/common/region.c), so every host filters the same values.
  *
  * Whatever GEGL asks for, the pixels equal a whole-image run: area filters
  * read their halo of real neighbours and clamp only at the input's edge;

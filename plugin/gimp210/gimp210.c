@@ -77,7 +77,7 @@ describe (const cudafx_arg *arg)
   return g_string_free (text, FALSE);
 }
 
-/* The PDB parameters of filter, in the procedure's order (plugin/common/procedures.h)
+/* The PDB parameters of filter, in the procedure's order (ui/common/procedures.h)
  * after the host's three; the array argument takes two (count, values).
  * Returns how many. Descriptions are allocated; free them with free_params. */
 static int

@@ -3,7 +3,7 @@
 """Procedure arguments given by name, as GIMP 2.10 Script-Fu or CLI arguments,
 read from the plug-in's own procedure table ($CUDAFX_PROC_LIB, default
 build/libcudafx-procedures.so: the engine's arguments, then the GIMP hosts'
-own from plugin/common/procedures.c) so the order and defaults are the plug-in's.
+own from ui/common/procedures.c) so the order and defaults are the plug-in's.
 
   procargs.py scheme FILTER [name=value ...]
       The arguments after run-mode, image and drawable, positional, in table
