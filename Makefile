@@ -7,14 +7,20 @@ CC        ?= gcc
 # A packaged binary must run on any x86-64: no -march=native unless asked
 # (`make ARCHFLAGS=-march=native`; docs/BENCHMARKS.md has what it changes).
 ARCHFLAGS ?=
-# -ffp-contract=off: no fused multiply-adds the source did not ask for, so
-# results do not depend on the compiler's choices (CPU/GPU determinism).
+# CFLAGS and LDLIBS are the user's (`make CFLAGS=-O2`); what correctness
+# needs is added to them whatever they say (override), so that no command
+# line loses it: -ffp-contract=off, no fused multiply-adds the source did
+# not ask for, so results do not depend on the compiler's choices (CPU/GPU
+# determinism, docs/TESTING.md); -fopenmp, the CPU filters' threads (without
+# it the pragmas vanish and omp_* calls fail to link); -std=gnu11, the
+# language the sources are written in; -fPIC, the shared engine and the
+# plug-ins' modules link the same objects.
 CFLAGS    ?= -O3 -g
 # -Wno-psabi: GCC notes that the vector helpers' wide return types change the
 # ABI without AVX; they are static, so no call crosses a compiled boundary.
-CFLAGS    += $(ARCHFLAGS) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-psabi \
-             -ffp-contract=off -fopenmp -fPIC
-LDLIBS    += -fopenmp -lm
+override CFLAGS += $(ARCHFLAGS) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-psabi \
+                   -ffp-contract=off -fopenmp -fPIC
+override LDLIBS += -fopenmp -lm
 
 BUILD     ?= build
 # Header dependencies, written by the compilers beside each object.
@@ -33,7 +39,11 @@ CUDA_HOME    ?= $(realpath $(shell $(NVCC) --dryrun -E -x cu /dev/null 2>&1 | se
 CUDA_ARCHS   ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
                 -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 \
                 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVCCFLAGS    ?= -O3 -std=c++17 $(CUDA_ARCHS) -Xcompiler -fPIC,-fopenmp --fmad=false
+# --fmad=false (the GPU's side of -ffp-contract=off), C++17, the host
+# compiler's flags and the architectures (CUDA_ARCHS chooses them) are kept
+# whatever NVCCFLAGS says, as CFLAGS' are.
+NVCCFLAGS    ?= -O3
+override NVCCFLAGS += $(CUDA_ARCHS) -std=c++17 -Xcompiler -fPIC,-fopenmp --fmad=false
 CUDA_OBJS    := $(CUDA_SRCS:cuda/%.cu=$(BUILD)/cuda/%.o)
 CUDART_A     := $(firstword $(wildcard $(addsuffix /libcudart_static.a,\
                   $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib $(CUDA_HOME)/targets/*/lib)))
@@ -189,9 +199,17 @@ $(BUILD)/gegl_bench: bench/gegl_bench.c
 GEGL_SIGMA_TEST := $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 
 # Unit tests, then the same tests under AddressSanitizer + UBSan, the median
-# networks, then the CLI's tests; one summary line at the end.
+# networks, the layers, then the CLI's tests; one summary line at the end.
+# `make check TESTS="NAME-PART..."` runs only the engine's tests whose names
+# contain a part (`make check TESTS=median_circle`; `=NAME` for one name
+# exactly), on the CPU; `make check-gpu TESTS=...` the same on CUDA.
+TESTS ?=
 check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST)
+ifeq ($(strip $(TESTS)),)
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
+else
+	@CUDAFX_BACKEND=cpu $(BUILD)/test-unit $(TESTS)
+endif
 
 # The GEGL operations through the `gegl` command (Debian: gegl): equal to
 # the CLI, and equal to themselves however GEGL splits the work. A few
@@ -209,7 +227,11 @@ $(BUILD)/test-gegl-sigma: tests/gegl/sigma_notify.c
 # backend, striping and fault fallback, then compute-sanitizer.
 check-gpu: $(BUILD)/test-gpu
 	@test -n "$(CUDA_OBJS)" || { echo "check-gpu needs nvcc"; exit 1; }
+ifeq ($(strip $(TESTS)),)
 	@tests/run.sh $(BUILD) gpu
+else
+	@CUDAFX_TEST_BACKEND=cuda $(BUILD)/test-gpu $(TESTS)
+endif
 
 # Reliability of the CUDA backend (on the CUDA machine): device memory over
 # 1000 preview calls, injected faults on first calls and mid-run, a 100 MP
