@@ -66,6 +66,22 @@ static const cudafx_arg nlmeans_args[] = {
   BACKEND_ARG,
 };
 
+static const cudafx_arg nlbayes_args[] = {
+  { "auto", N_("_Automatic"),
+    N_("Estimate the noise of the image (its level, and whether it follows brightness as camera noise does)"),
+    CUDAFX_ARG_BOOLEAN, 0, 1, 1, NULL, 0,
+    FIELD (nlbayes.automatic, INT) },
+  { "sigma", N_("Noise _level"),
+    N_("Standard deviation of the noise on the 0–255 scale, used when automatic is off"),
+    CUDAFX_ARG_DOUBLE, 0.1, 100, 10, NULL, 0,
+    FIELD (nlbayes.sigma, DOUBLE) },
+  { "flat-area", N_("_Flat areas"),
+    N_("Replace groups of patches that differ only by noise with their mean: smoother skies and walls"),
+    CUDAFX_ARG_BOOLEAN, 0, 1, 1, NULL, 0,
+    FIELD (nlbayes.flat_area, INT) },
+  BACKEND_ARG,
+};
+
 static const cudafx_choice color_space_choices[] = {
   { "oklab", N_("Oklab (perceptual)") },
   { "rgb",   N_("RGB") },
@@ -176,6 +192,13 @@ const cudafx_filter_desc cudafx_filters[CUDAFX_N_FILTERS] = {
     N_("Applies a convolution kernel: Gaussian, Sobel, Laplacian, sharpen and other presets, "
        "or a custom n×n matrix, with divisor, offset and a choice of border handling."),
     convolve_args, N_ELEMS (convolve_args), PARAMS (convolve) },
+  [CUDAFX_FILTER_NLBAYES] = {
+    "nl-bayes", "plug-in-cudafx-nl-bayes", N_("Non-Local _Bayes (GPU)..."), "<Image>/Filters/Enhance",
+    N_("Denoise with non-local Bayes"),
+    N_("Groups patches that look alike and restores each group from its own statistics, in two "
+       "passes (Lebrun, Buades and Morel's NL-Bayes). Stronger than non-local means on fine texture. "
+       "In automatic mode the noise is estimated from the image."),
+    nlbayes_args, N_ELEMS (nlbayes_args), PARAMS (nlbayes) },
 };
 
 const cudafx_filter_desc *
