@@ -350,6 +350,14 @@ cudafx_status cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst,
                               const cudafx_nlbayes_params *p, const cudafx_options *o,
                               cudafx_nlbayes_info *info);
 
+/* Pixels on each side of a pixel that nl-bayes' output there depends on, for p
+ * on an image of colours colour channels (alpha excluded): the halo a host
+ * reads around a part of the image (a selection, a preview, a GEGL region) so
+ * that the part equals the same part of a whole-image run. Automatic mode with
+ * an estimate: the halo of that noise; without one: the largest any noise
+ * level gives, since the plan follows the noise found. */
+int           cudafx_nlbayes_halo (const cudafx_nlbayes_params *p, int colours);
+
 /* ---- colour quantization -------------------------------------------------- */
 
 typedef enum { CUDAFX_SPACE_OKLAB = 0, CUDAFX_SPACE_RGB = 1 } cudafx_color_space;

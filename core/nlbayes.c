@@ -974,3 +974,43 @@ cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst, const cudafx_nlbayes
   free (vst);
   return s;
 }
+
+/* The plan's halo for the noise p gives; without a noise known beforehand
+ * (automatic, no estimate), the largest over the table's noise levels (the
+ * steps only grow with sigma, but the table is searched rather than assumed). */
+int
+cudafx_nlbayes_halo (const cudafx_nlbayes_params *p, int colours)
+{
+  nlbayes_plan plan;
+  double sigma = p->sigma;
+  int halo = 0;
+
+  if (p->automatic && !(p->estimate > 0.0))
+    {
+      for (double s = 0.5; s <= 255.0; s += 0.5)
+        {
+          choose_plan (s, colours, p->flat_area != 0, &plan);
+          int h = nlbayes_halo (&plan);
+          halo = h > halo ? h : halo;
+        }
+      return halo;
+    }
+  if (p->automatic)
+    {
+      sigma = p->estimate;
+      if (p->noise.signal_dependent && p->noise.channels == colours)
+        {
+          nlmeans_vst *vst = malloc (sizeof *vst); /* its tables are large for a stack */
+          if (!vst)
+            return cudafx_nlbayes_halo (&(cudafx_nlbayes_params) { .automatic = 1, .flat_area = p->flat_area },
+                                        colours);
+          nlmeans_vst_make (&p->noise, colours, vst);
+          sigma = vst->scale;
+          free (vst);
+        }
+    }
+  if (!(sigma >= 0.1))
+    sigma = 0.1;
+  choose_plan (sigma, colours, p->flat_area != 0, &plan);
+  return nlbayes_halo (&plan);
+}
