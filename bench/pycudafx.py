@@ -69,7 +69,7 @@ class Arg(C.Structure):
     _fields_ = [("name", C.c_char_p), ("label", C.c_char_p), ("blurb", C.c_char_p),
                 ("type", C.c_int), ("min", C.c_double), ("max", C.c_double), ("default", C.c_double),
                 ("choices", C.POINTER(Choice)), ("n_choices", C.c_int),
-                ("field", C.c_int), ("offset", C.c_size_t)]
+                ("field", C.c_int), ("offset", C.c_size_t), ("chosen_by_auto", C.c_int)]
 
 
 class FilterDesc(C.Structure):

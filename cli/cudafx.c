@@ -391,27 +391,20 @@ arg_given (const cli_command *c, const char *name)
   return c->given[arg_index (c, name)];
 }
 
-/* The arguments that automatic mode (the "auto" argument) chooses itself:
- * giving one selects manual mode. */
-static const char *const chosen_by_auto[CUDAFX_N_FILTERS][4] = {
-  [CUDAFX_FILTER_NLMEANS] = { "h", "patch-radius", "search-radius" },
-  [CUDAFX_FILTER_NLBAYES] = { "sigma" },
-};
-
 /* The rules between arguments that the table cannot say. */
 static int
 check_combinations (cli_command *c)
 {
   const char *command = c->filter->name;
-  const char *const *chosen = chosen_by_auto[c->filter_index];
 
-  if (chosen[0])
+  /* Giving a value automatic mode chooses selects manual mode. */
+  if (cudafx_arg_find (c->filter, "auto"))
     {
       const char *manual = NULL;
       int automatic = arg_index (c, "auto");
-      for (int i = 0; i < 4 && chosen[i] && !manual; i++)
-        if (arg_given (c, chosen[i]))
-          manual = chosen[i];
+      for (int i = 0; i < c->filter->n_args && !manual; i++)
+        if (c->filter->args[i].chosen_by_auto && c->given[i])
+          manual = c->filter->args[i].name;
       if (c->given[automatic] && c->values[automatic] && manual)
         return usage_error (command, "--auto cannot be combined with --%s (automatic mode chooses it)",
                             manual);

@@ -223,6 +223,9 @@ typedef struct {
   int                  n_choices;
   cudafx_field         field;         /* engine arguments: how the value is stored */
   size_t               offset;        /* engine arguments: offsetof (cudafx_filter_params, ...) */
+  int                  chosen_by_auto; /* the filter's automatic mode (its "auto" argument) chooses
+                                          this value: dialogs grey it out while auto is on, and
+                                          giving it on the CLI selects manual mode */
 } cudafx_arg;
 
 typedef struct {

@@ -18,17 +18,17 @@ static const cudafx_arg quantize_host_args[] = {
   { "create-palette", N_("Create p_alette"),
     N_("Also create a GIMP palette of the colors found, named \"cudafx N colors\" "
        "(GIMP makes the name unique); quantize returns it"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
   { "convert-indexed", N_("Convert to _indexed"),
     N_("Then convert the whole image to 8-bit indexed mode with that palette (creating it), "
        "without dithering, as Image ▸ Mode ▸ Indexed does: every layer is converted, pixels "
        "outside a selection become their nearest palette color, and partial transparency "
        "becomes opaque or transparent"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
   { "remove-unused", N_("Remove _unused colors"),
     N_("Leave out of the palette created (and so of the indexed image's color map) the colors "
        "no pixel of the filtered area takes"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
 };
 
 static const struct {

@@ -20,9 +20,20 @@ TEST (engine_table_has_every_filter)
       const cudafx_arg *b = cudafx_arg_find (f, "backend");
       CHECK (b && b->type == CUDAFX_ARG_CHOICE && b->n_choices == 3, "%s lacks backend", names[i]);
       for (int a = 0; a < f->n_args; a++)
-        CHECK ((f->args[a].min <= f->args[a].def && f->args[a].def <= f->args[a].max)
-               || f->args[a].type == CUDAFX_ARG_DOUBLE_ARRAY,
-               "%s %s default outside its range", names[i], f->args[a].name);
+        {
+          CHECK ((f->args[a].min <= f->args[a].def && f->args[a].def <= f->args[a].max)
+                 || f->args[a].type == CUDAFX_ARG_DOUBLE_ARRAY,
+                 "%s %s default outside its range", names[i], f->args[a].name);
+          /* What automatic mode chooses: numbers of a filter that has it. */
+          CHECK (!f->args[a].chosen_by_auto
+                 || (cudafx_arg_find (f, "auto")
+                     && (f->args[a].type == CUDAFX_ARG_INT || f->args[a].type == CUDAFX_ARG_DOUBLE)),
+                 "%s %s: chosen by an automatic mode it has not", names[i], f->args[a].name);
+        }
+      const cudafx_arg *automatic = cudafx_arg_find (f, "auto"), *sigma = cudafx_arg_find (f, "sigma");
+      CHECK (!automatic || automatic->type == CUDAFX_ARG_BOOLEAN, "%s: auto is not a boolean", names[i]);
+      if (!strcmp (names[i], "nl-bayes"))
+        CHECK (automatic && sigma && sigma->chosen_by_auto, "nl-bayes: auto, or sigma chosen by it, missing");
     }
   CHECK (cudafx_filter_find ("nope") == NULL, "unknown filter found");
 }
