@@ -73,7 +73,7 @@ static const cudafx_arg nlbayes_args[] = {
     N_("Estimate the noise of the image (its level, and whether it follows brightness as camera noise does)"),
     CUDAFX_ARG_BOOLEAN, 0, 1, 1, NULL, 0,
     FIELD (nlbayes.automatic, INT) },
-  { "sigma", N_("Noise _level"),
+  { "sigma", N_("_Noise level"),
     N_("Standard deviation of the noise on the 0–255 scale, used when automatic is off"),
     CUDAFX_ARG_DOUBLE, 0.1, 100, 10, NULL, 0,
     AUTO_FIELD (nlbayes.sigma, DOUBLE) },
