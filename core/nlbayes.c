@@ -293,9 +293,13 @@ find_group (const nlb_images *im, const nlbayes_step *st, int step, int ref, nlb
       for (int x = 0; x < span; x++)
         {
           below += d[x] < st->tau;
-          /* Distances are >= 0, so their bits order as they do; the window
-           * index breaks ties. */
-          t->keys[count] = (uint64_t) cudafx_float_bits (d[x]) << 32 | (uint32_t) count;
+          /* Distances are >= 0, so their bits order as they do. Ties go to
+           * the patch nearer the reference, then to the window order: the
+           * reference itself always comes first, so every reference patch
+           * is restored and the grid covers the image. */
+          const int dy = y - ry, dx = x0 + x - rx;
+          t->keys[count] = (uint64_t) cudafx_float_bits (d[x]) << 32
+                           | (uint32_t) (dy * dy + dx * dx) << NLBAYES_INDEX_BITS | (uint32_t) count;
           count++;
         }
     }
@@ -304,7 +308,7 @@ find_group (const nlb_images *im, const nlbayes_step *st, int step, int ref, nlb
   if (n < count)
     select_keys (t->keys, count, n);
   for (int i = 0; i < n; i++)
-    t->keys[i] &= 0xffffffffu;
+    t->keys[i] &= (1u << NLBAYES_INDEX_BITS) - 1;
   sort_keys (t->keys, n);
   for (int i = 0; i < n; i++)
     {
@@ -533,6 +537,13 @@ aggregate (const nlb_images *im, int k, int n, const nlb_work *t)
     }
 }
 
+/* floor (a / b), b > 0. */
+static int
+floor_div (int a, int b)
+{
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
 /* The reference positions along a side of n pixels (patch k, stride s,
  * the grid's phase from the whole image's origin o): every position
  * congruent to -o modulo s, plus the first and the last, so that the
@@ -574,7 +585,12 @@ run_step (const nlb_images *im, const nlbayes_plan *p, int step, const cudafx_op
   int side = TILE;
   while (side < st->search + k)
     side *= 2;
-  const int tiles_x = (im->w + side - 1) / side, tiles_y = (im->h + side - 1) / side;
+  /* Tiles on the whole image's grid, so that a part's sums run in the
+   * whole run's order: tile t covers positions with (x + origin) in
+   * [(t0 + t) side, (t0 + t + 1) side). */
+  const int t0x = floor_div (p->origin_x, side), t0y = floor_div (p->origin_y, side);
+  const int tiles_x = floor_div (p->origin_x + im->w - 1, side) - t0x + 1;
+  const int tiles_y = floor_div (p->origin_y + im->h - 1, side) - t0y + 1;
   const int threads = cudafx_thread_count (o);
   nlb_work *work = calloc ((size_t) threads, sizeof *work);
   cudafx_status s = work ? CUDAFX_OK : cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-bayes: out of memory");
@@ -590,13 +606,13 @@ run_step (const nlb_images *im, const nlbayes_plan *p, int step, const cudafx_op
     {
       for (int t = 0, i = 0; t <= tiles_x; t++)
         {
-          while (i < nx && gx[i] < t * side)
+          while (i < nx && gx[i] + p->origin_x < (t0x + t) * side)
             i++;
           tile_x[t] = i;
         }
       for (int t = 0, i = 0; t <= tiles_y; t++)
         {
-          while (i < ny && gy[i] < t * side)
+          while (i < ny && gy[i] + p->origin_y < (t0y + t) * side)
             i++;
           tile_y[t] = i;
         }
@@ -606,7 +622,7 @@ run_step (const nlb_images *im, const nlbayes_plan *p, int step, const cudafx_op
       for (int parity = 0; parity < 2; parity++)
         {
 #pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
-          for (int tx = parity; tx < tiles_x; tx += 2)
+          for (int tx = (parity + t0x) & 1; tx < tiles_x; tx += 2)
             {
               nlb_work *t = &work[omp_get_thread_num ()];
               for (int iy = tile_y[ty]; iy < tile_y[ty + 1]; iy++)
