@@ -62,7 +62,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 /* Reference positions per tile side (at least; see tile_side). */
 #define TILE 64
@@ -102,11 +101,12 @@ choose_plan (double sigma, int colours, int flat_area, nlbayes_plan *p)
       s->search = s->group / 2 | 1; /* half the group, odd */
       if (s->search > NLBAYES_MAX_SEARCH)
         s->search = NLBAYES_MAX_SEARCH;
-      s->stride = s->patch / 2 + 1;
-      { char nm[16]; snprintf (nm, sizeof nm, "NLB_STRIDE%d", i + 1); if (getenv (nm)) s->stride = atoi (getenv (nm)); }
+      /* Step 1 guides step 2 and may overlap its patches by one pixel;
+       * step 2's tile the image. docs/BENCHMARKS.md has the measurement. */
+      s->stride = i == 0 && s->patch > 1 ? s->patch - 1 : s->patch;
     }
-  if (getenv ("NLB_FLAT")) p->flat_area = atoi (getenv ("NLB_FLAT"));
-  s2->tau = 16.0f * s2->patch * s2->patch * colours;
+  /* Half the paper's 16 per value: as good on the grid, and smaller groups. */
+  s2->tau = 8.0f * s2->patch * s2->patch * colours;
 }
 
 void
@@ -126,79 +126,63 @@ typedef struct {
   float       *den;    /* one plane of weights */
 } nlb_images;
 
-/* One thread's scratch, sized for the largest step. */
+/* One thread's scratch, sized for the largest group of a step. A group's
+ * values are stored value-major: row d (a value of the patch: channel,
+ * then patch row, then column) holds that value of the n patches, so that
+ * the statistics and the solves run along rows. */
 typedef struct {
-  uint64_t *keys;    /* candidates: distance bits << 32 | position index */
+  uint64_t *keys;    /* candidates: distance bits << 32 | window index */
+  float    *dist;    /* one row of the window's distances */
   int      *pos;     /* the group's positions, y * w + x */
-  float    *noisy;   /* group x dims, noisy values */
-  float    *basic;   /* group x dims, basic values (step 2) */
-  float    *centred; /* group x dims */
+  float    *noisy;   /* dims x n: noisy values, restored in place */
+  float    *basic;   /* dims x n: basic values (step 2) */
+  float    *z;       /* dims x n: solves */
   float    *cov;     /* dims x dims */
-  float    *aux;     /* dims x dims, or group x dims */
-  float    *mean, *mean_b, *z;
+  float    *chol;    /* dims x dims */
+  float    *mean, *mean_b;
 } nlb_work;
 
 static void
 work_free (nlb_work *t)
 {
   free (t->keys);
+  free (t->dist);
   free (t->pos);
   free (t->noisy);
   free (t->basic);
-  free (t->centred);
+  free (t->z);
   free (t->cov);
-  free (t->aux);
+  free (t->chol);
   free (t->mean);
   free (t->mean_b);
-  free (t->z);
   memset (t, 0, sizeof *t);
 }
 
 static int
-work_alloc (nlb_work *t, int candidates, int dims)
+work_alloc (nlb_work *t, int candidates, int side, int dims)
 {
   memset (t, 0, sizeof *t);
   size_t gd = (size_t) candidates * dims, dd = (size_t) dims * dims;
   t->keys = malloc ((size_t) candidates * sizeof *t->keys);
+  t->dist = malloc ((size_t) side * sizeof *t->dist);
   t->pos = malloc ((size_t) candidates * sizeof *t->pos);
   t->noisy = malloc (gd * sizeof (float));
   t->basic = malloc (gd * sizeof (float));
-  t->centred = malloc (gd * sizeof (float));
+  t->z = malloc (gd * sizeof (float));
   t->cov = malloc (dd * sizeof (float));
-  t->aux = malloc ((gd > dd ? gd : dd) * sizeof (float));
+  t->chol = malloc (dd * sizeof (float));
   t->mean = malloc ((size_t) dims * sizeof (float));
   t->mean_b = malloc ((size_t) dims * sizeof (float));
-  t->z = malloc ((size_t) dims * sizeof (float));
-  if (t->keys && t->pos && t->noisy && t->basic && t->centred && t->cov && t->aux && t->mean && t->mean_b && t->z)
+  if (t->keys && t->dist && t->pos && t->noisy && t->basic && t->z && t->cov && t->chol && t->mean && t->mean_b)
     return 1;
   work_free (t);
   return 0;
 }
 
-/* Squared distance between the k x k patches at a and b of the planes
- * [c0, c1) (each plane w x h), rows then columns then channels. */
-static inline float
-patch_distance (const float *planes, size_t plane, int w, int k, int a, int b, int c0, int c1)
-{
-  float d = 0.0f;
-  for (int c = c0; c < c1; c++)
-    {
-      const float *pa = planes + c * plane + a, *pb = planes + c * plane + b;
-      for (int i = 0; i < k; i++)
-        for (int j = 0; j < k; j++)
-          {
-            float e = pa[i * w + j] - pb[i * w + j];
-            d += e * e;
-          }
-    }
-  return d;
-}
-
+/* Sorts distinct keys ascending. */
 static void
 sort_keys (uint64_t *k, int n)
 {
-  /* Insertion sort below 16, else a quicksort on the median of three: the
-   * keys are distinct (the position is in the low bits). */
   while (n > 16)
     {
       uint64_t a = k[0], b = k[n / 2], c = k[n - 1];
@@ -213,12 +197,10 @@ sort_keys (uint64_t *k, int n)
           if (i >= j)
             break;
           uint64_t t = k[i];
-          k[i] = k[j];
-          k[j] = t;
-          i++;
-          j--;
+          k[i++] = k[j];
+          k[j--] = t;
         }
-      /* Recurse on the smaller side. */
+      /* The smaller side by recursion, the larger by the loop. */
       int left = j + 1;
       if (left < n - left)
         {
@@ -242,7 +224,8 @@ sort_keys (uint64_t *k, int n)
     }
 }
 
-/* Puts the n smallest keys first (in no order), n < count. */
+/* Puts the n smallest of count distinct keys first, in no order (Hoare's
+ * selection). */
 static void
 select_keys (uint64_t *k, int count, int n)
 {
@@ -260,10 +243,8 @@ select_keys (uint64_t *k, int count, int n)
           if (i <= j)
             {
               uint64_t t = k[i];
-              k[i] = k[j];
-              k[j] = t;
-              i++;
-              j--;
+              k[i++] = k[j];
+              k[j--] = t;
             }
         }
       if (n - 1 <= j)
@@ -275,9 +256,10 @@ select_keys (uint64_t *k, int count, int n)
     }
 }
 
-/* The group of the reference at position ref: positions into t->pos in
- * window order, their count returned. */
-static int
+/* The group of the reference patch at ref: its positions into t->pos in
+ * window order (row by row), their count returned. The distance is summed
+ * over the channels, then the patch's rows, then its columns. */
+CUDAFX_CPU_CLONES static int
 find_group (const nlb_images *im, const nlbayes_step *st, int step, int ref, nlb_work *t)
 {
   const int w = im->w, k = st->patch, r = st->search / 2;
@@ -285,31 +267,49 @@ find_group (const nlb_images *im, const nlbayes_step *st, int step, int ref, nlb
   const int ry = ref / w, rx = ref % w;
   const int y0 = ry - r > 0 ? ry - r : 0, y1 = ry + r < im->h - k ? ry + r : im->h - k;
   const int x0 = rx - r > 0 ? rx - r : 0, x1 = rx + r < w - k ? rx + r : w - k;
+  const int span = x1 - x0 + 1;
   const float *planes = step ? im->basic : im->noisy;
-  /* Step 1 compares the first channel (Y) of a colour image, step 2 all. */
-  const int c1 = step || im->colours != 3 ? im->colours : 1;
   int count = 0, below = 0;
   for (int y = y0; y <= y1; y++)
-    for (int x = x0; x <= x1; x++)
-      {
-        int q = y * w + x;
-        float d = patch_distance (planes, plane, w, k, ref, q, 0, c1);
-        below += step && d < st->tau;
-        /* Distances are >= 0: their bits order as they do; the window
-         * index breaks ties. */
-        t->keys[count] = (uint64_t) cudafx_float_bits (d) << 32 | (uint32_t) count;
-        count++;
-      }
+    {
+      float *d = t->dist;
+      for (int x = 0; x < span; x++)
+        d[x] = 0.0f;
+      for (int c = 0; c < im->colours; c++)
+        for (int i = 0; i < k; i++)
+          {
+            const float *q = planes + c * plane + (size_t) (y + i) * w + x0;
+            const float *p = planes + c * plane + ref + (size_t) i * w;
+            for (int j = 0; j < k; j++)
+              {
+                const float a = p[j];
+                for (int x = 0; x < span; x++)
+                  {
+                    float e = a - q[x + j];
+                    d[x] += e * e;
+                  }
+              }
+          }
+      for (int x = 0; x < span; x++)
+        {
+          below += d[x] < st->tau;
+          /* Distances are >= 0, so their bits order as they do. Ties go to
+           * the patch nearer the reference, then to the window order: the
+           * reference itself always comes first, so every reference patch
+           * is restored and the grid covers the image. */
+          const int dy = y - ry, dx = x0 + x - rx;
+          t->keys[count] = (uint64_t) cudafx_float_bits (d[x]) << 32
+                           | (uint32_t) (dy * dy + dx * dx) << NLBAYES_INDEX_BITS | (uint32_t) count;
+          count++;
+        }
+    }
   int n = st->group > below ? st->group : below;
-  if (n > count)
-    n = count;
+  n = n < count ? n : count;
   if (n < count)
     select_keys (t->keys, count, n);
-  /* The window order of the chosen ones, as the sums expect. */
   for (int i = 0; i < n; i++)
-    t->keys[i] &= 0xffffffffu;
+    t->keys[i] &= (1u << NLBAYES_INDEX_BITS) - 1;
   sort_keys (t->keys, n);
-  const int span = x1 - x0 + 1;
   for (int i = 0; i < n; i++)
     {
       int idx = (int) t->keys[i];
@@ -318,256 +318,200 @@ find_group (const nlb_images *im, const nlbayes_step *st, int step, int ref, nlb
   return n;
 }
 
-/* Gathers the channels [c0, c1) of the n patches at pos of planes into
- * out, n x ((c1 - c0) k^2), channel-major within a patch. */
+/* The n patches at pos of planes (colours of them), value-major into out. */
 static void
-gather (const float *planes, size_t plane, int w, int k, const int *pos, int n, int c0, int c1, float *out)
+gather (const float *planes, size_t plane, int w, int k, int colours, const int *pos, int n, float *out)
 {
-  const int dims = (c1 - c0) * k * k;
-  for (int g = 0; g < n; g++)
-    {
-      float *o = out + (size_t) g * dims;
-      for (int c = c0; c < c1; c++)
+  for (int c = 0, d = 0; c < colours; c++)
+    for (int i = 0; i < k; i++)
+      for (int j = 0; j < k; j++, d++)
         {
-          const float *p = planes + c * plane + pos[g];
-          for (int i = 0; i < k; i++)
-            for (int j = 0; j < k; j++)
-              *o++ = p[i * w + j];
+          const float *p = planes + c * plane + (size_t) i * w + j;
+          float *o = out + (size_t) d * n;
+          for (int g = 0; g < n; g++)
+            o[g] = p[pos[g]];
         }
+}
+
+/* Sum of a[g] b[g] (b NULL: of a[g]) over g < n, in 8 interleaved partial
+ * sums added in a fixed order: the compiler may then use vector lanes
+ * without reordering a float sum by itself, which it must not. */
+static inline float
+lane_dot (const float *a, const float *b, int n)
+{
+  float acc[8] = { 0 };
+  int g = 0;
+  for (; g + 8 <= n; g += 8)
+    for (int l = 0; l < 8; l++)
+      acc[l] += b ? a[g + l] * b[g + l] : a[g + l];
+  for (int l = 0; g < n; g++, l++)
+    acc[l] += b ? a[g] * b[g] : a[g];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* Row means of x (dims x n) into m, and x centred in place. */
+static void
+centre (float *x, int n, int dims, float *m)
+{
+  for (int d = 0; d < dims; d++)
+    {
+      float *r = x + (size_t) d * n;
+      m[d] = lane_dot (r, NULL, n) / (float) n;
+      for (int g = 0; g < n; g++)
+        r[g] -= m[d];
     }
 }
 
-/* Mean over the n rows of x (n x dims) into m, and x - m into out. */
-static void
-centre (const float *x, int n, int dims, float *m, float *out)
-{
-  for (int d = 0; d < dims; d++)
-    m[d] = 0.0f;
-  for (int g = 0; g < n; g++)
-    for (int d = 0; d < dims; d++)
-      m[d] += x[(size_t) g * dims + d];
-  for (int d = 0; d < dims; d++)
-    m[d] /= (float) n;
-  for (int g = 0; g < n; g++)
-    for (int d = 0; d < dims; d++)
-      out[(size_t) g * dims + d] = x[(size_t) g * dims + d] - m[d];
-}
-
-/* cov = x^T x / (n - 1) of the centred rows x (n x dims), full matrix. */
+/* cov = x x^T / (n - 1) of the centred rows x (dims x n), whole matrix. */
 CUDAFX_CPU_CLONES static void
 covariance (const float *x, int n, int dims, float *cov)
 {
-  memset (cov, 0, (size_t) dims * dims * sizeof *cov);
-  for (int g = 0; g < n; g++)
-    {
-      const float *r = x + (size_t) g * dims;
-      for (int i = 0; i < dims; i++)
-        {
-          float a = r[i];
-          float *ci = cov + (size_t) i * dims;
-          for (int j = 0; j < dims; j++)
-            ci[j] += a * r[j];
-        }
-    }
   const float inv = 1.0f / (float) (n - 1);
-  for (size_t i = 0; i < (size_t) dims * dims; i++)
-    cov[i] *= inv;
+  for (int i = 0; i < dims; i++)
+    for (int j = 0; j <= i; j++)
+      {
+        float s = lane_dot (x + (size_t) i * n, x + (size_t) j * n, n);
+        cov[(size_t) i * dims + j] = cov[(size_t) j * dims + i] = s * inv;
+      }
 }
 
-/* In place: the lower Cholesky factor L of a (dims x dims), a = L L^T.
- * 0 when a is not positive definite. */
+/* The lower Cholesky factor l of a (dims x dims), a = l l^T; 0 when a is
+ * not positive definite. */
 static int
-cholesky (float *a, int dims)
+cholesky (const float *a, int dims, float *l)
 {
   for (int j = 0; j < dims; j++)
     {
-      float *rj = a + (size_t) j * dims;
-      float d = rj[j];
+      float *lj = l + (size_t) j * dims;
+      float d = a[(size_t) j * dims + j];
       for (int m = 0; m < j; m++)
-        d -= rj[m] * rj[m];
+        d -= lj[m] * lj[m];
       if (!(d > 1e-6f))
         return 0;
-      d = sqrtf (d);
-      rj[j] = d;
-      const float inv = 1.0f / d;
+      lj[j] = sqrtf (d);
       for (int i = j + 1; i < dims; i++)
         {
-          float *ri = a + (size_t) i * dims;
-          float s = ri[j];
+          float *li = l + (size_t) i * dims;
+          float s = a[(size_t) i * dims + j];
           for (int m = 0; m < j; m++)
-            s -= ri[m] * rj[m];
-          ri[j] = s * inv;
+            s -= li[m] * lj[m];
+          li[j] = s / lj[j];
         }
     }
   return 1;
 }
 
-/* z = (L L^T)^-1 b. */
-static void
-cholesky_solve (const float *l, int dims, const float *b, float *z)
+/* z = (l l^T)^-1 x for the n columns of x (dims x n) at once. */
+CUDAFX_CPU_CLONES static void
+cholesky_solve (const float *l, int dims, const float *x, int n, float *z)
 {
   for (int i = 0; i < dims; i++)
     {
-      const float *ri = l + (size_t) i * dims;
-      float s = b[i];
+      float *zi = z + (size_t) i * n;
+      const float *li = l + (size_t) i * dims;
+      for (int g = 0; g < n; g++)
+        zi[g] = x[(size_t) i * n + g];
       for (int m = 0; m < i; m++)
-        s -= ri[m] * z[m];
-      z[i] = s / ri[i];
+        {
+          const float f = li[m], *zm = z + (size_t) m * n;
+          for (int g = 0; g < n; g++)
+            zi[g] -= f * zm[g];
+        }
+      const float inv = 1.0f / li[i];
+      for (int g = 0; g < n; g++)
+        zi[g] *= inv;
     }
   for (int i = dims - 1; i >= 0; i--)
     {
-      float s = z[i];
+      float *zi = z + (size_t) i * n;
       for (int m = i + 1; m < dims; m++)
-        s -= l[(size_t) m * dims + i] * z[m];
-      z[i] = s / l[(size_t) i * dims + i];
-    }
-}
-
-/* The variance of a group's values around each channel's mean, averaged
- * over the channels (x: n rows of `channels` blocks of kk values). */
-static int flat_mode = -1;
-static float
-group_variance (const float *x, int n, int channels, int kk, float *channel_mean)
-{
-  if (flat_mode < 0) flat_mode = getenv ("NLB_FLATMODE") ? atoi (getenv ("NLB_FLATMODE")) : 0;
-  const int dims = channels * kk;
-  float var = 0.0f;
-  for (int c = 0; c < channels; c++)
-    {
-      float s = 0.0f;
-      for (int g = 0; g < n; g++)
-        for (int i = 0; i < kk; i++)
-          s += x[(size_t) g * dims + c * kk + i];
-      float m = s / (float) (n * kk), v = 0.0f;
-      channel_mean[c] = m;
-      if (flat_mode == 0)
         {
+          const float f = l[(size_t) m * dims + i], *zm = z + (size_t) m * n;
           for (int g = 0; g < n; g++)
-            for (int i = 0; i < kk; i++)
-              {
-                float e = x[(size_t) g * dims + c * kk + i] - m;
-                v += e * e;
-              }
-          var += v / (float) (n * kk - 1);
+            zi[g] -= f * zm[g];
         }
-      else
-        {
-          for (int i = 0; i < kk; i++)
-            {
-              float mi = 0.0f, vi = 0.0f;
-              for (int g = 0; g < n; g++) mi += x[(size_t) g * dims + c * kk + i];
-              mi /= n;
-              for (int g = 0; g < n; g++) { float e = x[(size_t) g * dims + c * kk + i] - mi; vi += e * e; }
-              var += vi / (float) (n - 1) / kk;
-            }
-        }
+      const float inv = 1.0f / l[(size_t) i * dims + i];
+      for (int g = 0; g < n; g++)
+        zi[g] *= inv;
     }
-  return var / (float) channels;
 }
 
-/* Sets every patch of x to the mean patch (flat_mode 1) or the channel means. */
-static void
-flat_fill (float *x, const float *src, int n, int channels, int kk, const float *cm)
+/* The variance of the centred rows x (dims x n) about their means,
+ * averaged over the rows: how much the group's patches differ. */
+static float
+spread (const float *x, int n, int dims)
 {
-  const int dims = channels * kk;
-  for (int c = 0; c < channels; c++)
-    for (int i = 0; i < kk; i++)
-      {
-        float m = cm[c];
-        if (flat_mode == 1)
-          {
-            m = 0.0f;
-            for (int g = 0; g < n; g++) m += src[(size_t) g * dims + c * kk + i];
-            m /= n;
-          }
-        for (int g = 0; g < n; g++)
-          x[(size_t) g * dims + c * kk + i] = m;
-      }
+  float v = 0.0f;
+  for (int d = 0; d < dims; d++)
+    v += lane_dot (x + (size_t) d * n, x + (size_t) d * n, n);
+  return v / ((float) (n - 1) * dims);
 }
 
-/* Restores the group of step 1 in t->noisy (n x colours k^2): each channel
- * by its own Wiener estimate, or the flat-area mean. */
-static void
+/* Step 1 on the group in t->noisy (colours k^2 x n), restored in place:
+ * each channel by its own Wiener estimate, or by the group's mean patch
+ * when the channel is flat (its patches differ by no more than the noise)
+ * or its covariance is degenerate (fewer patches than values, no spread). */
+CUDAFX_CPU_CLONES static void
 restore_step1 (const nlbayes_plan *p, int n, int k, nlb_work *t)
 {
-  const int colours = p->colours, kk = k * k, dims = colours * kk;
+  const int kk = k * k;
   const float s2 = p->sigma * p->sigma, bs2 = p->step[0].beta * s2;
-  float cm[CUDAFX_NOISE_MAX_CHANNELS];
-  if (p->flat_area && n > 1 && group_variance (t->noisy, n, colours, kk, cm) <= p->gamma * s2)
+  for (int c = 0; c < p->colours; c++)
     {
-      flat_fill (t->noisy, t->noisy, n, colours, kk, cm);
-      return;
-    }
-  for (int c = 0; c < colours; c++)
-    {
-      /* This channel's block of every patch, as rows of kk. */
-      for (int g = 0; g < n; g++)
-        memcpy (t->aux + (size_t) g * kk, t->noisy + (size_t) g * dims + c * kk, kk * sizeof (float));
-      centre (t->aux, n, kk, t->mean, t->centred);
-      int ok = n > 1;
-      if (ok)
+      float *x = t->noisy + (size_t) c * kk * n;
+      centre (x, n, kk, t->mean);
+      int wiener = n > 1 && !(p->flat_area && spread (x, n, kk) <= p->gamma * s2);
+      if (wiener)
         {
-          covariance (t->centred, n, kk, t->cov);
-          ok = cholesky (t->cov, kk);
+          covariance (x, n, kk, t->cov);
+          wiener = cholesky (t->cov, kk, t->chol);
         }
-      for (int g = 0; g < n; g++)
+      if (wiener)
+        cholesky_solve (t->chol, kk, x, n, t->z);
+      /* Q^ = m + (C - beta sigma^2 I) C^-1 (Q - m) = m + x - beta sigma^2 z. */
+      for (int d = 0; d < kk; d++)
         {
-          float *out = t->noisy + (size_t) g * dims + c * kk;
-          const float *x = t->centred + (size_t) g * kk;
-          if (!ok)
-            {
-              /* A degenerate group (as many patches as values or fewer,
-               * or no spread at all): its mean. */
-              for (int i = 0; i < kk; i++)
-                out[i] = t->mean[i];
-              continue;
-            }
-          cholesky_solve (t->cov, kk, x, t->z);
-          for (int i = 0; i < kk; i++)
-            out[i] = t->mean[i] + (x[i] - bs2 * t->z[i]);
+          float *r = x + (size_t) d * n;
+          const float *z = t->z + (size_t) d * n, m = t->mean[d];
+          for (int g = 0; g < n; g++)
+            r[g] = wiener ? m + (r[g] - bs2 * z[g]) : m;
         }
     }
 }
 
-/* Restores the noisy group of step 2 in t->noisy from the basic group in
- * t->basic (both n x colours k^2). */
-static void
+/* Step 2 on the noisy group in t->noisy from the basic group in t->basic
+ * (both colours k^2 x n), restored in place. */
+CUDAFX_CPU_CLONES static void
 restore_step2 (const nlbayes_plan *p, int n, int k, nlb_work *t)
 {
-  const int colours = p->colours, kk = k * k, dims = colours * kk;
-  const float s2 = p->sigma * p->sigma, bs2 = p->step[1].beta * s2;
-  float cm[CUDAFX_NOISE_MAX_CHANNELS];
-  if (p->flat_area && n > 1 && group_variance (t->noisy, n, colours, kk, cm) <= p->gamma * s2)
-    {
-      group_variance (t->basic, n, colours, kk, cm);
-      flat_fill (t->noisy, t->basic, n, colours, kk, cm);
-      return;
-    }
+  const int dims = p->colours * k * k;
+  const float bs2 = p->step[1].beta * p->sigma * p->sigma;
   if (n < 2)
-    return; /* one patch: no statistics, the noisy values stay */
-  centre (t->basic, n, dims, t->mean_b, t->centred);
-  covariance (t->centred, n, dims, t->cov);
-  /* aux = C_B + beta sigma^2 I, factored; C_B stays in cov. */
-  memcpy (t->aux, t->cov, (size_t) dims * dims * sizeof (float));
+    return; /* one patch: no statistics, its noisy values stay */
+  centre (t->basic, n, dims, t->mean_b);
+  covariance (t->basic, n, dims, t->cov);
+  /* C_B + beta sigma^2 I is positive definite. */
   for (int i = 0; i < dims; i++)
-    t->aux[(size_t) i * dims + i] += bs2;
-  if (!cholesky (t->aux, dims))
+    t->cov[(size_t) i * dims + i] += bs2;
+  int ok = cholesky (t->cov, dims, t->chol);
+  for (int i = 0; i < dims; i++)
+    t->cov[(size_t) i * dims + i] -= bs2;
+  if (!ok)
     return;
-  centre (t->noisy, n, dims, t->mean, t->centred);
-  float *zb = t->basic; /* the basic group is no longer needed: one z per patch */
-  for (int g = 0; g < n; g++)
-    cholesky_solve (t->aux, dims, t->centred + (size_t) g * dims, zb + (size_t) g * dims);
-  for (int g = 0; g < n; g++)
+  centre (t->noisy, n, dims, t->mean);
+  cholesky_solve (t->chol, dims, t->noisy, n, t->z);
+  /* Q^ = m + C_B z. */
+  for (int i = 0; i < dims; i++)
     {
-      const float *z = zb + (size_t) g * dims;
-      float *out = t->noisy + (size_t) g * dims;
-      for (int i = 0; i < dims; i++)
+      float *r = t->noisy + (size_t) i * n;
+      const float *ci = t->cov + (size_t) i * dims;
+      for (int g = 0; g < n; g++)
+        r[g] = t->mean[i];
+      for (int m = 0; m < dims; m++)
         {
-          const float *ci = t->cov + (size_t) i * dims;
-          float s = 0.0f;
-          for (int m = 0; m < dims; m++)
-            s += ci[m] * z[m];
-          out[i] = t->mean[i] + s;
+          const float f = ci[m], *zm = t->z + (size_t) m * n;
+          for (int g = 0; g < n; g++)
+            r[g] += f * zm[g];
         }
     }
 }
@@ -576,23 +520,28 @@ restore_step2 (const nlbayes_plan *p, int n, int k, nlb_work *t)
 static void
 aggregate (const nlb_images *im, int k, int n, const nlb_work *t)
 {
-  const int w = im->w, kk = k * k, dims = im->colours * kk;
+  const int w = im->w;
   const size_t plane = (size_t) w * im->h;
   for (int g = 0; g < n; g++)
     {
-      const float *v = t->noisy + (size_t) g * dims;
-      for (int c = 0; c < im->colours; c++)
-        {
-          float *o = im->num + c * plane + t->pos[g];
-          for (int i = 0; i < k; i++)
-            for (int j = 0; j < k; j++)
-              o[i * w + j] += v[c * kk + i * k + j];
-        }
-      float *d = im->den + t->pos[g];
+      for (int c = 0, d = 0; c < im->colours; c++)
+        for (int i = 0; i < k; i++)
+          {
+            float *o = im->num + c * plane + t->pos[g] + (size_t) i * w;
+            for (int j = 0; j < k; j++, d++)
+              o[j] += t->noisy[(size_t) d * n + g];
+          }
       for (int i = 0; i < k; i++)
         for (int j = 0; j < k; j++)
-          d[i * w + j] += 1.0f;
+          im->den[t->pos[g] + (size_t) i * w + j] += 1.0f;
     }
+}
+
+/* floor (a / b), b > 0. */
+static int
+floor_div (int a, int b)
+{
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
 /* The reference positions along a side of n pixels (patch k, stride s,
@@ -636,12 +585,17 @@ run_step (const nlb_images *im, const nlbayes_plan *p, int step, const cudafx_op
   int side = TILE;
   while (side < st->search + k)
     side *= 2;
-  const int tiles_x = (im->w + side - 1) / side, tiles_y = (im->h + side - 1) / side;
+  /* Tiles on the whole image's grid, so that a part's sums run in the
+   * whole run's order: tile t covers positions with (x + origin) in
+   * [(t0 + t) side, (t0 + t + 1) side). */
+  const int t0x = floor_div (p->origin_x, side), t0y = floor_div (p->origin_y, side);
+  const int tiles_x = floor_div (p->origin_x + im->w - 1, side) - t0x + 1;
+  const int tiles_y = floor_div (p->origin_y + im->h - 1, side) - t0y + 1;
   const int threads = cudafx_thread_count (o);
   nlb_work *work = calloc ((size_t) threads, sizeof *work);
   cudafx_status s = work ? CUDAFX_OK : cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-bayes: out of memory");
   for (int i = 0; !s && i < threads; i++)
-    if (!work_alloc (&work[i], candidates, dims))
+    if (!work_alloc (&work[i], candidates, st->search, dims))
       s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-bayes: out of memory");
   /* Tile tx's positions are gx[tile_x[tx]] .. gx[tile_x[tx + 1] - 1]. */
   int *tile_x = malloc ((size_t) (tiles_x + 1) * sizeof *tile_x);
@@ -652,13 +606,13 @@ run_step (const nlb_images *im, const nlbayes_plan *p, int step, const cudafx_op
     {
       for (int t = 0, i = 0; t <= tiles_x; t++)
         {
-          while (i < nx && gx[i] < t * side)
+          while (i < nx && gx[i] + p->origin_x < (t0x + t) * side)
             i++;
           tile_x[t] = i;
         }
       for (int t = 0, i = 0; t <= tiles_y; t++)
         {
-          while (i < ny && gy[i] < t * side)
+          while (i < ny && gy[i] + p->origin_y < (t0y + t) * side)
             i++;
           tile_y[t] = i;
         }
@@ -668,7 +622,7 @@ run_step (const nlb_images *im, const nlbayes_plan *p, int step, const cudafx_op
       for (int parity = 0; parity < 2; parity++)
         {
 #pragma omp parallel for num_threads (threads) schedule (dynamic, 1)
-          for (int tx = parity; tx < tiles_x; tx += 2)
+          for (int tx = (parity + t0x) & 1; tx < tiles_x; tx += 2)
             {
               nlb_work *t = &work[omp_get_thread_num ()];
               for (int iy = tile_y[ty]; iy < tile_y[ty + 1]; iy++)
@@ -678,10 +632,10 @@ run_step (const nlb_images *im, const nlbayes_plan *p, int step, const cudafx_op
                       int ref = gy[iy] * im->w + gx[ix];
                       int n = find_group (im, st, step, ref, t);
                       const size_t plane = (size_t) im->w * im->h;
-                      gather (im->noisy, plane, im->w, k, t->pos, n, 0, p->colours, t->noisy);
+                      gather (im->noisy, plane, im->w, k, p->colours, t->pos, n, t->noisy);
                       if (step)
                         {
-                          gather (im->basic, plane, im->w, k, t->pos, n, 0, p->colours, t->basic);
+                          gather (im->basic, plane, im->w, k, p->colours, t->pos, n, t->basic);
                           restore_step2 (p, n, k, t);
                         }
                       else

@@ -11,6 +11,9 @@
 /* The largest patch side and search window of the parameter table. */
 #define NLBAYES_MAX_PATCH  7
 #define NLBAYES_MAX_SEARCH 75
+/* Bits of a candidate's index in its window (NLBAYES_MAX_SEARCH^2 < 2^13);
+ * above them in a selection key, the squared offset from the reference. */
+#define NLBAYES_INDEX_BITS 13
 
 /* One of the two steps. */
 typedef struct {
