@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the command-line host of the engine.
  *
- *   cudafx FILTER [OPTIONS] IN OUT                  (median, nl-means, quantize, convolve)
+ *   cudafx FILTER [OPTIONS] IN OUT                  (median, nl-means, quantize, convolve, nl-bayes)
  *   cudafx FILTER [OPTIONS] IN... --output-dir DIR
  *   cudafx info
  *
@@ -107,6 +107,9 @@ static const char *const filter_notes[CUDAFX_N_FILTERS] = {
     N_("Automatic mode is the default. Giving --h, --patch-radius or --search-radius "
        "selects manual mode (those not given keep their defaults), as does --no-auto; "
        "--auto together with any of them is an error."),
+  [CUDAFX_FILTER_NLBAYES] =
+    N_("Automatic mode is the default. Giving --sigma selects manual mode, as does "
+       "--no-auto; --auto together with --sigma is an error."),
   [CUDAFX_FILTER_CONVOLVE] =
     N_("--kernel implies --preset custom; --preset custom without --kernel uses the "
        "3x3 identity. Example: --kernel \"0,-1,0;-1,5,-1;0,-1,0\" sharpens."),
@@ -394,13 +397,17 @@ check_combinations (cli_command *c)
 {
   const char *command = c->filter->name;
 
-  if (c->filter_index == CUDAFX_FILTER_NLMEANS)
+  /* Giving a value automatic mode chooses selects manual mode. */
+  if (cudafx_arg_find (c->filter, "auto"))
     {
-      int manual = arg_given (c, "h") || arg_given (c, "patch-radius") || arg_given (c, "search-radius");
+      const char *manual = NULL;
       int automatic = arg_index (c, "auto");
+      for (int i = 0; i < c->filter->n_args && !manual; i++)
+        if (c->filter->args[i].chosen_by_auto && c->given[i])
+          manual = c->filter->args[i].name;
       if (c->given[automatic] && c->values[automatic] && manual)
-        return usage_error (command, "--auto cannot be combined with --h, --patch-radius or "
-                                     "--search-radius");
+        return usage_error (command, "--auto cannot be combined with --%s (automatic mode chooses it)",
+                            manual);
       if (!c->given[automatic])
         c->values[automatic] = !manual;
     }
@@ -671,16 +678,16 @@ typedef struct {
 
 /* One file's line of --json. A file that failed has "input", "output" and
  * "error" only. */
-/* The noise model automatic nl-means found: "noise_model": {"kind": "flat"}
+/* The noise model automatic nl-means or nl-bayes found (manual nl-bayes: the
+ * sigma given, flat): "noise_model": {"kind": "flat"}
  * or the signal-dependent one, its variance a x + b per colour channel (x the
  * linear-light value 0..1) and the sigma it gives shadows and highlights. */
 static void
-print_noise_model (const cudafx_nlmeans_info *info)
+print_noise_model (double sigma, const cudafx_noise_model *m, double stabilised_sigma)
 {
-  const cudafx_noise_model *m = &info->noise;
   if (!m->signal_dependent)
     {
-      printf (", \"noise_model\": {\"kind\": \"flat\", \"sigma\": %.6g}", info->sigma);
+      printf (", \"noise_model\": {\"kind\": \"flat\", \"sigma\": %.6g}", sigma);
       return;
     }
   printf (", \"noise_model\": {\"kind\": \"signal-dependent\", \"a\": [");
@@ -690,7 +697,18 @@ print_noise_model (const cudafx_nlmeans_info *info)
   for (int c = 0; c < m->channels; c++)
     printf ("%s%.6g", c ? ", " : "", m->b[c]);
   printf ("], \"sigma_shadows\": %.6g, \"sigma_highlights\": %.6g, \"stabilised_sigma\": %.6g}",
-          m->sigma_dark, m->sigma_light, info->stabilised_sigma);
+          m->sigma_dark, m->sigma_light, stabilised_sigma);
+}
+
+/* nl-bayes' steps: "patch_size": [step 1, step 2], and so on. */
+static void
+print_nlbayes (const cli_command *c, const cudafx_nlbayes_info *info)
+{
+  printf (", \"auto\": %s, \"sigma\": %.6g, \"flat_area\": %s, \"patch_size\": [%d, %d], "
+          "\"group_size\": [%d, %d], \"search_size\": [%d, %d]",
+          arg_value (c, "auto") ? "true" : "false", info->sigma, info->flat_area ? "true" : "false",
+          info->patch_size[0], info->patch_size[1], info->group_size[0], info->group_size[1],
+          info->search_size[0], info->search_size[1]);
 }
 
 static void
@@ -730,7 +748,12 @@ print_json (const cli_command *c, const cli_file *f)
             r->nlmeans.patch_radius, r->nlmeans.search_radius, r->nlmeans.patch_sigma,
             r->nlmeans.centre_max ? "max" : "1");
   if (c->filter_index == CUDAFX_FILTER_NLMEANS)
-    print_noise_model (&r->nlmeans);
+    print_noise_model (r->nlmeans.sigma, &r->nlmeans.noise, r->nlmeans.stabilised_sigma);
+  if (c->filter_index == CUDAFX_FILTER_NLBAYES)
+    {
+      print_nlbayes (c, &r->nlbayes);
+      print_noise_model (r->nlbayes.sigma, &r->nlbayes.noise, r->nlbayes.stabilised_sigma);
+    }
   if (c->filter_index == CUDAFX_FILTER_QUANTIZE)
     {
       const cudafx_palette *p = &r->palette;
@@ -1156,7 +1179,7 @@ main (int argc, char **argv)
     {
       fprintf (stderr, "%s\n%s\n",
                _("Usage: cudafx COMMAND [OPTIONS] IN OUT (commands: median, nl-means, quantize, "
-                 "convolve, info)"),
+                 "convolve, nl-bayes, info)"),
                _("Try 'cudafx --help'."));
       return EXIT_USAGE;
     }
@@ -1181,7 +1204,7 @@ main (int argc, char **argv)
         command.filter_index = i;
       }
   if (!command.filter)
-    return usage_error (NULL, "unknown command '%s' (median, nl-means, quantize, convolve, info)",
+    return usage_error (NULL, "unknown command '%s' (median, nl-means, quantize, convolve, nl-bayes, info)",
                         argv[1]);
 
   int status = parse_command (&command, argc - 2, argv + 2);

@@ -23,6 +23,7 @@
 #define CUDAFX_BACKEND_H
 
 #include "convolve.h"
+#include "nlbayes.h"
 #include "nlmeans.h"
 #include "quantize.h"
 #include "services.h"
@@ -109,6 +110,12 @@ typedef struct {
   cudafx_status (*nlmeans_denoise) (nlmeans_session *s, const nlmeans_plan *plan, cudafx_image *dst);
   void (*nlmeans_close) (nlmeans_session *s);
 
+  /* NL-Bayes, both steps, of src's colour channels (plan->colours; the rest
+   * copied): src and dst as the engine gives them, or the f32 images of
+   * the variance-stabilising transform, without alpha. */
+  cudafx_status (*nlbayes) (const cudafx_image *src, cudafx_image *dst, const nlbayes_plan *plan,
+                            const cudafx_options *o);
+
   /* k-means passes over plan->src (see core/quantize.c's header). For a
    * u8 image without alpha, src's rows may hold their values only once
    * handed over by quantize_rows. */
@@ -165,6 +172,8 @@ typedef struct {
   cudafx_status cudafx_nlmeans_##b##_denoise (nlmeans_session *s, const nlmeans_plan *plan,         \
                                               cudafx_image *dst);                                   \
   void cudafx_nlmeans_##b##_close (nlmeans_session *s);                                             \
+  cudafx_status cudafx_nlbayes_##b (const cudafx_image *src, cudafx_image *dst,                     \
+                                    const nlbayes_plan *plan, const cudafx_options *o);             \
   cudafx_status cudafx_quantize_##b##_open (const quantize_plan *plan, const cudafx_options *o,     \
                                             quantize_session **out);                                \
   cudafx_status cudafx_quantize_##b##_rows (quantize_session *s, int y0, int y1, int *sampled);     \
@@ -190,7 +199,7 @@ typedef struct {
     cudafx_median_##b, cudafx_convolve_##b,                                                         \
     cudafx_nlmeans_##b##_open, cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_count_levels,      \
     cudafx_nlmeans_##b##_denoise,                                                                   \
-    cudafx_nlmeans_##b##_close,                                                                     \
+    cudafx_nlmeans_##b##_close, cudafx_nlbayes_##b,                                                 \
     cudafx_quantize_##b##_open, cudafx_quantize_##b##_rows, cudafx_quantize_##b##_seed,             \
     cudafx_quantize_##b##_assign,                                                                   \
     cudafx_quantize_##b##_lloyd, cudafx_quantize_##b##_map, cudafx_quantize_##b##_close             \

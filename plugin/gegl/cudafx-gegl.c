@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* cudafx — the four filters as GEGL operations, one module for gegl-0.4:
- * cudafx:median, cudafx:nl-means, cudafx:quantize and cudafx:convolve. GIMP 3
+/* cudafx — the five filters as GEGL operations, one module for gegl-0.4:
+ * cudafx:median, cudafx:nl-means, cudafx:quantize, cudafx:convolve and
+ * cudafx:nl-bayes. GIMP 3
  * runs them in its own process as live, non-destructive filters; GIMP 2.10's
  * GEGL tool and the `gegl` command use them too.
  *
- * The four types share one class: its class data is the filter, and its
+ * The five types share one class: its class data is the filter, and its
  * properties are made from the engine's argument table (names, ranges,
  * defaults, descriptions; choices as enums), so nothing is declared twice.
  * The custom convolution kernel is a text property spelt as the CLI's
@@ -16,9 +17,11 @@
  * read their halo of real neighbours and clamp only at the input's edge;
  * quantize (a palette of the whole input, and error diffusion across it) and
  * the wrap border (the far edge's pixels) compute the whole output once, which
- * GEGL caches; automatic nl-means estimates the noise σ once on the whole
- * input, cached until that buffer changes, and filters each region with it;
- * GIMP's filter dialog shows that σ (the noise-sigma property).
+ * GEGL caches; automatic nl-means and nl-bayes estimate the noise σ once on
+ * the whole input, cached until that buffer changes, and filter each region
+ * with it; GIMP's filter dialog shows that σ (the noise-sigma property).
+ * nl-bayes' reference patches lie on a grid of the whole input (the engine's
+ * origin_x, origin_y: where the region read lies in it).
  *
  * A zoomed-out view is rendered at a level of detail L > 0 (1/2^L scale):
  * the operation then reads the input and writes the output at that level,
@@ -52,7 +55,7 @@ typedef struct
   gchar           *invalid;     /* why prepare found the settings unusable, else NULL */
   const Babl      *format;      /* what the engine reads and writes (prepare) */
 
-  /* Automatic nl-means: the noise σ and model of the input buffer
+  /* Automatic nl-means and nl-bayes: the noise σ and model of the input buffer
    * noise_source (held weakly; cleared when it changes or goes), and the σ
    * that the noise-sigma property shows: the one found at the finest level
    * of detail rendered on shown_source (an identity, never dereferenced;
@@ -92,7 +95,7 @@ typedef struct
   int                          filter;
 } CudafxOpClass;
 
-/* Property ids: table position + 1, then nl-means' noise σ found. */
+/* Property ids: table position + 1, then the noise σ automatic mode found. */
 #define PROP_NOISE_SIGMA (CUDAFX_PROC_MAX_ARGS + 1)
 
 static gpointer parent_class;
@@ -355,7 +358,7 @@ get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
     }
 }
 
-/* ---- the noise σ of automatic nl-means ------------------------------------------ */
+/* ---- the noise σ of automatic nl-means and nl-bayes --------------------------- */
 
 static void
 noise_source_gone (gpointer data, GObject *where_it_was)
@@ -457,11 +460,29 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
 
 /* ---- what GEGL asks ---------------------------------------------------------- */
 
+/* Whether the filter has an automatic mode (nl-means, nl-bayes: their
+ * "auto" argument), whose noise estimate this operation makes on the whole
+ * input. */
 static gboolean
-automatic_nlmeans (CudafxOp *self, int filter)
+has_automatic (int filter)
 {
-  return filter == CUDAFX_FILTER_NLMEANS
-         && self->args.values[cudafx_proc_arg_index (filter, "auto")] != 0;
+  return cudafx_proc_arg_index (filter, "auto") >= 0;
+}
+
+static gboolean
+automatic_noise (CudafxOp *self, int filter)
+{
+  return has_automatic (filter) && self->args.values[cudafx_proc_arg_index (filter, "auto")] != 0;
+}
+
+/* Whether every region reads the whole input: for the noise estimate, and
+ * for nl-bayes, whose halo at a level of detail can be more than the
+ * level-0 halo GEGL prepared at that scale (its plan follows the noise,
+ * not the scale). */
+static gboolean
+whole_input (CudafxOp *self, int filter)
+{
+  return automatic_noise (self, filter) || filter == CUDAFX_FILTER_NLBAYES;
 }
 
 /* Whether each output pixel depends on the whole input: the whole output is
@@ -556,7 +577,7 @@ get_required_for_output (GeglOperation *operation, const gchar *input_pad,
   CudafxOp      *self = CUDAFX_OP (operation);
   GeglRectangle *in_box = gegl_operation_source_get_bounding_box (operation, "input");
 
-  if (in_box && (whole_output (self, FILTER_OF (self)) || automatic_nlmeans (self, FILTER_OF (self))))
+  if (in_box && (whole_output (self, FILTER_OF (self)) || whole_input (self, FILTER_OF (self))))
     return *in_box;
   return GEGL_OPERATION_CLASS (parent_class)->get_required_for_output (operation, input_pad, roi);
 }
@@ -604,7 +625,10 @@ at_level (const GeglRectangle *r, int level)
  * computed only that much. FALSE when nothing is left of the window at
  * that scale: the level's input is then its output. Automatic nl-means
  * picks its radii from the noise it finds at the level (the whole input is
- * read, so any radius fits); quantize has no window. A convolution's
+ * read, so any radius fits); nl-bayes too, and manual nl-bayes filters the
+ * noise its σ leaves at the level (each level halves the one before in both
+ * directions, averaging four pixels: σ / 2^L), reading the whole input too;
+ * quantize has no window. A convolution's
  * Gaussian preset scales σ (reduced, if need be, until its kernel fits);
  * other kernels are per pixel whatever the scale and keep their taps, so
  * they read their own radius at the level (exact on a layer, whose pixels
@@ -638,6 +662,13 @@ at_level_args (cudafx_proc_args *args, int level, int halo)
         v[p] = MAX (1, (int) v[p] >> level);
         v[s] = MIN ((int) v[s] >> level, budget - (int) v[p]);
         return v[s] >= 1;
+      }
+    case CUDAFX_FILTER_NLBAYES:
+      {
+        int g = cudafx_proc_arg_index (f, "sigma");
+
+        v[g] = MAX (v[g] * scale, cudafx_proc_arg (f, g)->min);
+        return TRUE;
       }
     case CUDAFX_FILTER_CONVOLVE:
       {
@@ -1064,16 +1095,21 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   locked = g_mutex_trylock (&self->scratch_lock);
   if (!g_size_checked_mul (&whole, (gsize) in_box->width * bpp, (gsize) in_box->height))
     whole = 0;
-  if (automatic_nlmeans (self, filter)
+  if (automatic_noise (self, filter)
       && !noise_sigma (self, input, in_box, level,
                        locked && whole ? region_memory (self, 0, TRUE, whole, whole, &src_fresh)
                                        : NULL,
                        &args.nlmeans_sigma, &args.nlmeans_noise, error))
     goto out;
+  /* The whole input is there: the halo the settings and the noise found need. */
+  if (whole_input (self, filter) && !cudafx_proc_halo (&args, &halo, error))
+    goto out;
   timeline_mark (&tl, "sigma");
   grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
                             area.height + 2 * halo };
   gegl_rectangle_intersect (&read, &grown, in_box);
+  args.origin_x = read.x - in_box->x;
+  args.origin_y = read.y - in_box->y;
   if (!g_size_checked_mul (&stride, (gsize) read.width, (gsize) bpp) ||
       !g_size_checked_mul (&bytes, stride, (gsize) read.height) ||
       !(src.data = region_memory (self, 0, locked, bytes, whole, &src_fresh)) ||
@@ -1242,6 +1278,7 @@ static const char *const categories[CUDAFX_N_FILTERS] = {
   [CUDAFX_FILTER_NLMEANS]  = "enhance:noise-reduction",
   [CUDAFX_FILTER_QUANTIZE] = "color",
   [CUDAFX_FILTER_CONVOLVE] = "generic",
+  [CUDAFX_FILTER_NLBAYES]  = "enhance:noise-reduction",
 };
 
 static void
@@ -1275,7 +1312,7 @@ class_init (gpointer klass, gpointer class_data)
    * through the node (announce_sigma), never the operation, yet not
    * G_PARAM_EXPLICIT_NOTIFY: GIMP's copy of a property keeps its flags, and
    * its settings never notify explicitly, so the dialog would not update. */
-  if (filter == CUDAFX_FILTER_NLMEANS)
+  if (has_automatic (filter))
     {
       GParamSpec *sigma = gegl_param_spec_double (
         "noise-sigma", _("Noise σ found"),
@@ -1351,6 +1388,7 @@ gegl_module_register (GTypeModule *module)
     [CUDAFX_FILTER_NLMEANS]  = "CudafxOpNlMeans",
     [CUDAFX_FILTER_QUANTIZE] = "CudafxOpQuantize",
     [CUDAFX_FILTER_CONVOLVE] = "CudafxOpConvolve",
+    [CUDAFX_FILTER_NLBAYES]  = "CudafxOpNlBayes",
   };
 
   bind_translations ();

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 2.10 front end: one plug-in executable registering the
- * four procedures from the engine's argument table as GimpParamDef arrays
+ * five procedures from the engine's argument table as GimpParamDef arrays
  * (run-mode, image, drawable, then the table's arguments in order), reading
  * a run's values back by table position, and handing pixels to region.c.
  * Follows the shape of GIMP 2.10's own filters (plug-ins/common/despeckle.c).

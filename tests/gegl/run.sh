@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # The GEGL operations (BUILD/gegl/cudafx-gegl.so) through the `gegl` command
 # on the host: each equals the CLI on the same input and settings (median,
-# convolution and quantize exactly, nl-means within ±1), and however GEGL
+# convolution, quantize and nl-bayes exactly, nl-means within ±1), and however GEGL
 # splits the work — small chunks, several threads, small tiles, a
 # sub-rectangle asked for through gegl:crop, a zoomed-out level of detail —
 # the pixels equal the whole-image run (at a level, the run on that level's
@@ -32,7 +32,7 @@ export GEGL_PATH="$(cd "$(dirname "$module")" && pwd):$(pkg-config --variable=pl
 export CUDAFX_BACKEND=cpu
 
 ops=$(gegl --list-all 2>/dev/null)
-for op in median nl-means quantize convolve; do
+for op in median nl-means quantize convolve nl-bayes; do
   grep -qx "cudafx:$op" <<<"$ops" && pass "gegl lists cudafx:$op" || fail "list-$op" "gegl --list-all lacks cudafx:$op"
 done
 
@@ -71,7 +71,7 @@ case_() {
     && pass "$name, chunks of 1024 pixels on 4 threads: equals the whole-image run" \
     || fail "$name/chunks" "$msg"
   local rect x y w h
-  for rect in "37 53 201 150" ${CORNER:+"$CORNER"}; do
+  for rect in "${RECT:-37 53 201 150}" ${CORNER:+"$CORNER"}; do
     read -r x y w h <<<"$rect"
     out=$work/$name.crop.png
     msg=$(gegl_run "$out" "$file" GEGL_TILE_SIZE=32x32 GEGL_CHUNK_SIZE=2048 -- "$@" \
@@ -108,6 +108,19 @@ Image.fromarray(camera_noisy_copy(a, 16, 1)).save('$work/camera-noise.png')"
 case_ nl-means-auto-camera-noise "$work/camera-noise.png" 1 "nl-means" cudafx:nl-means
 case_ nl-means-manual camera.png 1 "nl-means --h 12 --patch-radius 2 --search-radius 4" \
   cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4
+# nl-bayes on small crops (its CPU takes seconds a quarter megapixel), with
+# Gaussian noise: its halo follows the noise found, its reference grid is the
+# whole input's, so chunks and crops equal the whole run.
+"$py" -c "import cv2, numpy as np
+a = cv2.imread('tests/data/astronaut.png').astype(float)[60:260, 120:300]
+a += np.random.default_rng(3).normal(0, 15, a.shape)
+cv2.imwrite('$work/nlb-rgb.png', np.clip(np.rint(a), 0, 255).astype(np.uint8))
+g = cv2.imread('tests/data/camera.png', cv2.IMREAD_GRAYSCALE).astype(float)[200:330, 150:310]
+g += np.random.default_rng(4).normal(0, 20, g.shape)
+cv2.imwrite('$work/nlb-grey.png', np.clip(np.rint(g), 0, 255).astype(np.uint8))"
+RECT="37 53 101 90" CORNER="120 150 60 50" case_ nl-bayes-auto "$work/nlb-rgb.png" 0 "nl-bayes" cudafx:nl-bayes
+RECT="29 41 97 70" case_ nl-bayes-manual-grey "$work/nlb-grey.png" 0 "nl-bayes --sigma 20 --no-flat-area" \
+  cudafx:nl-bayes auto=false sigma=20 flat-area=false
 
 # Levels of detail: a zoomed-out view (gegl -s 1/2^L with mipmap rendering)
 # runs the operation at level L on the input scaled to that level, with its
@@ -119,7 +132,8 @@ case_ nl-means-manual camera.png 1 "nl-means --h 12 --patch-radius 2 --search-ra
 # level, so the operation must read the level and not the full-size pixels.
 #   lod_case NAME FILE LEVEL TOLERANCE "CLI OPTIONS AT THE LEVEL" OP PROP=VALUE...
 lod_case() {
-  local name=$1 file=tests/data/$2 level=$3 tol=$4 cli_opts=$5; shift 5
+  local name=$1 file=$2 level=$3 tol=$4 cli_opts=$5; shift 5
+  [[ $file == */* ]] || file=tests/data/$file
   local scale=$(awk "BEGIN { print 1 / 2 ^ $level }") msg src pre=() out ref
   for src in plain ${INVERT:+invert}; do
     [ "$src" = invert ] && pre=(gegl:invert-gamma)
@@ -167,6 +181,8 @@ lod_case median-lod-none camera.png 1 0 "convolve --kernel 1" cudafx:median radi
 lod_case nl-means-auto-lod astronaut.png 1 1 "nl-means" cudafx:nl-means
 lod_case nl-means-manual-lod camera.png 1 1 "nl-means --h 12 --patch-radius 1 --search-radius 2" \
   cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4
+lod_case nl-bayes-auto-lod "$work/nlb-rgb.png" 1 0 "nl-bayes" cudafx:nl-bayes
+lod_case nl-bayes-manual-lod "$work/nlb-grey.png" 1 0 "nl-bayes --sigma 10" cudafx:nl-bayes auto=false sigma=20
 lod_case quantize-lod astronaut.png 1 0 "quantize --colors 8 --seed 1 --max-iterations 10" \
   cudafx:quantize colors=8 seed=1 max-iterations=10
 INVERT=1 lod_case convolve-gaussian-lod astronaut.png 1 0 "convolve --preset gaussian --sigma 1 --border mirror" \

@@ -93,8 +93,8 @@ reference() {
       case $name=$value in
         create-palette=*|convert-indexed=*|remove-unused=*) ;; # the GIMP hosts' own arguments
         palette=*) opts+=(--palette "$root$palettes/$value.gpl") ;;
-        auto=true) opts+=(--auto) ;;
-        auto=false) opts+=(--no-auto) ;;
+        *=true) opts+=("--$name") ;;
+        *=false) opts+=("--no-$name") ;;
         kernel=*) opts+=(--kernel "$("$py" -c "import sys,math; v=sys.argv[1].split(','); n=math.isqrt(len(v)); print(';'.join(','.join(v[i*n:(i+1)*n]) for i in range(n)))" "$value")") ;;
         *) opts+=("--$name" "$value") ;;
       esac
@@ -266,6 +266,14 @@ filter_test convolve camera.png 0 convolve preset=custom kernel=0,0.25,0,0.25,0,
 # A selection: only it changes, and its edge sees the real pixels around it.
 SEL="100 120 61 47" PRE="(gimp-image-select-rectangle img CHANNEL-OP-REPLACE 100 120 61 47)" \
   filter_test selection astronaut.png 0 median radius=3
+# nl-bayes on crops (its CPU takes seconds a quarter megapixel): manual on
+# colour, automatic on grey, and a selection, whose edge sees the real pixels
+# around it and whose reference grid is the whole layer's.
+nlb_crop="(gimp-image-crop img 160 130 150 100)"
+PRE=$nlb_crop filter_test nl-bayes astronaut.png 0 nl-bayes auto=false sigma=15
+PRE=$nlb_crop filter_test nl-bayes-auto camera.png 0 nl-bayes flat-area=false
+SEL="50 40 41 33" PRE="$nlb_crop (gimp-image-select-rectangle img CHANNEL-OP-REPLACE 50 40 41 33)" \
+  filter_test nl-bayes-selection astronaut.png 0 nl-bayes auto=false sigma=15
 # Alpha (part of the layer cleared to transparent black: PNG keeps no colour
 # under transparency, so the file must hold what GIMP filtered) and 16 bits
 # per channel (processed as float).
@@ -289,6 +297,7 @@ RUN=run_py_case filter_test python-fu camera.png 0 median radius=2 percentile=25
 # Arguments: out of range (Script-Fu or the plug-in rejects it), and a kernel
 # that is not square (only the plug-in can tell).
 error_test range camera.png "out of range" median radius=101
+error_test nl-bayes-range camera.png "out of range" nl-bayes auto=false sigma=0
 error_test kernel camera.png "kernel has 8 values" convolve preset=custom kernel=1,1,1,1,1,1,1,1
 # Asked to stay live where GEGL has no cudafx module (this profile has
 # none): the procedure asks GIMP for the operation, GIMP has none, and the

@@ -34,7 +34,8 @@ INT, DOUBLE, BOOLEAN, CHOICE, ARRAY, PALETTE = range(6)
 class FilterDesc(C.Structure):
     _fields_ = [("name", C.c_char_p), ("procedure", C.c_char_p), ("menu_label", C.c_char_p),
                 ("menu_path", C.c_char_p), ("blurb", C.c_char_p), ("help", C.c_char_p),
-                ("args", C.POINTER(ArgDesc)), ("n_args", C.c_int)]
+                ("args", C.POINTER(ArgDesc)), ("n_args", C.c_int),
+                ("params_offset", C.c_size_t), ("params_size", C.c_size_t)]
 
 
 class Choice(C.Structure):

@@ -114,6 +114,11 @@ expect 2 "--h 0 is out of range 0.1..100" nl-means --h 0 "$rgb" "$out"
 expect 2 "--patch-radius 6 is out of range 1..5" nl-means --patch-radius 6 "$rgb" "$out"
 expect 2 "--search-radius 21 is out of range 1..20" nl-means --search-radius 21 "$rgb" "$out"
 expect 2 "--auto cannot be combined" nl-means --auto --h 5 "$rgb" "$out"
+expect 2 "--sigma 0 is out of range 0.1..100" nl-bayes --sigma 0 "$rgb" "$out"
+expect 2 "--sigma 100.5 is out of range 0.1..100" nl-bayes --sigma 100.5 "$rgb" "$out"
+expect 2 "--sigma 'x' is not a number" nl-bayes --sigma x "$rgb" "$out"
+expect 2 "--auto cannot be combined with --sigma" nl-bayes --auto --sigma 5 "$rgb" "$out"
+expect 2 "--flat-area takes no value" nl-bayes --flat-area=1 "$rgb" "$out"
 expect 2 "--colors 1 is out of range 2..256" quantize --colors 1 "$rgb" "$out"
 expect 2 "--colors 257 is out of range 2..256" quantize --colors 257 "$rgb" "$out"
 expect 2 "--dither 'sideways' is not one of" quantize --dither sideways "$rgb" "$out"
@@ -154,7 +159,7 @@ for args in "median $tmp/missing.png" "median --radius 0 $rgb" "median $tmp/text
 done
 
 echo "-- help and info"
-for cmd in "" median nl-means quantize convolve info; do
+for cmd in "" median nl-means quantize convolve nl-bayes info; do
   # shellcheck disable=SC2086
   if "$cli" $cmd --help >"$tmp/help" 2>&1 && grep -q "Usage: cudafx" "$tmp/help"; then ok
   else bad "cudafx $cmd --help"; fi
@@ -174,6 +179,11 @@ done
 for opt in preset kernel sigma divisor offset border; do
   "$cli" convolve --help | grep -q -- "--$opt" || missing="$missing --$opt"
 done
+for opt in auto no-auto sigma flat-area no-flat-area backend output-dir; do
+  "$cli" nl-bayes --help | grep -q -- "--$opt" || missing="$missing nl-bayes --$opt"
+done
+"$cli" nl-bayes --help | tr -s '\n ' '  ' | grep -q "Number 0.1..100, default 10." || missing="$missing (nl-bayes sigma range)"
+"$cli" --help | grep -q "nl-bayes" || missing="$missing (nl-bayes in the commands)"
 [ -z "$missing" ] && ok || bad "--help does not list:$missing"
 run_ok "info" info && grep -q "^cudafx " "$tmp/stdout" && ok || bad "info prints no version"
 run_ok "info --json" info --json && json_ok "info --json" "'version' in j and 'backends' in j"
@@ -187,6 +197,22 @@ run_ok "nl-means manual" nl-means --h 12 --patch-radius 1 --search-radius 3 --js
   json_ok "nl-means --json" "j['filter'] == 'nl-means' and j['auto'] is False and j['h'] == 12 and j['search_radius'] == 3 and j['patch_sigma'] == 0 and j['centre_weight'] == '1'"
 run_ok "nl-means auto" nl-means --json "$grey" "$out" && image_is "$out" "512 512 8 1" "nl-means auto" &&
   json_ok "nl-means auto --json" "j['auto'] is True and j['sigma'] >= 0 and 1 <= j['patch_radius'] <= 5 and 1 <= j['search_radius'] <= 20 and j['h'] > 0 and j['patch_sigma'] >= 0 and j['centre_weight'] in ('1', 'max')"
+# nl-bayes on small crops: its CPU takes seconds a quarter megapixel.
+"$py" -c "from PIL import Image
+Image.open('$rgb').crop((100, 80, 196, 160)).save('$tmp/nlb-rgb.png')
+Image.open('$grey').crop((200, 200, 290, 270)).save('$tmp/nlb-grey.png')"
+run_ok "nl-bayes auto" nl-bayes --json "$tmp/nlb-rgb.png" "$out" && image_is "$out" "96 80 8 3" "nl-bayes auto" &&
+  json_ok "nl-bayes auto --json" "j['filter'] == 'nl-bayes' and j['auto'] is True and j['sigma'] > 0 and j['flat_area'] is True and len(j['patch_size']) == len(j['group_size']) == len(j['search_size']) == 2 and all(3 <= k <= 7 for k in j['patch_size']) and all(n % 2 == 1 for n in j['search_size']) and j['noise_model']['kind'] in ('flat', 'signal-dependent')"
+run_ok "nl-bayes manual grey" nl-bayes --sigma 20 --no-flat-area --json "$tmp/nlb-grey.png" "$out" &&
+  image_is "$out" "90 70 8 1" "nl-bayes grey" &&
+  json_ok "nl-bayes manual --json" "j['auto'] is False and j['sigma'] == 20 and j['flat_area'] is False and j['noise_model'] == {'kind': 'flat', 'sigma': 20} and j['patch_size'] == [5, 5]"
+cp "$out" "$tmp/nlb-grey-manual.png"
+run_ok "nl-bayes --no-auto" nl-bayes --no-auto --json "$tmp/nlb-grey.png" "$out" &&
+  json_ok "nl-bayes --no-auto --json" "j['auto'] is False and j['sigma'] == 10"
+mkdir -p "$tmp/nlb-batch"
+run_ok "nl-bayes batch" nl-bayes --sigma 20 --no-flat-area --json --output-dir "$tmp/nlb-batch" "$tmp/nlb-grey.png" "$tmp/nlb-rgb.png" &&
+  [ "$(grep -c '"filter": "nl-bayes"' "$tmp/stdout")" -eq 2 ] && cmp -s "$tmp/nlb-batch/nlb-grey.png" "$tmp/nlb-grey-manual.png" && ok ||
+  bad "nl-bayes --output-dir: not two JSON lines, or the grey file unlike a one-file run"
 run_ok "quantize" quantize --colors 8 --seed 3 --palette-out "$tmp/pal.gpl" --json "$rgb" "$out" &&
   image_is "$out" "451 300 8 3" "quantize" &&
   json_ok "quantize --json" "j['filter'] == 'quantize' and 2 <= len(j['palette']) <= 8 and all(len(c) == 3 for c in j['palette']) and j['iterations'] >= 1"

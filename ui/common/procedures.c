@@ -18,17 +18,17 @@ static const cudafx_arg quantize_host_args[] = {
   { "create-palette", N_("Create p_alette"),
     N_("Also create a GIMP palette of the colors found, named \"cudafx N colors\" "
        "(GIMP makes the name unique); quantize returns it"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
   { "convert-indexed", N_("Convert to _indexed"),
     N_("Then convert the whole image to 8-bit indexed mode with that palette (creating it), "
        "without dithering, as Image ▸ Mode ▸ Indexed does: every layer is converted, pixels "
        "outside a selection become their nearest palette color, and partial transparency "
        "becomes opaque or transparent"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
   { "remove-unused", N_("Remove _unused colors"),
     N_("Leave out of the palette created (and so of the indexed image's color map) the colors "
        "no pixel of the filtered area takes"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
 };
 
 static const struct {
@@ -169,6 +169,13 @@ filter_params (const cudafx_proc_args *args, cudafx_filter_params *p, GError **e
       p->nlmeans.sigma = args->nlmeans_sigma;
       p->nlmeans.noise = args->nlmeans_noise;
     }
+  if (args->filter == CUDAFX_FILTER_NLBAYES)
+    {
+      p->nlbayes.estimate = args->nlmeans_sigma;
+      p->nlbayes.noise = args->nlmeans_noise;
+      p->nlbayes.origin_x = args->origin_x;
+      p->nlbayes.origin_y = args->origin_y;
+    }
   if (args->filter == CUDAFX_FILTER_QUANTIZE && args->has_palette)
     p->quantize.palette = &args->palette;
   return TRUE;
@@ -198,6 +205,18 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
       *halo = 0;
       return TRUE;
 
+    case CUDAFX_FILTER_NLBAYES:
+      {
+        cudafx_filter_params p;
+
+        if (!filter_params (args, &p, error))
+          return FALSE;
+        /* The image's colour channels are not known here: the larger of
+         * grey's halo and colour's (GIMP's images have one or three). */
+        *halo = MAX (cudafx_nlbayes_halo (&p.nlbayes, 1), cudafx_nlbayes_halo (&p.nlbayes, 3));
+        return TRUE;
+      }
+
     case CUDAFX_FILTER_CONVOLVE:
       {
         double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
@@ -210,6 +229,13 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
       }
     }
   g_return_val_if_reached (FALSE);
+}
+
+gboolean
+cudafx_proc_halo_follows_noise (const cudafx_proc_args *args)
+{
+  return args->filter == CUDAFX_FILTER_NLBAYES && !(args->nlmeans_sigma > 0)
+         && args->values[bound_index (args, BOUND (nlbayes.automatic))] != 0;
 }
 
 gboolean
