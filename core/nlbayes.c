@@ -883,6 +883,7 @@ cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst, const cudafx_nlbayes
       cudafx_options eo = *o;
       eo.progress = NULL; /* the estimate is quick: progress starts with the denoising */
       eo.rows_ready = NULL;
+      eo.report = NULL; /* the call reports its own backend, not the estimate's */
       if ((s = cudafx_nlmeans_estimate (src, &eo, &est)))
         return s;
     }
