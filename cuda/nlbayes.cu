@@ -55,7 +55,7 @@
 namespace
 {
 
-constexpr int THREADS = 128; /* four warps: step 1's Cholesky factors, one warp per channel */
+constexpr int THREADS = 256; /* at least four warps: step 1's Cholesky factors, one warp per channel */
 constexpr int SHARED_SMALL = 64 * 1024; /* a block's shared memory where the whole group fits */
 constexpr int LAUNCHES_WITH_PROGRESS = 16; /* per step, when the host watches */
 
@@ -175,6 +175,24 @@ tri_index (int t, int &i, int &j)
   j = t - r * (r + 1) / 2;
 }
 
+/* Sum of a[g] b[g] (b NULL: of a[g]) over g < n in core/nlbayes.c's
+ * order: 8 interleaved partial sums, added in a fixed order. */
+__device__ __forceinline__ float
+lane_dot (const float *a, const float *b, int n)
+{
+  float acc[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+  int g = 0;
+  for (; g + 8 <= n; g += 8)
+#pragma unroll
+    for (int l = 0; l < 8; l++)
+      acc[l] += b ? a[g + l] * b[g + l] : a[g + l];
+#pragma unroll
+  for (int l = 0; l < 8; l++)
+    if (g + l < n)
+      acc[l] += b ? a[g + l] * b[g + l] : a[g + l];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
 /* The lower Cholesky factor of the matrix at mat (a dims x (dims + 1)
  * array: the symmetric matrix's entry (j, i), j <= i, at mat[j (dims + 1) +
  * i + 1], plus shift on the diagonal), written to mat[i (dims + 1) + j],
@@ -232,6 +250,206 @@ solve_column (const float *mat, const float *inv, int dims, float *x, int cs)
     }
 }
 
+/* Step 1 on the group at s_pos (n >= 2, all of it in shared memory), each
+ * channel restored by its own Wiener estimate or its mean patch, added to
+ * the sums. Means, the flat-area test's spread and the covariances are
+ * core/nlbayes.c's sums in its order, so that every restored value is the
+ * CPU's float. */
+__device__ void
+restore_step1 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
+{
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int k = a.k, kk = k * k, dims = a.colours * kk, w = a.w, cs = a.chunk_stride;
+  const int ld = kk + 1, mat_words = kk * ld, entries = kk * (kk + 1) / 2;
+  float *s_mean = s_mem + L.mean, *s_inv = s_mem + L.inv, *s_mat = s_mem + L.mat, *s_x = s_mem + L.x;
+  const int *s_pos = (const int *) (s_mem + L.pos);
+  int *s_misc = (int *) (s_mem + L.misc);
+  for (int t = tid; t < dims * n; t += THREADS)
+    {
+      const int d = t / n, g = t % n, c = d / kk, off = d % kk / k * w + d % k;
+      s_x[d * cs + g] = a.noisy[c * a.plane + s_pos[g] + off];
+    }
+  __syncthreads ();
+  for (int d = tid; d < dims; d += THREADS)
+    s_mean[d] = lane_dot (s_x + d * cs, NULL, n) / (float) n;
+  __syncthreads ();
+  for (int t = tid; t < dims * n; t += THREADS)
+    {
+      const int d = t / n, g = t % n;
+      s_x[d * cs + g] -= s_mean[d];
+    }
+  __syncthreads ();
+  /* each row's sum of squares (the spread's terms, in s_inv until the
+   * factors need it), and the covariances' upper triangles */
+  const float inv_n1 = 1.0f / (float) (n - 1);
+  for (int d = tid; d < dims; d += THREADS)
+    s_inv[d] = lane_dot (s_x + d * cs, s_x + d * cs, n);
+  for (int e = tid; e < a.colours * entries; e += THREADS)
+    {
+      const int c = e / entries;
+      int i, j;
+      tri_index (e % entries, i, j);
+      const float *xi = s_x + (c * kk + i) * cs, *xj = s_x + (c * kk + j) * cs;
+      s_mat[c * mat_words + j * ld + i + 1] = lane_dot (xi, xj, n) * inv_n1;
+    }
+  __syncthreads ();
+  if (warp < a.colours)
+    {
+      int ok = 1;
+      if (a.flat >= 0.0f)
+        {
+          float v = 0.0f;
+          if (lane == 0)
+            for (int d = 0; d < kk; d++)
+              v += s_inv[warp * kk + d];
+          v = __shfl_sync (0xffffffffu, v, 0);
+          ok = !(v / ((float) (n - 1) * kk) <= a.flat);
+        }
+      __syncwarp ();
+      if (ok)
+        ok = warp_cholesky (s_mat + warp * mat_words, kk, 0.0f, s_inv + warp * kk, lane);
+      if (lane == 0)
+        s_misc[M_OK0 + warp] = ok;
+    }
+  __syncthreads ();
+  for (int t = tid; t < a.colours * n; t += THREADS)
+    {
+      const int c = t / n, g = t % n, p = s_pos[g];
+      const int ok = s_misc[M_OK0 + c];
+      float *x = s_x + c * kk * cs + g;
+      const float *mean = s_mean + c * kk;
+      if (ok)
+        solve_column (s_mat + c * mat_words, s_inv + c * kk, kk, x, cs);
+      for (int d = 0; d < kk; d++)
+        {
+          const int off = d / k * w + d % k;
+          float v = mean[d];
+          if (ok)
+            {
+              /* Q^ = m + (C - beta sigma^2 I) C^-1 (Q - m) = m + x - beta sigma^2 z, x recomputed */
+              const float xd = a.noisy[c * a.plane + p + off] - mean[d];
+              v = mean[d] + (xd - a.bs2 * x[d * cs]);
+            }
+          atomicAdd (&a.num[c * a.plane + p + off], v);
+          if (c == 0)
+            atomicAdd (&a.den[p + off], 1.0f);
+        }
+    }
+}
+
+/* Step 2 on the group at s_pos (n >= 2): the basic group's mean and
+ * covariance C_B, accumulated over chunks of the group in shared memory;
+ * (C_B + beta sigma^2 I)'s factor; then chunk by chunk each noisy patch Q
+ * restored to m + C_B (C_B + beta sigma^2 I)^-1 (Q - m) (m the noisy
+ * group's mean) and added to the sums; a group whose matrix is not
+ * positive definite adds its noisy patches as they are. */
+__device__ void
+restore_step2 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
+{
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int k = a.k, kk = k * k, dims = a.colours * kk, w = a.w, cs = a.chunk_stride;
+  const int ld = dims + 1, entries = dims * (dims + 1) / 2;
+  float *s_mean = s_mem + L.mean, *s_inv = s_mem + L.inv, *s_mat = s_mem + L.mat, *s_x = s_mem + L.x;
+  const int *s_pos = (const int *) (s_mem + L.pos);
+  int *s_misc = (int *) (s_mem + L.misc);
+
+  /* means of the basic group (s_mean) and the noisy one (s_mean + dims), a warp a row */
+  for (int t = warp; t < 2 * dims; t += THREADS / 32)
+    {
+      const int d = t % dims, c = d / kk, off = d % kk / k * w + d % k;
+      const float *p = (t < dims ? a.planes : a.noisy) + c * a.plane + off;
+      float s = 0.0f;
+      for (int g = lane; g < n; g += 32)
+        s += p[s_pos[g]];
+      for (int o = 16; o; o >>= 1)
+        s += __shfl_xor_sync (0xffffffffu, s, o);
+      if (lane == 0)
+        s_mean[t] = s / (float) n;
+    }
+  for (int t = tid; t < dims * ld; t += THREADS)
+    s_mat[t] = 0.0f;
+  __syncthreads ();
+
+  const int chunks = (n + a.chunk - 1) / a.chunk;
+  for (int ch = 0; ch < chunks; ch++)
+    {
+      const int g0 = ch * a.chunk, m = min (a.chunk, n - g0);
+      if (ch)
+        __syncthreads ();
+      for (int t = tid; t < dims * m; t += THREADS)
+        {
+          const int d = t / m, g = t % m, c = d / kk, off = d % kk / k * w + d % k;
+          s_x[d * cs + g] = a.planes[c * a.plane + s_pos[g0 + g] + off] - s_mean[d];
+        }
+      __syncthreads ();
+      for (int e = tid; e < entries; e += THREADS)
+        {
+          int i, j;
+          tri_index (e, i, j);
+          const float *xi = s_x + i * cs, *xj = s_x + j * cs;
+          float s = 0.0f;
+          for (int g = 0; g < m; g++)
+            s += xi[g] * xj[g];
+          s_mat[j * ld + i + 1] += s;
+        }
+    }
+  __syncthreads ();
+  const float inv_n1 = 1.0f / (float) (n - 1);
+  for (int e = tid; e < entries; e += THREADS)
+    {
+      int i, j;
+      tri_index (e, i, j);
+      s_mat[j * ld + i + 1] *= inv_n1;
+    }
+  __syncthreads ();
+  if (warp == 0)
+    {
+      const int ok = warp_cholesky (s_mat, dims, a.bs2, s_inv, lane);
+      if (lane == 0)
+        s_misc[M_OK0] = ok;
+    }
+  __syncthreads ();
+  const int ok = s_misc[M_OK0];
+  for (int ch = 0; ch < chunks; ch++)
+    {
+      const int g0 = ch * a.chunk, m = min (a.chunk, n - g0);
+      if (ok)
+        {
+          __syncthreads ();
+          for (int t = tid; t < dims * m; t += THREADS)
+            {
+              const int d = t / m, g = t % m, c = d / kk, off = d % kk / k * w + d % k;
+              s_x[d * cs + g] = a.noisy[c * a.plane + s_pos[g0 + g] + off] - s_mean[dims + d];
+            }
+          __syncthreads ();
+        }
+      for (int g = tid; g < m; g += THREADS)
+        {
+          const int p = s_pos[g0 + g];
+          float *x = s_x + g;
+          if (ok)
+            solve_column (s_mat, s_inv, dims, x, cs);
+          for (int i = 0; i < dims; i++)
+            {
+              const int c = i / kk, off = i % kk / k * w + i % k;
+              float v;
+              if (ok)
+                {
+                  /* Q^ = m + C_B z, C_B from the upper triangle */
+                  v = s_mean[dims + i];
+                  for (int q = 0; q < dims; q++)
+                    v += s_mat[(q < i ? q * ld + i : i * ld + q) + 1] * x[q * cs];
+                }
+              else
+                v = a.noisy[c * a.plane + p + off];
+              atomicAdd (&a.num[c * a.plane + p + off], v);
+            }
+          for (int i = 0; i < kk; i++)
+            atomicAdd (&a.den[p + i / k * w + i % k], 1.0f);
+        }
+    }
+}
+
 /* One step over references ref0 .. ref0 + gridDim.x - 1. STEP 0: each
  * channel's Wiener estimate from the noisy group; 1: all channels' from the
  * basic group's covariance. */
@@ -244,11 +462,9 @@ nlbayes_kernel (const nlb_args a)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k = a.k, kk = k * k, dims = a.colours * kk, w = a.w;
   const nlb_layout L = layout_of (STEP, a.colours, k, a.cand_max, a.n_max, a.chunk_stride);
-  float *s_ref = s_mem + L.ref, *s_mean = s_mem + L.mean, *s_inv = s_mem + L.inv, *s_mat = s_mem + L.mat;
-  float *s_x = s_mem + L.x;
+  float *s_ref = s_mem + L.ref;
   uint32_t *s_dist = (uint32_t *) (s_mem + L.dist);
   int *s_pos = (int *) (s_mem + L.pos), *s_hist = (int *) (s_mem + L.hist), *s_misc = (int *) (s_mem + L.misc);
-  const int cs = a.chunk_stride;
 
   const int r = a.ref0 + blockIdx.x;
   const int ry = axis_pos (a.ay, r / a.ax.count), rx = axis_pos (a.ax, r % a.ax.count);
@@ -312,9 +528,14 @@ nlbayes_kernel (const nlb_args a)
           __syncthreads ();
           for (int idx = tid; idx < count; idx += THREADS)
             {
+              /* Most distances share their top bits: one atomic per bin
+               * and warp, not per lane, keeps them from queueing on one word. */
               const uint32_t b = s_dist[idx];
-              if ((b & mask) == prefix)
-                atomicAdd (&s_hist[(b >> shift) & 255], 1);
+              const bool in = (b & mask) == prefix;
+              const unsigned bin = in ? (b >> shift) & 255 : 256 + lane;
+              const unsigned peers = __match_any_sync (__activemask (), bin);
+              if (in && lane == __ffs (peers) - 1)
+                atomicAdd (&s_hist[bin], __popc (peers));
             }
           __syncthreads ();
           if (warp == 0)
@@ -384,158 +605,10 @@ nlbayes_kernel (const nlb_args a)
         }
       return;
     }
-
-  /* 3. means: step 1 of the noisy group (s_mean); step 2 of the basic group
-   * (s_mean) and the noisy one (s_mean + dims). A warp per row. */
-  const int rows = STEP ? 2 * dims : dims;
-  for (int t = warp; t < rows; t += THREADS / 32)
-    {
-      const int d = t % dims, c = d / kk, off = d % kk / k * w + d % k;
-      const float *p = (STEP && t < dims ? a.planes : a.noisy) + c * a.plane + off;
-      float s = 0.0f;
-      for (int g = lane; g < n; g += 32)
-        s += p[s_pos[g]];
-      for (int o = 16; o; o >>= 1)
-        s += __shfl_xor_sync (0xffffffffu, s, o);
-      if (lane == 0)
-        s_mean[t] = s / (float) n;
-    }
-  /* The covariances' upper triangles, accumulated over the chunks. */
-  const int ld = STEP ? dims + 1 : kk + 1, mats = STEP ? 1 : a.colours, md = STEP ? dims : kk;
-  const int mat_words = md * ld, entries = md * (md + 1) / 2;
-  for (int t = tid; t < mats * mat_words; t += THREADS)
-    s_mat[t] = 0.0f;
-  __syncthreads ();
-
-  const int chunks = (n + a.chunk - 1) / a.chunk;
-  for (int ch = 0; ch < chunks; ch++)
-    {
-      const int g0 = ch * a.chunk, m = min (a.chunk, n - g0);
-      if (ch)
-        __syncthreads ();
-      for (int t = tid; t < dims * m; t += THREADS)
-        {
-          const int d = t / m, g = t % m, c = d / kk, off = d % kk / k * w + d % k;
-          s_x[d * cs + g] = a.planes[c * a.plane + s_pos[g0 + g] + off] - s_mean[d];
-        }
-      __syncthreads ();
-      for (int e = tid; e < mats * entries; e += THREADS)
-        {
-          const int c = e / entries;
-          int i, j;
-          tri_index (e % entries, i, j);
-          const float *xi = s_x + (c * md + i) * cs, *xj = s_x + (c * md + j) * cs;
-          float s = 0.0f;
-          for (int g = 0; g < m; g++)
-            s += xi[g] * xj[g];
-          s_mat[c * mat_words + j * ld + i + 1] += s;
-        }
-    }
-  __syncthreads ();
-
-  /* Scaled by 1 / (n - 1); step 1's flat-area test per channel; the factors. */
-  const float inv_n1 = 1.0f / (float) (n - 1);
-  for (int e = tid; e < mats * entries; e += THREADS)
-    {
-      const int c = e / entries;
-      int i, j;
-      tri_index (e % entries, i, j);
-      s_mat[c * mat_words + j * ld + i + 1] *= inv_n1;
-    }
-  __syncthreads ();
-  if (warp < mats)
-    {
-      float *mat = s_mat + warp * mat_words;
-      int ok = 1;
-      if (!STEP && a.flat >= 0.0f)
-        {
-          /* The variance about the means averaged over the values: the
-           * trace over the values. */
-          float v = 0.0f;
-          for (int d = lane; d < md; d += 32)
-            v += mat[d * ld + d + 1];
-          for (int o = 16; o; o >>= 1)
-            v += __shfl_xor_sync (0xffffffffu, v, o);
-          ok = !(v / (float) md <= a.flat);
-        }
-      if (ok)
-        ok = warp_cholesky (mat, md, STEP ? a.bs2 : 0.0f, s_inv + warp * md, lane);
-      if (lane == 0)
-        s_misc[M_OK0 + warp] = ok;
-    }
-  __syncthreads ();
-
-  /* 4. each patch restored and added to the sums */
-  for (int ch = 0; ch < chunks; ch++)
-    {
-      const int g0 = ch * a.chunk, m = min (a.chunk, n - g0);
-      if (STEP || chunks > 1)
-        {
-          /* the noisy group's chunk, centred (step 1 with one chunk: still there) */
-          __syncthreads ();
-          const float *mean = STEP ? s_mean + dims : s_mean;
-          for (int t = tid; t < dims * m; t += THREADS)
-            {
-              const int d = t / m, g = t % m, c = d / kk, off = d % kk / k * w + d % k;
-              s_x[d * cs + g] = a.noisy[c * a.plane + s_pos[g0 + g] + off] - mean[d];
-            }
-          __syncthreads ();
-        }
-      if (STEP)
-        {
-          const int ok = s_misc[M_OK0];
-          for (int g = tid; g < m; g += THREADS)
-            {
-              const int p = s_pos[g0 + g];
-              float *x = s_x + g;
-              if (ok)
-                solve_column (s_mat, s_inv, dims, x, cs);
-              for (int i = 0; i < dims; i++)
-                {
-                  const int c = i / kk, off = i % kk / k * w + i % k;
-                  float v;
-                  if (ok)
-                    {
-                      /* Q^ = m + C_B z, C_B from the upper triangle */
-                      v = s_mean[dims + i];
-                      for (int q = 0; q < dims; q++)
-                        v += s_mat[(q < i ? q * ld + i : i * ld + q) + 1] * x[q * cs];
-                    }
-                  else
-                    v = a.noisy[c * a.plane + p + off];
-                  atomicAdd (&a.num[c * a.plane + p + off], v);
-                }
-              for (int i = 0; i < kk; i++)
-                atomicAdd (&a.den[p + i / k * w + i % k], 1.0f);
-            }
-        }
-      else
-        {
-          for (int t = tid; t < a.colours * m; t += THREADS)
-            {
-              const int c = t / m, g = t % m, p = s_pos[g0 + g];
-              const int ok = s_misc[M_OK0 + c];
-              float *x = s_x + c * kk * cs + g;
-              const float *mean = s_mean + c * kk;
-              if (ok)
-                solve_column (s_mat + c * mat_words, s_inv + c * kk, kk, x, cs);
-              for (int d = 0; d < kk; d++)
-                {
-                  const int off = d / k * w + d % k;
-                  float v = mean[d];
-                  if (ok)
-                    {
-                      /* Q^ = m + (C - beta sigma^2 I) C^-1 (Q - m) = m + x - beta sigma^2 z */
-                      const float xd = a.noisy[c * a.plane + p + off] - mean[d];
-                      v = mean[d] + (xd - a.bs2 * x[d * cs]);
-                    }
-                  atomicAdd (&a.num[c * a.plane + p + off], v);
-                  if (c == 0)
-                    atomicAdd (&a.den[p + off], 1.0f);
-                }
-            }
-        }
-    }
+  if (STEP)
+    restore_step2 (a, n, s_mem, L);
+  else
+    restore_step1 (a, n, s_mem, L);
 }
 
 /* src's colour channels, rows [r0, r0 + rows) of the image (stripe rows
@@ -669,8 +742,12 @@ run_step (const nlb_ctx *m, int step, int w, int h, int top, const float *noisy,
   size_t bytes = (size_t) layout_of (step, p->colours, k, a.cand_max, a.n_max, a.n_max | 1).total * 4;
   if (bytes > SHARED_SMALL && bytes > optin)
     {
-      /* 1 KB left for the scan's static storage */
-      long fit = optin > fixed + 1024 ? (long) ((optin - fixed - 1024) / (4 * (size_t) dims)) - 1 : 0;
+      /* Step 1's groups (at most 147 patches of 196 values) always fit. */
+      if (!step)
+        return cudafx_fail (CUDAFX_ERR_CUDA, "nl-bayes: a %d-value group of %d needs more shared memory than the "
+                            "device has", dims, a.n_max);
+      /* 2 KB left for the scan's static storage */
+      long fit = optin > fixed + 2048 ? (long) ((optin - fixed - 2048) / (4 * (size_t) dims)) - 1 : 0;
       if (fit < 1)
         return cudafx_fail (CUDAFX_ERR_CUDA, "nl-bayes: a %d-value group needs more shared memory than the device has",
                             dims);

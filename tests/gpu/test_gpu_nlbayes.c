@@ -264,8 +264,8 @@ TEST_SHARDED (gpu_nlbayes_stripes_match_cpu, 4)
 TEST (gpu_nlbayes_cancel)
 {
   harness_rng rng = { 5 };
-  cudafx_image src = harness_image_new (211, 149, 3, 0, CUDAFX_U8, 0);
-  cudafx_image out = harness_image_new (211, 149, 3, 0, CUDAFX_U8, 0);
+  cudafx_image src = harness_image_new (211, 400, 3, 0, CUDAFX_U8, 0);
+  cudafx_image out = harness_image_new (211, 400, 3, 0, CUDAFX_U8, 0);
   fill_noisy (&src, 20, &rng);
   cudafx_nlbayes_params p;
   cudafx_nlbayes_params_init (&p);
@@ -274,7 +274,7 @@ TEST (gpu_nlbayes_cancel)
   for (int capped = 0; capped < 2; capped++)
     {
       if (capped)
-        setenv ("CUDAFX_CUDA_MEM_LIMIT", "1M", 1);
+        setenv ("CUDAFX_CUDA_MEM_LIMIT", "2M", 1); /* five stripes */
       cudafx_options o = harness_cpu_options ();
       o.backend = CUDAFX_BACKEND_CUDA;
       int calls = 0;
