@@ -16,14 +16,18 @@
  *      select of the n-th smallest distance, 8 bits a pass, over a
  *      shared-memory histogram, then the ties at it taken in window order —
  *      compacted in window order by two block-wide scans;
- *   3. the group's means, then its covariance accumulated over chunks of
- *      patches held value-major in shared memory (a chunk is the whole
- *      group unless a large step-2 group of a large sigma does not fit),
- *      the Cholesky factor by one warp per matrix (step 1: one per
- *      channel, so the channels run side by side), and a second pass over
- *      the chunks that solves each patch's column in place (one thread a
- *      column), forms its estimate and adds it to num and den with float
- *      atomics.
+ *   3. step 1 (restore_step1): the whole group value-major in shared
+ *      memory; each channel's mean, the flat-area test's spread and its
+ *      covariance as core/nlbayes.c sums them (8 interleaved partial sums,
+ *      lane_dot), the Cholesky factor by one warp per channel (the
+ *      channels side by side), each patch's column solved in place by one
+ *      thread: every restored value is the CPU's float;
+ *      step 2 (restore_step2): the basic group's covariance accumulated
+ *      over chunks of the group in shared memory (a chunk is the whole
+ *      group unless a large sigma's group does not fit), the factor of
+ *      C_B + beta sigma^2 I by one warp, then a second pass over the chunks
+ *      that solves each noisy patch's column and forms its estimate;
+ *   4. every restored value added to num and den with float atomics.
  * The covariance's lower factor and its upper triangle share one
  * dims x (dims + 1) array, so step 2's largest plan (7x7 patches of three
  * or four channels) fits a block's shared memory.
@@ -32,12 +36,12 @@
  * f32 values copied from src.
  *
  * Where the GPU's values differ from the CPU's: the atomics add a pixel's
- * estimates in another order than the CPU's fixed tiles, and the
- * covariances are summed in another order (nvcc --fmad=false keeps every
- * other operation the CPU's). The basic estimates then differ in their last
- * bits, and a step-2 group can differ where two candidates' distances, or
- * a distance and tau, are that close. docs/TESTING.md has the tolerance and
- * what was measured.
+ * estimates in another order than the CPU's fixed tiles, and step 2's
+ * means and covariances are summed in another order (nvcc --fmad=false
+ * keeps every other operation the CPU's). The basic estimates then differ
+ * in their last bits, and a step-2 group can differ where two candidates'
+ * distances, or a distance and tau, are that close. docs/TESTING.md has
+ * the tolerance and what was measured.
  *
  * Stripes: an image that fits the device runs as one piece; a larger one in
  * stripes with nlbayes_halo rows above and below, each stripe's real rows
@@ -56,7 +60,6 @@ namespace
 {
 
 constexpr int THREADS = 256; /* at least four warps: step 1's Cholesky factors, one warp per channel */
-constexpr int SHARED_SMALL = 64 * 1024; /* a block's shared memory where the whole group fits */
 constexpr int LAUNCHES_WITH_PROGRESS = 16; /* per step, when the host watches */
 
 /* The orthonormal opponent transform (core/nlbayes.c's). */
@@ -740,7 +743,7 @@ run_step (const nlb_ctx *m, int step, int w, int h, int top, const float *noisy,
   const size_t fixed = (size_t) layout_of (step, p->colours, k, a.cand_max, a.n_max, 0).total * 4;
   a.chunk = a.n_max;
   size_t bytes = (size_t) layout_of (step, p->colours, k, a.cand_max, a.n_max, a.n_max | 1).total * 4;
-  if (bytes > SHARED_SMALL && bytes > optin)
+  if (bytes > optin)
     {
       /* Step 1's groups (at most 147 patches of 196 values) always fit. */
       if (!step)
