@@ -6,7 +6,7 @@
  *
  * The image's colour channels go into float planes in the stripe's scratch
  * (opponent space for three colours), beside the basic estimate's planes and
- * the sums of the aggregation (num, one plane of weights den). Each step is
+ * the sums of the aggregation (num, and den: one plane of patch counts). Each step is
  * one kernel over the reference grid, one thread block per reference patch:
  *   1. the squared distances to every patch of its search window (clipped
  *      to the image), one thread per candidate summing over the channels,
@@ -27,7 +27,10 @@
  *      group unless a large sigma's group does not fit), the factor of
  *      C_B + beta sigma^2 I by one warp, then a second pass over the chunks
  *      that solves each noisy patch's column and forms its estimate;
- *   4. every restored value added to num and den with float atomics.
+ *   4. every restored value added to num with float atomics, and each
+ *      restored patch counted once at its top-left corner in den (a
+ *      pixel's weight, the patches that cover it, is summed from those
+ *      counts when dividing).
  * The covariance's lower factor and its upper triangle share one
  * dims x (dims + 1) array, so step 2's largest plan (7x7 patches of three
  * or four channels) fits a block's shared memory.
@@ -253,6 +256,22 @@ solve_column (const float *mat, const float *inv, int dims, float *x, int cs)
     }
 }
 
+/* The n patches at pos of planes (all channels), value-major into x (row
+ * stride a.chunk_stride), less mean[row] unless mean is NULL; a warp a row. */
+__device__ __forceinline__ void
+gather_rows (const float *planes, const nlb_args &a, const int *pos, int n, const float *mean, float *x)
+{
+  const int lane = threadIdx.x & 31, k = a.k, kk = k * k, dims = a.colours * kk;
+  for (int d = threadIdx.x >> 5; d < dims; d += THREADS / 32)
+    {
+      const int c = d / kk, off = d % kk / k * a.w + d % k;
+      const float *p = planes + c * a.plane + off, m = mean ? mean[d] : 0.0f;
+      float *row = x + d * a.chunk_stride;
+      for (int g = lane; g < n; g += 32)
+        row[g] = mean ? p[pos[g]] - m : p[pos[g]];
+    }
+}
+
 /* Step 1 on the group at s_pos (n >= 2, all of it in shared memory), each
  * channel restored by its own Wiener estimate or its mean patch, added to
  * the sums. Means, the flat-area test's spread and the covariances are
@@ -267,20 +286,14 @@ restore_step1 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
   float *s_mean = s_mem + L.mean, *s_inv = s_mem + L.inv, *s_mat = s_mem + L.mat, *s_x = s_mem + L.x;
   const int *s_pos = (const int *) (s_mem + L.pos);
   int *s_misc = (int *) (s_mem + L.misc);
-  for (int t = tid; t < dims * n; t += THREADS)
-    {
-      const int d = t / n, g = t % n, c = d / kk, off = d % kk / k * w + d % k;
-      s_x[d * cs + g] = a.noisy[c * a.plane + s_pos[g] + off];
-    }
+  gather_rows (a.noisy, a, s_pos, n, NULL, s_x);
   __syncthreads ();
   for (int d = tid; d < dims; d += THREADS)
     s_mean[d] = lane_dot (s_x + d * cs, NULL, n) / (float) n;
   __syncthreads ();
-  for (int t = tid; t < dims * n; t += THREADS)
-    {
-      const int d = t / n, g = t % n;
+  for (int d = warp; d < dims; d += THREADS / 32)
+    for (int g = lane; g < n; g += 32)
       s_x[d * cs + g] -= s_mean[d];
-    }
   __syncthreads ();
   /* each row's sum of squares (the spread's terms, in s_inv until the
    * factors need it), and the covariances' upper triangles */
@@ -323,20 +336,21 @@ restore_step1 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
       const float *mean = s_mean + c * kk;
       if (ok)
         solve_column (s_mat + c * mat_words, s_inv + c * kk, kk, x, cs);
-      for (int d = 0; d < kk; d++)
-        {
-          const int off = d / k * w + d % k;
-          float v = mean[d];
-          if (ok)
-            {
-              /* Q^ = m + (C - beta sigma^2 I) C^-1 (Q - m) = m + x - beta sigma^2 z, x recomputed */
-              const float xd = a.noisy[c * a.plane + p + off] - mean[d];
-              v = mean[d] + (xd - a.bs2 * x[d * cs]);
-            }
-          atomicAdd (&a.num[c * a.plane + p + off], v);
-          if (c == 0)
-            atomicAdd (&a.den[p + off], 1.0f);
-        }
+      for (int di = 0, d = 0; di < k; di++)
+        for (int dj = 0; dj < k; dj++, d++)
+          {
+            const int off = di * w + dj;
+            float v = mean[d];
+            if (ok)
+              {
+                /* Q^ = m + (C - beta sigma^2 I) C^-1 (Q - m) = m + x - beta sigma^2 z, x recomputed */
+                const float xd = a.noisy[c * a.plane + p + off] - mean[d];
+                v = mean[d] + (xd - a.bs2 * x[d * cs]);
+              }
+            atomicAdd (&a.num[c * a.plane + p + off], v);
+          }
+      if (c == 0)
+        atomicAdd (&a.den[p], 1.0f); /* one more patch at p (coverage: divide_kernel) */
     }
 }
 
@@ -379,11 +393,7 @@ restore_step2 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
       const int g0 = ch * a.chunk, m = min (a.chunk, n - g0);
       if (ch)
         __syncthreads ();
-      for (int t = tid; t < dims * m; t += THREADS)
-        {
-          const int d = t / m, g = t % m, c = d / kk, off = d % kk / k * w + d % k;
-          s_x[d * cs + g] = a.planes[c * a.plane + s_pos[g0 + g] + off] - s_mean[d];
-        }
+      gather_rows (a.planes, a, s_pos + g0, m, s_mean, s_x);
       __syncthreads ();
       for (int e = tid; e < entries; e += THREADS)
         {
@@ -419,11 +429,7 @@ restore_step2 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
       if (ok)
         {
           __syncthreads ();
-          for (int t = tid; t < dims * m; t += THREADS)
-            {
-              const int d = t / m, g = t % m, c = d / kk, off = d % kk / k * w + d % k;
-              s_x[d * cs + g] = a.noisy[c * a.plane + s_pos[g0 + g] + off] - s_mean[dims + d];
-            }
+          gather_rows (a.noisy, a, s_pos + g0, m, s_mean + dims, s_x);
           __syncthreads ();
         }
       for (int g = tid; g < m; g += THREADS)
@@ -432,23 +438,24 @@ restore_step2 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
           float *x = s_x + g;
           if (ok)
             solve_column (s_mat, s_inv, dims, x, cs);
-          for (int i = 0; i < dims; i++)
-            {
-              const int c = i / kk, off = i % kk / k * w + i % k;
-              float v;
-              if (ok)
+          for (int c = 0, i = 0; c < a.colours; c++)
+            for (int di = 0; di < k; di++)
+              for (int dj = 0; dj < k; dj++, i++)
                 {
-                  /* Q^ = m + C_B z, C_B from the upper triangle */
-                  v = s_mean[dims + i];
-                  for (int q = 0; q < dims; q++)
-                    v += s_mat[(q < i ? q * ld + i : i * ld + q) + 1] * x[q * cs];
+                  const size_t at = c * a.plane + p + di * w + dj;
+                  float v;
+                  if (ok)
+                    {
+                      /* Q^ = m + C_B z, C_B from the upper triangle */
+                      v = s_mean[dims + i];
+                      for (int q = 0; q < dims; q++)
+                        v += s_mat[(q < i ? q * ld + i : i * ld + q) + 1] * x[q * cs];
+                    }
+                  else
+                    v = a.noisy[at];
+                  atomicAdd (&a.num[at], v);
                 }
-              else
-                v = a.noisy[c * a.plane + p + off];
-              atomicAdd (&a.num[c * a.plane + p + off], v);
-            }
-          for (int i = 0; i < kk; i++)
-            atomicAdd (&a.den[p + i / k * w + i % k], 1.0f);
+          atomicAdd (&a.den[p], 1.0f);
         }
     }
 }
@@ -603,9 +610,9 @@ nlbayes_kernel (const nlb_args a)
         {
           const int c = t / kk, off = t % kk / k * w + t % k;
           atomicAdd (&a.num[c * a.plane + s_pos[0] + off], a.noisy[c * a.plane + s_pos[0] + off]);
-          if (c == 0)
-            atomicAdd (&a.den[s_pos[0] + off], 1.0f);
         }
+      if (tid == 0)
+        atomicAdd (&a.den[s_pos[0]], 1.0f);
       return;
     }
   if (STEP)
@@ -643,13 +650,26 @@ load_kernel (const unsigned char *src, size_t pitch, int first, int width, int r
     }
 }
 
-/* out = num / den, plane by plane. */
+/* out = num / den, plane by plane, where a pixel's weight den is the number
+ * of restored k x k patches that cover it: the sum of the patch counts at
+ * the top-left corners (cnt) of the k x k block ending at the pixel. The
+ * kernels count a patch once, not once per pixel (a k^2-th of the
+ * atomics); the counts are whole numbers, so their sum is the CPU's
+ * weight exactly, in any order. */
 __global__ void
-divide_kernel (const float *num, const float *den, int colours, size_t plane, float *out)
+divide_kernel (const float *num, const float *cnt, int k, int w, int h, int colours, float *out)
 {
+  const size_t plane = (size_t) w * h;
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < plane; i += (size_t) gridDim.x * blockDim.x)
-    for (int c = 0; c < colours; c++)
-      out[c * plane + i] = num[c * plane + i] / den[i];
+    {
+      const int y = (int) (i / w), x = (int) (i % w);
+      float den = 0.0f;
+      for (int dy = 0; dy < k && dy <= y; dy++)
+        for (int dx = 0; dx < k && dx <= x; dx++)
+          den += cnt[i - (size_t) dy * w - dx];
+      for (int c = 0; c < colours; c++)
+        out[c * plane + i] = num[c * plane + i] / den;
+    }
 }
 
 /* planes (rows from `skip`) back into dst's rows (rounded and clamped on
@@ -815,11 +835,11 @@ nlbayes_stripe (void *ctx, const cfx_stripe *s)
   const double f0 = (double) s->y0 / s->height, f1 = (double) (s->y0 + s->rows) / s->height, fm = (f0 + f1) / 2;
   if (st || (st = run_step (m, 0, w, h, top, noisy, NULL, num, den, s->stream, f0, fm)))
     return st;
-  divide_kernel<<<blocks, 256, 0, s->stream>>> (num, den, colours, plane, basic);
+  divide_kernel<<<blocks, 256, 0, s->stream>>> (num, den, m->plan.step[0].patch, w, h, colours, basic);
   if ((st = cfx_check_launch ("nl-bayes", "divide_kernel")) ||
       (st = run_step (m, 1, w, h, top, noisy, basic, num, den, s->stream, fm, f1)))
     return st;
-  divide_kernel<<<blocks, 256, 0, s->stream>>> (num, den, colours, plane, basic);
+  divide_kernel<<<blocks, 256, 0, s->stream>>> (num, den, m->plan.step[1].patch, w, h, colours, basic);
   if ((st = cfx_check_launch ("nl-bayes", "divide_kernel")))
     return st;
   const int out_blocks = loop_blocks (m, (size_t) w * s->rows), skip = s->y0 - top, src_first = s->halo;
