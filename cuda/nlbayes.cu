@@ -6,8 +6,9 @@
  *
  * The image's colour channels go into float planes in the stripe's scratch
  * (opponent space for three colours), beside the basic estimate's planes and
- * the sums of the aggregation (num, and den: one plane of patch counts). Each step is
- * one kernel over the reference grid, one thread block per reference patch:
+ * the sums of the aggregation (num; den, one plane of patch counts). Each
+ * step is one kernel over the reference grid, one thread block per
+ * reference patch:
  *   1. the squared distances to every patch of its search window (clipped
  *      to the image), one thread per candidate summing over the channels,
  *      the patch's rows and columns in the CPU's order, so that step 1's
