@@ -13,10 +13,11 @@
  *      to the image), one thread per candidate summing over the channels,
  *      the patch's rows and columns in the CPU's order, so that step 1's
  *      distances and groups are the CPU's bit for bit;
- *   2. the group: the n nearest by (distance, window index) — a radix
- *      select of the n-th smallest distance, 8 bits a pass, over a
- *      shared-memory histogram, then the ties at it taken in window order —
- *      compacted in window order by two block-wide scans;
+ *   2. the group: the n nearest by (distance, squared offset from the
+ *      reference, window index) as the CPU orders them — a radix select of
+ *      the n-th smallest distance, 8 bits a pass, over a shared-memory
+ *      histogram, then a second one over the ties at it by their offset and
+ *      index — compacted in window order by a block-wide scan;
  *   3. step 1 (restore_step1): the whole group value-major in shared
  *      memory; each channel's mean, the flat-area test's spread and its
  *      covariance as core/nlbayes.c sums them (8 interleaved partial sums,
@@ -461,6 +462,75 @@ restore_step2 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
     }
 }
 
+/* The CPU's order among candidates at one distance (core/nlbayes.c's
+ * find_group): the squared offset from the reference above the window
+ * index, distinct for every candidate, so that the reference comes first. */
+static __device__ __forceinline__ uint32_t
+tie_key (int idx, int span, int y0, int x0, int ry, int rx)
+{
+  const int dy = y0 + idx / span - ry, dx = x0 + idx % span - rx;
+  return (uint32_t) (dy * dy + dx * dx) << NLBAYES_INDEX_BITS | (uint32_t) idx;
+}
+
+/* The need-th smallest (from 1) of the 32-bit keys that key_of gives the
+ * candidates it admits, by radix select, 8 bits a pass over a shared-memory
+ * histogram; need becomes how many candidates at the returned key are
+ * within the need smallest. Called by the whole block. */
+template <typename KeyOf>
+static __device__ uint32_t
+radix_select (int count, int &need, int *s_hist, int *s_misc, int lane, int warp, KeyOf key_of)
+{
+  const int tid = threadIdx.x;
+  uint32_t prefix = 0, mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8)
+    {
+      for (int t = tid; t < 256; t += THREADS)
+        s_hist[t] = 0;
+      __syncthreads ();
+      for (int idx = tid; idx < count; idx += THREADS)
+        {
+          /* Most keys share their top bits: one atomic per bin and warp,
+           * not per lane, keeps them from queueing on one word. */
+          uint32_t b;
+          const bool in = key_of (idx, b) && (b & mask) == prefix;
+          const unsigned bin = in ? (b >> shift) & 255 : 256 + lane;
+          const unsigned peers = __match_any_sync (__activemask (), bin);
+          if (in && lane == __ffs (peers) - 1)
+            atomicAdd (&s_hist[bin], __popc (peers));
+        }
+      __syncthreads ();
+      if (warp == 0)
+        {
+          int v[8], sum = 0;
+          for (int b = 0; b < 8; b++)
+            sum += v[b] = s_hist[lane * 8 + b];
+          int incl = sum;
+          for (int o = 1; o < 32; o <<= 1)
+            {
+              int u = __shfl_up_sync (0xffffffffu, incl, o);
+              if (lane >= o)
+                incl += u;
+            }
+          int cum = incl - sum;
+          for (int b = 0; b < 8; b++)
+            {
+              if (cum < need && cum + v[b] >= need)
+                {
+                  s_misc[M_DIGIT] = lane * 8 + b;
+                  s_misc[M_NEED] = need - cum;
+                }
+              cum += v[b];
+            }
+        }
+      __syncthreads ();
+      prefix |= (uint32_t) s_misc[M_DIGIT] << shift;
+      mask |= 255u << shift;
+      need = s_misc[M_NEED];
+      __syncthreads ();
+    }
+  return prefix;
+}
+
 /* One step over references ref0 .. ref0 + gridDim.x - 1. STEP 0: each
  * channel's Wiener estimate from the noisy group; 1: all channels' from the
  * basic group's covariance. */
@@ -524,80 +594,37 @@ nlbayes_kernel (const nlb_args a)
   int n = STEP ? max (a.group, s_misc[M_BELOW]) : a.group;
   n = min (n, count);
 
-  /* 2. the n-th smallest distance D; `need` of its ties join */
+  /* 2. the n-th smallest distance D, then among the candidates at D the
+   * `need` smallest by the CPU's tie key (squared offset from the
+   * reference, then window index: tie_key), found as the tie key T of
+   * the last to join. */
   const bool all = n == count;
-  uint32_t D = 0xffffffffu;
-  int need = 0;
+  uint32_t D = 0xffffffffu, T = 0xffffffffu;
   if (!all)
     {
-      uint32_t prefix = 0, mask = 0;
-      need = n;
-      for (int shift = 24; shift >= 0; shift -= 8)
-        {
-          for (int t = tid; t < 256; t += THREADS)
-            s_hist[t] = 0;
-          __syncthreads ();
-          for (int idx = tid; idx < count; idx += THREADS)
-            {
-              /* Most distances share their top bits: one atomic per bin
-               * and warp, not per lane, keeps them from queueing on one word. */
-              const uint32_t b = s_dist[idx];
-              const bool in = (b & mask) == prefix;
-              const unsigned bin = in ? (b >> shift) & 255 : 256 + lane;
-              const unsigned peers = __match_any_sync (__activemask (), bin);
-              if (in && lane == __ffs (peers) - 1)
-                atomicAdd (&s_hist[bin], __popc (peers));
-            }
-          __syncthreads ();
-          if (warp == 0)
-            {
-              int v[8], sum = 0;
-              for (int b = 0; b < 8; b++)
-                sum += v[b] = s_hist[lane * 8 + b];
-              int incl = sum;
-              for (int o = 1; o < 32; o <<= 1)
-                {
-                  int u = __shfl_up_sync (0xffffffffu, incl, o);
-                  if (lane >= o)
-                    incl += u;
-                }
-              int cum = incl - sum;
-              for (int b = 0; b < 8; b++)
-                {
-                  if (cum < need && cum + v[b] >= need)
-                    {
-                      s_misc[M_DIGIT] = lane * 8 + b;
-                      s_misc[M_NEED] = need - cum;
-                    }
-                  cum += v[b];
-                }
-            }
-          __syncthreads ();
-          prefix |= (uint32_t) s_misc[M_DIGIT] << shift;
-          mask |= 255u << shift;
-          need = s_misc[M_NEED];
-        }
-      D = prefix;
+      int need = n;
+      D = radix_select (count, need, s_hist, s_misc, lane, warp,
+                        [&] (int idx, uint32_t &key) { key = s_dist[idx]; return true; });
+      T = radix_select (count, need, s_hist, s_misc, lane, warp, [&] (int idx, uint32_t &key) {
+        key = tie_key (idx, span, y0, x0, ry, rx);
+        return s_dist[idx] == D;
+      });
     }
 
   /* The group in window order: each thread a run of candidates. */
   {
     const int per = (count + THREADS - 1) / THREADS, lo = min (tid * per, count), hi = min (lo + per, count);
-    int ties = 0, tie0, sel = 0, out0;
+    int sel = 0, out0;
     for (int i = lo; i < hi; i++)
-      ties += s_dist[i] == D;
-    block_scan (s_scan).ExclusiveSum (ties, tie0);
-    __syncthreads ();
-    for (int i = lo, t = tie0; i < hi; i++)
       {
         const uint32_t b = s_dist[i];
-        sel += all || b < D || (b == D && t++ < need);
+        sel += all || b < D || (b == D && tie_key (i, span, y0, x0, ry, rx) <= T);
       }
     block_scan (s_scan).ExclusiveSum (sel, out0);
-    for (int i = lo, t = tie0, o = out0; i < hi; i++)
+    for (int i = lo, o = out0; i < hi; i++)
       {
         const uint32_t b = s_dist[i];
-        if (all || b < D || (b == D && t++ < need))
+        if (all || b < D || (b == D && tie_key (i, span, y0, x0, ry, rx) <= T))
           s_pos[o++] = (y0 + i / span) * w + x0 + i % span;
       }
   }
