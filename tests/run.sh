@@ -30,7 +30,7 @@ suite() { # name command...
 
 if [ "$mode" = gpu ]; then
   # Filters with a CUDA path, their accuracy tests against the CUDA backend.
-  gpu_tests="median convolve nlmeans quantize gpu_"
+  gpu_tests="median convolve nlmeans nlbayes quantize gpu_"
   suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests device_memory_over_1000_previews
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # Each tool on each test is its own process, SANITIZER_JOBS (default: the
