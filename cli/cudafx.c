@@ -406,8 +406,8 @@ check_combinations (cli_command *c)
         if (c->filter->args[i].chosen_by_auto && c->given[i])
           manual = c->filter->args[i].name;
       if (c->given[automatic] && c->values[automatic] && manual)
-        return usage_error (command, "--auto cannot be combined with --%s (automatic mode chooses it)",
-                            manual);
+        return usage_error (command,
+                            "--auto cannot be combined with --%s (automatic mode chooses it)", manual);
       if (!c->given[automatic])
         c->values[automatic] = !manual;
     }
@@ -1204,7 +1204,8 @@ main (int argc, char **argv)
         command.filter_index = i;
       }
   if (!command.filter)
-    return usage_error (NULL, "unknown command '%s' (median, nl-means, quantize, convolve, nl-bayes, info)",
+    return usage_error (NULL,
+                        "unknown command '%s' (median, nl-means, quantize, convolve, nl-bayes, info)",
                         argv[1]);
 
   int status = parse_command (&command, argc - 2, argv + 2);

@@ -90,7 +90,7 @@ TEST (engine_defaults_follow_the_table)
  * (colour); without an estimate the halo is the largest. */
 TEST (engine_nlbayes_halo_makes_parts_equal)
 {
-  const int w = 150, h = 140, px = 61, py = 55, pw = 23, ph = 19;
+  const int w = 160, h = 150, px = 66, py = 62, pw = 23, ph = 19;
   for (int colours = 1; colours <= 3; colours += 2)
     {
       cudafx_image src = harness_image_new (w, h, colours, 0, CUDAFX_U8, 0);

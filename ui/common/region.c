@@ -112,7 +112,7 @@ cudafx_region_input (GeglBuffer *source, const GeglRectangle *area,
   return TRUE;
 }
 
-/* The noise of image as nl-means' estimator finds it, into args. */
+/* The noise of image as nl-means' estimator (automatic nl-means' and nl-bayes') finds it. */
 static gboolean
 estimate_noise (const cudafx_image *image, cudafx_nlmeans_info *info, GError **error)
 {
