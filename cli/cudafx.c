@@ -426,6 +426,35 @@ check_combinations (cli_command *c)
   return 0;
 }
 
+/* A path's directory with its links resolved, and its name: how two names
+ * of a file that need not exist yet compare. NULL when the directory is
+ * not there. Free with g_free. */
+static char *
+resolved_name (const char *path)
+{
+  char *dir = g_path_get_dirname (path), *base = g_path_get_basename (path);
+  char *real = realpath (dir, NULL), *full = real ? g_build_filename (real, base, NULL) : NULL;
+  free (real);
+  g_free (dir);
+  g_free (base);
+  return full;
+}
+
+/* Whether a and b name one file: the same inode where both exist, else the
+ * same name once the directories' links are resolved. */
+static int
+same_file (const char *a, const char *b)
+{
+  struct stat sa, sb;
+  if (!stat (a, &sa) && !stat (b, &sb))
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char *ra = resolved_name (a), *rb = resolved_name (b);
+  int same = ra && rb && !strcmp (ra, rb);
+  g_free (ra);
+  g_free (rb);
+  return same;
+}
+
 /* Returns 0 and fills c, -1 when --help was printed, or an exit status;
  * c->inputs is the caller's to free in every case. */
 static int
@@ -573,6 +602,14 @@ parse_command (cli_command *c, int argc, char **argv)
   c->in = c->inputs[0];
   c->out = c->inputs[1];
   c->n_inputs = 1;
+  /* The palette would replace the image it names (IN), or be replaced by
+   * it (OUT): both lose a file the user asked for. */
+  if (c->palette_out && same_file (c->palette_out, c->in))
+    return usage_error (command, "--palette-out '%s' is the input image IN; give the palette a "
+                                 "file of its own (.gpl)", c->palette_out);
+  if (c->palette_out && same_file (c->palette_out, c->out))
+    return usage_error (command, "--palette-out '%s' is the output image OUT; give the palette a "
+                                 "file of its own (.gpl)", c->palette_out);
   return check_combinations (c);
 }
 
@@ -1150,6 +1187,8 @@ main (int argc, char **argv)
 {
   cli_command command;
 
+  /* First, before any thread: an interrupted run leaves no temporary file. */
+  cfx_output_guard_signals ();
   cli_timeline_init ();
   init_translations (argv[0]);
   if (argc < 2)

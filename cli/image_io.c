@@ -19,6 +19,7 @@
 #include <png.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <tiffio.h>
 #include <webp/decode.h>
 #include <webp/demux.h>
@@ -1567,7 +1568,91 @@ struct cfx_output {
   char *target; /* the file replaced: path, or what its symbolic links lead to */
   char *temp;
   FILE *file;
+  cfx_output *prev, *next; /* in live_outputs while temp exists */
 };
+
+/* Every temporary file that exists, so that an interrupted run removes
+ * them: each is created, renamed into place or removed with temp_lock
+ * held, and the signal thread (cfx_output_guard_signals) removes them with
+ * it held, so none is made or renamed while it does. */
+static pthread_mutex_t temp_lock = PTHREAD_MUTEX_INITIALIZER;
+static cfx_output     *live_outputs;
+
+/* With temp_lock held. */
+static void
+live_add (cfx_output *o)
+{
+  o->prev = NULL;
+  o->next = live_outputs;
+  if (live_outputs)
+    live_outputs->prev = o;
+  live_outputs = o;
+}
+
+/* With temp_lock held. */
+static void
+live_remove (cfx_output *o)
+{
+  if (o->prev)
+    o->prev->next = o->next;
+  else if (live_outputs == o)
+    live_outputs = o->next;
+  if (o->next)
+    o->next->prev = o->prev;
+  o->prev = o->next = NULL;
+}
+
+static void *
+signal_thread (void *data)
+{
+  sigset_t *set = data;
+  int sig = 0;
+
+  while (sigwait (set, &sig))
+    ;
+  /* Never unlocked: no thread makes or renames a temporary file after this. */
+  pthread_mutex_lock (&temp_lock);
+  for (cfx_output *o = live_outputs; o; o = o->next)
+    unlink (o->temp);
+  fprintf (stderr, "cudafx: interrupted by %s; no output written\n",
+           sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+  /* Dies of the signal itself, so the caller's status says so (128 + n in a shell). */
+  signal (sig, SIG_DFL);
+  pthread_sigmask (SIG_UNBLOCK, set, NULL);
+  raise (sig);
+  _exit (128 + sig);
+}
+
+int
+cfx_output_guard_signals (void)
+{
+  static sigset_t set;
+  pthread_t thread;
+
+  static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+  sigemptyset (&set);
+  /* A signal the caller ignores (nohup's SIGHUP, a background job's SIGINT)
+   * stays ignored. */
+  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++)
+    {
+      struct sigaction now;
+      if (!sigaction (signals[i], NULL, &now) && now.sa_handler != SIG_IGN)
+        sigaddset (&set, signals[i]);
+    }
+  /* Blocked here, before any other thread exists, so every thread made
+   * later (the pipeline's, OpenMP's, GEGL's) inherits the mask and the
+   * signals reach signal_thread alone, outside any signal handler. */
+  if (pthread_sigmask (SIG_BLOCK, &set, NULL))
+    return -1;
+  if (pthread_create (&thread, NULL, signal_thread, &set))
+    {
+      pthread_sigmask (SIG_UNBLOCK, &set, NULL);
+      return -1;
+    }
+  pthread_detach (thread);
+  return 0;
+}
 
 /* Follows symbolic links from path to the file they name (which need not
  * exist yet), so that the link stays and its target is replaced. */
@@ -1617,12 +1702,26 @@ cfx_output_open (const char *path, char **error)
    * killed run's leftover says what it was: ".photo.cudafx-XXXXXX.jpg". The
    * extension stays last for GEGL, which picks loaders by it. */
   o->temp = g_strdup_printf ("%s/.%.*s.cudafx-XXXXXX%s", dir, stem, base, ext);
-  int fd = mkostemps (o->temp, (int) strlen (ext), O_CLOEXEC);
+  pthread_mutex_lock (&temp_lock);
+  int fd = mkostemps (o->temp, (int) strlen (ext), O_CLOEXEC), saved = errno;
+  if (fd >= 0)
+    live_add (o);
+  pthread_mutex_unlock (&temp_lock);
+  long name_max = fd < 0 && saved == ENAMETOOLONG ? pathconf (dir, _PC_NAME_MAX) : -1;
+  size_t base_len = strlen (base);
   g_free (dir);
   g_free (base);
   if (fd < 0)
     {
-      fail (error, "cannot write '%s': %s", path, strerror (errno));
+      /* A name that fits but leaves no room for the temporary one's
+       * 15 more bytes: say so, rather than that the name is too long. */
+      if (name_max > 0 && base_len <= (size_t) name_max)
+        fail (error, "cannot write '%s': its name is %zu bytes, and the temporary file written "
+              "beside it first (\".NAME.cudafx-XXXXXX\", 15 bytes longer) would pass the "
+              "limit of %ld bytes",
+              path, base_len, name_max);
+      else
+        fail (error, "cannot write '%s': %s", path, strerror (saved));
       g_free (o->temp);
       o->temp = NULL;
       cfx_output_discard (o);
@@ -1688,8 +1787,12 @@ cfx_output_commit (cfx_output *o, char **error)
   if (fclose (o->file) && !status)
     status = fail (error, "cannot write '%s': %s", o->path, strerror (errno));
   o->file = NULL;
+  pthread_mutex_lock (&temp_lock);
   if (!status && rename (o->temp, o->target))
     status = fail (error, "cannot write '%s': %s", o->path, strerror (errno));
+  if (!status)
+    live_remove (o);
+  pthread_mutex_unlock (&temp_lock);
   if (!status)
     {
       g_free (o->temp);
@@ -1715,7 +1818,12 @@ cfx_output_discard (cfx_output *o)
   if (o->file)
     fclose (o->file);
   if (o->temp)
-    unlink (o->temp);
+    {
+      pthread_mutex_lock (&temp_lock);
+      unlink (o->temp);
+      live_remove (o);
+      pthread_mutex_unlock (&temp_lock);
+    }
   g_free (o->temp);
   g_free (o->target);
   g_free (o->path);

@@ -494,6 +494,65 @@ else
   echo "   (not root: the full-disk cases need a tmpfs mount; skipped)"
 fi
 
+echo "-- hostile and careless use: refused at once, nothing lost, nothing left behind"
+# Palettes: only a regular file of at most 1 MiB is read, so a FIFO or a
+# device never blocks the run (timeout: a hang fails, never waits).
+mkfifo "$tmp/fifo.gpl"
+for p in "$tmp/fifo.gpl" /dev/zero; do
+  timeout 10 "$cli" quantize --palette "$p" "$rgb" "$out" >/dev/null 2>"$tmp/stderr"; rc=$?
+  [ "$rc" -eq 2 ] && grep -qF "$p: not a regular file" "$tmp/stderr" && [ ! -e "$out" ] && ok ||
+    bad "quantize --palette $p: exit $rc (124: it hung): $(cat "$tmp/stderr")"
+done
+expect 2 "$tmp: is a directory, not a palette file" quantize --palette "$tmp" "$rgb" "$out"
+{ echo "GIMP Palette"; head -c 1100000 /dev/zero | tr '\0' '#'; echo; } >"$tmp/huge.gpl"
+expect 2 "huge.gpl: larger than 1024 KiB" quantize --palette "$tmp/huge.gpl" "$rgb" "$out"
+: >"$tmp/empty.gpl"
+expect 2 "empty.gpl: empty file" quantize --palette "$tmp/empty.gpl" "$rgb" "$out"
+# --palette-out naming IN or OUT: refused before anything is written.
+cp "$rgb" "$tmp/keep.png"
+expect 2 "--palette-out '$tmp/keep.png' is the input image IN" \
+  quantize --palette-out "$tmp/keep.png" "$tmp/keep.png" "$out"
+cmp -s "$rgb" "$tmp/keep.png" && ok || bad "--palette-out IN changed the input"
+expect 2 "--palette-out '$tmp/out.png' is the output image OUT" \
+  quantize --palette-out "$tmp/out.png" "$rgb" "$out"
+expect 2 "is the output image OUT" quantize --palette-out "$tmp/./out.png" "$rgb" "$out"
+ln -sf keep.png "$tmp/keep-link.png"
+expect 2 "is the input image IN" quantize --palette-out "$tmp/keep-link.png" "$tmp/keep.png" "$out"
+cmp -s "$rgb" "$tmp/keep.png" && ok || bad "--palette-out through a link changed the input"
+# An output name that fits but leaves no room for the temporary file's 15
+# bytes more: the message says so.
+long=$(printf 'n%.0s' $(seq 237)).png
+expect 1 "its name is 241 bytes, and the temporary file" median "$rgb" "$tmp/$long"
+# SIGINT, SIGTERM, SIGHUP while filtering (the output's temporary file
+# exists), one file and a batch: the temporary files are removed and the
+# process ends by the signal. Started from Python, so that SIGINT is not
+# ignored as in a shell script's background job.
+mkdir -p "$tmp/sig"
+cp "$data/astronaut.png" "$tmp/sig/in.png"
+if "$py" - "$cli" "$tmp/sig" <<'EOF'
+import os, signal, subprocess, sys, time
+cli, d = sys.argv[1], sys.argv[2]
+slow = ['nl-means', '--threads', '1', '--h', '10', '--patch-radius', '5', '--search-radius', '20']
+os.makedirs(d + '/batch'); os.makedirs(d + '/b')
+os.system("cp '%s/in.png' '%s/b/in2.png'" % (d, d))
+failed = 0
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for args in ([d + '/in.png', d + '/out.png'], ['--output-dir', d + '/batch', d + '/in.png', d + '/b/in2.png']):
+        p = subprocess.Popen([cli] + slow + args, stderr=subprocess.PIPE)
+        for _ in range(600):  # until a temporary file exists (or the run ended)
+            if p.poll() is not None or any('.cudafx-' in n for _, _, f in os.walk(d) for n in f):
+                break
+            time.sleep(0.05)
+        p.send_signal(sig)
+        err = p.communicate()[1].decode()
+        left = [n for _, _, f in os.walk(d) for n in f if '.cudafx-' in n]
+        if p.returncode != -sig or left or 'interrupted by ' + sig.name not in err:
+            print('%s %s: exit %s, left %s: %s' % (sig.name, args[-1], p.returncode, left, err))
+            failed += 1
+sys.exit(failed)
+EOF
+then ok; else bad "a signal left temporary files or did not end the run by that signal"; fi
+
 echo "-- metadata: ICC profile, EXIF and XMP carried; --strip drops them"
 # Inputs made by Pillow with an ICC profile (Pillow's sRGB), EXIF (a camera
 # make and a date) and an XMP packet; outputs read back by Pillow (ICC, EXIF)
