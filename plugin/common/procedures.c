@@ -202,7 +202,23 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
       {
         double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
         int size;
+        cudafx_filter_params p;
 
+        /* The Gaussian preset reaches ceil (3σ) pixels (core/convolve.c),
+         * up to the table's largest σ: more than the n×n matrix below
+         * holds (31×31, σ 5), which is only what a dialog's grid shows. */
+        if (!filter_params (args, &p, error))
+          return FALSE;
+        if (p.convolve.preset == CUDAFX_PRESET_GAUSSIAN)
+          {
+            const cudafx_arg *sigma = cudafx_arg_find (desc_of (args), "sigma");
+
+            /* Out of range: the engine's message for it. */
+            if (!(p.convolve.sigma >= sigma->min && p.convolve.sigma <= sigma->max))
+              return engine_error (cudafx_convolve_kernel (&p.convolve, taps, &size), error);
+            *halo = (int) ceil (3 * p.convolve.sigma);
+            return TRUE;
+          }
         if (!cudafx_proc_kernel (args, taps, &size, error))
           return FALSE;
         *halo = size / 2;
