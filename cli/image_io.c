@@ -682,6 +682,73 @@ jpeg_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char 
   return 0;
 }
 
+/* ---- EXIF orientation -------------------------------------------------------- */
+
+/* The Orientation (tag 0x0112) of EXIF's first directory, 1..8; 1 when
+ * there is none or the structure is damaged. */
+static int
+exif_orientation (const cfx_blob *exif)
+{
+  const unsigned char *d = exif->data;
+  size_t n = exif->size;
+  if (!d || n < 8 || !((d[0] == 'I' && d[1] == 'I') || (d[0] == 'M' && d[1] == 'M')))
+    return 1;
+  int le = d[0] == 'I';
+#define U16(p) (le ? (unsigned) (p)[0] | (unsigned) (p)[1] << 8 : (unsigned) (p)[0] << 8 | (unsigned) (p)[1])
+#define U32(p) (le ? (uint32_t) (p)[0] | (uint32_t) (p)[1] << 8 | (uint32_t) (p)[2] << 16 | (uint32_t) (p)[3] << 24 \
+                   : (uint32_t) (p)[0] << 24 | (uint32_t) (p)[1] << 16 | (uint32_t) (p)[2] << 8 | (uint32_t) (p)[3])
+  uint32_t ifd = U32 (d + 4);
+  if (ifd > n - 2)
+    return 1;
+  unsigned entries = U16 (d + ifd);
+  for (unsigned i = 0; i < entries && ifd + 2 + 12 * (size_t) (i + 1) <= n; i++)
+    {
+      const unsigned char *e = d + ifd + 2 + 12 * i;
+      if (U16 (e) == 0x0112 && U16 (e + 2) == 3 /* SHORT */)
+        {
+          unsigned v = U16 (e + 8);
+          return v >= 1 && v <= 8 ? (int) v : 1;
+        }
+    }
+  return 1;
+#undef U16
+#undef U32
+}
+
+/* img turned as EXIF orientation o asks for display (2..8: mirrored,
+ * turned by 180°, transposed, turned 90° clockwise, transversed, turned
+ * 90° anticlockwise), into *out (pixels from cfx_image_alloc); 0 or -1
+ * when there is no memory. */
+static int
+orient_image (const cudafx_image *img, int o, cudafx_image *out)
+{
+  int w = img->width, h = img->height, swap = o >= 5;
+  size_t bpp = (size_t) img->channels * (img->type == CUDAFX_U8 ? 1 : 4);
+  *out = *img;
+  out->data = NULL;
+  if (cfx_image_alloc (out, swap ? h : w, swap ? w : h))
+    return -1;
+  for (int y2 = 0; y2 < out->height; y2++)
+    for (int x2 = 0; x2 < out->width; x2++)
+      {
+        int x, y;
+        switch (o)
+          {
+          case 2: x = w - 1 - x2; y = y2; break;
+          case 3: x = w - 1 - x2; y = h - 1 - y2; break;
+          case 4: x = x2; y = h - 1 - y2; break;
+          case 5: x = y2; y = x2; break;
+          case 6: x = y2; y = h - 1 - x2; break;
+          case 7: x = w - 1 - y2; y = h - 1 - x2; break;
+          case 8: x = w - 1 - y2; y = x2; break;
+          default: x = x2; y = y2; break;
+          }
+        memcpy ((char *) out->data + (size_t) y2 * out->stride + (size_t) x2 * bpp,
+                (const char *) img->data + (size_t) y * img->stride + (size_t) x * bpp, bpp);
+      }
+  return 0;
+}
+
 /* ---- TIFF (libtiff) ------------------------------------------------------------ */
 
 typedef struct {
@@ -950,7 +1017,10 @@ tiff_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char 
   TIFFSetField (tif, TIFFTAG_SAMPLEFORMAT, bits == 32 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT);
   TIFFSetField (tif, TIFFTAG_PHOTOMETRIC, img->channels <= 2 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
   TIFFSetField (tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
-  TIFFSetField (tif, TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT);
+  /* TIFF keeps no EXIF here: the input's EXIF orientation becomes TIFF's
+   * own tag (the same values), so that the pixels display as they did. */
+  TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) (strip ? ORIENTATION_TOPLEFT
+                                                            : exif_orientation (&pic->meta.exif)));
   if (img->has_alpha)
     TIFFSetField (tif, TIFFTAG_EXTRASAMPLES, 1, &extra);
   TIFFSetField (tif, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
@@ -1371,8 +1441,13 @@ gegl_load (const char *path, double max_pixels, cfx_picture *pic, char **error)
   const GeglRectangle *extent = buffer ? gegl_buffer_get_extent (buffer) : NULL;
   if (!extent || extent->width <= 0 || extent->height <= 0)
     {
-      fail (error, "cannot load '%s': not an image cudafx can read%s%s", path,
-            w.message[0] ? ": " : "", w.message);
+      /* ImageMagick, GEGL's last resort, reports only GEGL's temporary file. */
+      if (strstr (w.message, "gegl-magick"))
+        fail (error, "cannot load '%s': not an image cudafx can read (nor ImageMagick, which GEGL "
+              "tried)", path);
+      else
+        fail (error, "cannot load '%s': not an image cudafx can read%s%s", path,
+              w.message[0] ? ": " : "", w.message);
       goto done;
     }
   if (w.message[0])
@@ -1540,6 +1615,12 @@ cfx_image_load (const char *path, double max_pixels, cfx_picture *pic, char **er
       else if (format_of_name (path) != FMT_OTHER)
         status = fail (error, "cannot load '%s': not a %s file (damaged, or another format)", path,
                        format_names[format_of_name (path)]);
+      /* GEGL would hand it to ImageMagick, whose failure names only GEGL's
+       * own temporary file. */
+      else if (got >= 12 && !memcmp (data + (got >= 15 && !memcmp (data, "\xEF\xBB\xBF", 3) ? 3 : 0),
+                                     "GIMP Palette", 12))
+        status = fail (error, "cannot load '%s': it is a GIMP palette, not an image (quantize takes "
+                       "it as --palette)", path);
       else
         status = gegl_load (path, max_pixels, pic, error);
     }
@@ -1771,7 +1852,20 @@ cfx_output_save_image (cfx_output *o, const cfx_picture *pic, int strip, char **
         pthread_mutex_unlock (&pnm_lock);
         return status;
       }
-    default:       return gegl_save (o->temp, o->path, pic, error);
+    default:
+      {
+        /* GEGL's savers (EXR, ...) keep no EXIF: the pixels are turned as
+         * the orientation says, so that they display as the input did. */
+        int orientation = strip ? 1 : exif_orientation (&pic->meta.exif);
+        if (orientation == 1)
+          return gegl_save (o->temp, o->path, pic, error);
+        cfx_picture turned = *pic;
+        if (orient_image (&pic->image, orientation, &turned.image))
+          return fail (error, "cannot save '%s': out of memory turning it upright", o->path);
+        int status = gegl_save (o->temp, o->path, &turned, error);
+        cfx_image_free (turned.image.data);
+        return status;
+      }
     }
 }
 
