@@ -143,10 +143,9 @@ cudafx_gpl_load (const char *path, cudafx_palette *out)
   if (!S_ISREG (st.st_mode))
     {
       close (fd);
-      return cudafx_fail (CUDAFX_ERR_INVALID_ARG, S_ISDIR (st.st_mode)
-                                                    ? "%s: is a directory, not a palette file"
-                                                    : "%s: not a regular file, not a palette file",
-                          path);
+      if (S_ISDIR (st.st_mode))
+        return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: is a directory, not a palette file", path);
+      return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: not a regular file, not a palette file", path);
     }
   if (st.st_size > (off_t) GPL_MAX_BYTES)
     {

@@ -163,6 +163,25 @@ filter_params (const cudafx_proc_args *args, cudafx_filter_params *p, GError **e
                    args->kernel_length);
       return FALSE;
     }
+  /* Ranges checked on the values as the host gave them: once stored, a
+   * value no field holds is changed (a seed of -1 became 4294967295 in
+   * the engine's message). */
+  for (int i = 0; i < desc_of (args)->n_args; i++)
+    {
+      const cudafx_arg *a = &desc_of (args)->args[i];
+      double            v = args->values[i];
+
+      if ((a->type != CUDAFX_ARG_INT && a->type != CUDAFX_ARG_DOUBLE) || (v >= a->min && v <= a->max))
+        continue;
+      if (a->type == CUDAFX_ARG_DOUBLE)
+        g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG, _("%s: %s %g is out of range %g..%g"),
+                     desc_of (args)->name, a->name, v, a->min, a->max);
+      else
+        g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                     _("%s: %s %.0f is out of range %.0f..%.0f"), desc_of (args)->name, a->name, v,
+                     a->min, a->max);
+      return FALSE;
+    }
   cudafx_filter_params_from_values (args->filter, args->values, n ? args->kernel : NULL, n, p);
   if (args->filter == CUDAFX_FILTER_NLMEANS)
     {

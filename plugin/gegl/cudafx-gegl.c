@@ -528,6 +528,18 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
   return ok;
 }
 
+/* An engine message without the filter's name in front ("convolve: ..."),
+ * which the operation's own "cudafx:convolve: " already says. */
+static const gchar *
+without_name (int filter, const gchar *message)
+{
+  gsize n = strlen (cudafx_filters[filter].name);
+
+  if (!strncmp (message, cudafx_filters[filter].name, n) && !strncmp (message + n, ": ", 2))
+    return message + n + 2;
+  return message;
+}
+
 /* ---- what GEGL asks ---------------------------------------------------------- */
 
 static gboolean
@@ -597,10 +609,9 @@ unbounded_input (CudafxOp *self, const GeglRectangle *box)
   if (box->width > WHOLE_MAX_SIDE || box->height > WHOLE_MAX_SIDE
       || (gint64) box->width * box->height > WHOLE_MAX_PIXELS)
     return g_strdup_printf (_("cudafx:%s: the input is %d×%d pixels; this filter computes the "
-                              "whole of it at once, at most %d pixels a side and %" G_GINT64_FORMAT
-                              " megapixels"),
+                              "whole of it at once, at most %d pixels a side and %d megapixels"),
                             cudafx_filters[filter].name, box->width, box->height, WHOLE_MAX_SIDE,
-                            WHOLE_MAX_PIXELS / 1000000);
+                            (int) (WHOLE_MAX_PIXELS / 1000000));
   return NULL;
 }
 
@@ -770,7 +781,7 @@ prepare (GeglOperation *operation)
   if (error)
     {
       self->invalid = g_strdup_printf ("cudafx:%s: %s", cudafx_filters[FILTER_OF (self)].name,
-                                       error->message);
+                                       without_name (FILTER_OF (self), error->message));
       g_error_free (error);
       halo = 0;
     }
@@ -1542,8 +1553,12 @@ process (GeglOperation *operation, GeglBuffer *input, GeglBuffer *output,
           self->whole_failed_box = *source_box;
           g_mutex_unlock (&self->lock);
         }
-      g_warning (too_large ? _("cudafx:%s: %s; the output is left empty") : "cudafx:%s: %s",
-                 cudafx_filters[FILTER_OF (self)].name, error->message);
+      if (too_large)
+        g_warning (_("cudafx:%s: %s; the output is left empty"), cudafx_filters[FILTER_OF (self)].name,
+                   without_name (FILTER_OF (self), error->message));
+      else
+        g_warning ("cudafx:%s: %s", cudafx_filters[FILTER_OF (self)].name,
+                   without_name (FILTER_OF (self), error->message));
       g_error_free (error);
       if (!too_large)
         error_output (output, roi, level);
