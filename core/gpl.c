@@ -99,10 +99,16 @@ cudafx_gpl_parse (const char *text, size_t length, const char *source, cudafx_pa
         ; /* blank, comment or the palette's name */
       else if (last - q >= 8 && !memcmp (q, "Columns:", 8))
         {
-          char *after;
-          errno = 0;
-          long columns = strtol (q + 8, &after, 10);
-          if (after == q + 8 || trim_end (after, last) != after || errno || columns < 0 || columns > 256)
+          /* Read within the line: the text need not end in a NUL (strtol
+           * read past the last line's end). */
+          const char *d = q + 8;
+          long columns = 0;
+          while (d < last && is_blank (*d))
+            d++;
+          const char *digits = d;
+          while (d < last && *d >= '0' && *d <= '9' && columns <= 256)
+            columns = columns * 10 + (*d++ - '0');
+          if (d == digits || d != last || columns > 256)
             return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s:%d: Columns must be a number 0..256", source, line);
         }
       else if (out->colors == CUDAFX_MAX_COLORS)
