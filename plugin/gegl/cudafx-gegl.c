@@ -79,9 +79,9 @@ typedef struct
    * the main loop: weak, because GIMP may free the node (and with it drop
    * this operation) before the main loop runs (see announce_sigma). */
   GWeakRef         node;
-  /* A whole output that could not be computed for want of memory, on an
-   * input of this extent (level 0), so that GEGL no longer asks for all
-   * of it (get_cached_region); under lock. */
+  /* Whether the whole input of this extent (level 0) was found not to fit
+   * in memory (whole_fits, or a run that ran out), so that GEGL is asked
+   * for the regions wanted only; under lock. */
   gboolean         whole_failed;
   GeglRectangle    whole_failed_box;
 
@@ -248,6 +248,13 @@ arg_pspec (int filter, const cudafx_arg *arg)
   return pspec;
 }
 
+/* What an announcement needs, without the operation (see queue_announce). */
+typedef struct
+{
+  GWeakRef    node;
+  GParamSpec *pspec; /* the class's noise-sigma: classes are never freed */
+} announcement;
+
 /* In the main loop: tells GIMP's filter dialog that noise-sigma changed.
  * The notify goes out on the node, never on the operation: GIMP's dialog
  * follows the node's "notify::NAME" and reads the value back from the
@@ -255,12 +262,6 @@ arg_pspec (int filter, const cudafx_arg *arg)
  * node on any notify of its operation. The node is reached through a weak
  * reference: GIMP may have freed it since the σ was found (a notify on the
  * operation then reached the freed node, and GIMP aborted). */
-typedef struct
-{
-  GWeakRef    node;
-  GParamSpec *pspec; /* the class's noise-sigma: classes are never freed */
-} announcement;
-
 static gboolean
 announce_sigma (gpointer data)
 {
