@@ -1704,34 +1704,44 @@ signal_thread (void *data)
   _exit (128 + sig);
 }
 
+static sigset_t guarded_signals;
+
+/* A child (ImageMagick, which GEGL runs for formats it lacks) gets the
+ * signals back: blocked, they would reach it no more. */
+static void
+unblock_in_child (void)
+{
+  pthread_sigmask (SIG_UNBLOCK, &guarded_signals, NULL);
+}
+
 int
 cfx_output_guard_signals (void)
 {
-  static sigset_t set;
+  static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
+  sigset_t *set = &guarded_signals;
   pthread_t thread;
 
-  static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
-
-  sigemptyset (&set);
+  sigemptyset (set);
   /* A signal the caller ignores (nohup's SIGHUP, a background job's SIGINT)
    * stays ignored. */
   for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++)
     {
       struct sigaction now;
       if (!sigaction (signals[i], NULL, &now) && now.sa_handler != SIG_IGN)
-        sigaddset (&set, signals[i]);
+        sigaddset (set, signals[i]);
     }
   /* Blocked here, before any other thread exists, so every thread made
    * later (the pipeline's, OpenMP's, GEGL's) inherits the mask and the
    * signals reach signal_thread alone, outside any signal handler. */
-  if (pthread_sigmask (SIG_BLOCK, &set, NULL))
+  if (pthread_sigmask (SIG_BLOCK, set, NULL))
     return -1;
-  if (pthread_create (&thread, NULL, signal_thread, &set))
+  if (pthread_create (&thread, NULL, signal_thread, set))
     {
-      pthread_sigmask (SIG_UNBLOCK, &set, NULL);
+      pthread_sigmask (SIG_UNBLOCK, set, NULL);
       return -1;
     }
   pthread_detach (thread);
+  pthread_atfork (NULL, NULL, unblock_in_child);
   return 0;
 }
 
