@@ -632,15 +632,24 @@ whole_fits (CudafxOp *self, const GeglRectangle *box)
   gsize       bytes;
   gpointer    room = NULL;
 
+  gboolean    fits = FALSE;
+
   if (g_size_checked_mul (&bytes, (gsize) box->width * 2,
                           (gsize) box->height * babl_format_get_bytes_per_pixel (format)))
-    room = g_try_malloc (bytes);
-  g_free (room);
+    {
+      /* The scratch kept from an earlier render is reused: memory that
+       * is already there need not be found again. A glance without the
+       * lock: at worst memory is asked for that was not needed. */
+      fits = self->scratch_size[0] >= bytes / 2 && self->scratch_size[1] >= bytes / 2;
+      if (!fits && (room = g_try_malloc (bytes)))
+        fits = TRUE;
+      g_free (room);
+    }
   g_mutex_lock (&self->lock);
-  self->whole_failed = !room;
+  self->whole_failed = !fits;
   self->whole_failed_box = *box;
   g_mutex_unlock (&self->lock);
-  return room != NULL;
+  return fits;
 }
 
 /* Whether the whole of box was found not to fit (whole_fits, or a run that
