@@ -299,9 +299,10 @@ build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZ
 # cli/image_io.c. `make fuzz-files` seeds each format family from
 # tests/reliability/damaged_files.py (the test images, small, cut, flipped
 # and forged) plus the committed findings in tests/fuzz/corpus/files, and
-# runs FUZZ_SECONDS per family; `make fuzz-files-replay` (part of `make
+# runs FUZZ_SECONDS per family (gpl and txt: palettes and kernel texts,
+# seeded from tests/fuzz/corpus/files); `make fuzz-files-replay` (part of `make
 # check`) runs the committed corpus and the seeds once.
-FUZZ_FAMILIES := png jpg tif webp p?m
+FUZZ_FAMILIES := png jpg tif webp p?m gpl txt
 FUZZ_FILES_ENV := OMP_WAIT_POLICY=passive LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/files-lsan.supp:print_suppressions=0
 build-fuzz/fuzz-files: tests/fuzz/fuzz_files.c cli/image_io.c cli/image_io.h $(FUZZ_ENGINE) $(wildcard core/*.h)
 	@mkdir -p $(@D)
@@ -315,7 +316,7 @@ build-fuzz/seeds-files: tests/reliability/damaged_files.py $(wildcard tests/data
 fuzz-files: build-fuzz/fuzz-files build-fuzz/seeds-files
 	@for glob in $(FUZZ_FAMILIES); do family=$$glob; [ "$$glob" = "p?m" ] && family=pnm; \
 	  mkdir -p build-fuzz/corpus/files-$$family build-fuzz/seeds-files-$$family; \
-	  cp build-fuzz/seeds-files/*.$$glob build-fuzz/seeds-files-$$family/; \
+	  cp build-fuzz/seeds-files/*.$$glob tests/fuzz/corpus/files/*.$$glob build-fuzz/seeds-files-$$family/ 2>/dev/null; \
 	  echo "== fuzz-files, $$family, for $(FUZZ_SECONDS) s"; \
 	  $(FUZZ_FILES_ENV) build-fuzz/fuzz-files -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	    -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/files-$$family- \

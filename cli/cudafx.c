@@ -115,14 +115,18 @@ static const char *const filter_notes[CUDAFX_N_FILTERS] = {
        "3x3 identity. Example: --kernel \"0,-1,0;-1,5,-1;0,-1,0\" sharpens."),
 };
 
+/* The last usage error's message, for --json. */
+static char usage_message[512];
+
 static int
 usage_error (const char *command, const char *fmt, ...)
 {
   va_list ap;
   fprintf (stderr, "cudafx%s%s: ", command ? " " : "", command ? command : "");
   va_start (ap, fmt);
-  vfprintf (stderr, _(fmt), ap); /* xgettext: --keyword=usage_error:2 */
+  vsnprintf (usage_message, sizeof usage_message, _(fmt), ap); /* xgettext: --keyword=usage_error:2 */
   va_end (ap);
+  fputs (usage_message, stderr);
   fputc ('\n', stderr);
   fprintf (stderr, _("Try 'cudafx%s%s --help'."), command ? " " : "", command ? command : "");
   fputc ('\n', stderr);
@@ -282,7 +286,9 @@ print_main_help (void)
 
 /* ---- option parsing ----------------------------------------------------------- */
 
-/* Whole-string number; integers must be whole. Returns 1 when it parses. */
+/* Whole-string number; integers must be whole. Returns 1 when it parses,
+ * 0 when it does not, and for a number beyond what a double holds 2 (too
+ * large) or 3 (too small to be told from 0), which callers report as such. */
 static int
 parse_number (const char *text, int integer, double *value)
 {
@@ -295,8 +301,11 @@ parse_number (const char *text, int integer, double *value)
     }
   else
     *value = strtod (text, &end);
+  int range = errno == ERANGE;
   while (end != text && (*end == ' ' || *end == '\t'))
     end++;
+  if (end != text && *end == '\0' && range)
+    return integer || fabs (*value) > 1 ? 2 : 3;
   return end != text && *end == '\0' && errno == 0 && isfinite (*value);
 }
 
@@ -322,10 +331,21 @@ parse_arg_value (cli_command *c, const cudafx_arg *a, const char *text)
     {
     case CUDAFX_ARG_INT:
     case CUDAFX_ARG_DOUBLE:
-      if (!parse_number (text, a->type == CUDAFX_ARG_INT, &v))
-        return usage_error (command, a->type == CUDAFX_ARG_INT ? N_("--%s '%s' is not an integer")
-                                                               : N_("--%s '%s' is not a number"),
-                            a->name, text);
+      switch (parse_number (text, a->type == CUDAFX_ARG_INT, &v))
+        {
+        case 0:
+          return usage_error (command, a->type == CUDAFX_ARG_INT ? N_("--%s '%s' is not an integer")
+                                                                 : N_("--%s '%s' is not a number"),
+                              a->name, text);
+        case 2:
+          return usage_error (command, a->type == CUDAFX_ARG_INT
+                                         ? N_("--%s %s is out of range %.0f..%.0f")
+                                         : N_("--%s %s is out of range %g..%g"),
+                              a->name, text, a->min, a->max);
+        case 3:
+          return usage_error (command, "--%s %s is too small to be told from 0 (below 2.2e-308); "
+                                       "the range is %g..%g", a->name, text, a->min, a->max);
+        }
       if (!(v >= a->min && v <= a->max))
         {
           if (a->type == CUDAFX_ARG_INT)
@@ -433,6 +453,35 @@ check_combinations (cli_command *c)
   return 0;
 }
 
+/* A path's directory with its links resolved, and its name: how two names
+ * of a file that need not exist yet compare. NULL when the directory is
+ * not there. Free with g_free. */
+static char *
+resolved_name (const char *path)
+{
+  char *dir = g_path_get_dirname (path), *base = g_path_get_basename (path);
+  char *real = realpath (dir, NULL), *full = real ? g_build_filename (real, base, NULL) : NULL;
+  free (real);
+  g_free (dir);
+  g_free (base);
+  return full;
+}
+
+/* Whether a and b name one file: the same inode where both exist, else the
+ * same name once the directories' links are resolved. */
+static int
+same_file (const char *a, const char *b)
+{
+  struct stat sa, sb;
+  if (!stat (a, &sa) && !stat (b, &sb))
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char *ra = resolved_name (a), *rb = resolved_name (b);
+  int same = ra && rb && !strcmp (ra, rb);
+  g_free (ra);
+  g_free (rb);
+  return same;
+}
+
 /* Returns 0 and fills c, -1 when --help was printed, or an exit status;
  * c->inputs is the caller's to free in every case. */
 static int
@@ -528,8 +577,8 @@ parse_command (cli_command *c, int argc, char **argv)
       else if (!strcmp (name, "threads"))
         {
           double t;
-          if (!parse_number (value, 1, &t))
-            return usage_error (command, "--threads '%s' is not an integer", value);
+          if (parse_number (value, 1, &t) != 1)
+            return usage_error (command, "--threads '%s' is not an integer 0..%d", value, CLI_MAX_THREADS);
           if (t < 0 || t > CLI_MAX_THREADS)
             return usage_error (command, "--threads %s is out of range 0..%d", value, CLI_MAX_THREADS);
           c->threads = (int) t;
@@ -537,8 +586,8 @@ parse_command (cli_command *c, int argc, char **argv)
       else if (!strcmp (name, "workers"))
         {
           double t;
-          if (!parse_number (value, 1, &t))
-            return usage_error (command, "--workers '%s' is not an integer", value);
+          if (parse_number (value, 1, &t) != 1)
+            return usage_error (command, "--workers '%s' is not an integer 0..%d", value, CLI_MAX_WORKERS);
           if (t < 0 || t > CLI_MAX_WORKERS)
             return usage_error (command, "--workers %s is out of range 0..%d", value, CLI_MAX_WORKERS);
           c->workers = (int) t;
@@ -551,7 +600,7 @@ parse_command (cli_command *c, int argc, char **argv)
         }
       else if (!strcmp (name, "max-megapixels"))
         {
-          if (!parse_number (value, 0, &c->max_megapixels) || c->max_megapixels < 0)
+          if (parse_number (value, 0, &c->max_megapixels) != 1 || c->max_megapixels < 0)
             return usage_error (command, "--max-megapixels '%s' is not a number of 0 or more", value);
         }
       else if (!value[0])
@@ -561,6 +610,11 @@ parse_command (cli_command *c, int argc, char **argv)
       if (status)
         return status;
     }
+  /* "-" is no file name a user means: standard input and output are not read or written. */
+  for (int i = 0; i < positional; i++)
+    if (!strcmp (c->inputs[i], "-"))
+      return usage_error (command, "'-': standard input and output are not supported; give IN and "
+                                   "OUT as files");
   if (c->output_dir)
     {
       if (positional == 0)
@@ -580,6 +634,14 @@ parse_command (cli_command *c, int argc, char **argv)
   c->in = c->inputs[0];
   c->out = c->inputs[1];
   c->n_inputs = 1;
+  /* The palette would replace the image it names (IN), or be replaced by
+   * it (OUT): both lose a file the user asked for. */
+  if (c->palette_out && same_file (c->palette_out, c->in))
+    return usage_error (command, "--palette-out '%s' is the input image IN; give the palette a "
+                                 "file of its own (.gpl)", c->palette_out);
+  if (c->palette_out && same_file (c->palette_out, c->out))
+    return usage_error (command, "--palette-out '%s' is the output image OUT; give the palette a "
+                                 "file of its own (.gpl)", c->palette_out);
   return check_combinations (c);
 }
 
@@ -632,19 +694,49 @@ save_palette (const cudafx_palette *palette, const char *path, cfx_output *o)
 
 /* ---- running a filter --------------------------------------------------------- */
 
+/* s as a JSON string. JSON is UTF-8, file names are bytes: a byte that
+ * is not part of valid UTF-8 (a name from another encoding) becomes
+ * U+FFFD, so that the line stays valid JSON. */
 static void
 print_json_string (const char *s)
 {
+  if (!s)
+    {
+      fputs ("null", stdout);
+      return;
+    }
   putchar ('"');
-  for (; *s; s++)
+  while (*s)
     {
       unsigned char ch = (unsigned char) *s;
+      if (ch >= 0x80)
+        {
+          const gchar *end;
+          if (g_utf8_validate (s, -1, &end))
+            end = s + strlen (s);
+          if (end == s)
+            {
+              fputs ("\\ufffd", stdout);
+              s++;
+            }
+          else
+            {
+              /* The valid run up to the next ASCII byte. */
+              const char *p = s;
+              while (p < end && (unsigned char) *p >= 0x80)
+                p++;
+              fwrite (s, 1, (size_t) (p - s), stdout);
+              s = p;
+            }
+          continue;
+        }
       if (ch == '"' || ch == '\\')
         printf ("\\%c", ch);
       else if (ch < 0x20)
         printf ("\\u%04x", ch);
       else
         putchar (ch);
+      s++;
     }
   putchar ('"');
 }
@@ -944,7 +1036,8 @@ file_finish (void *ctx, int index, int status)
   cli_batch *b = ctx;
   cli_file *f = &b->files[index];
 
-  if (b->c->json && (!status || b->c->output_dir))
+  /* A failed file has its line too, in a batch or alone. */
+  if (b->c->json)
     print_json (b->c, f);
   timeline_file (index, f, status);
   cfx_output_discard (f->palette_file);
@@ -1063,6 +1156,15 @@ run_filter (const cli_command *c)
       g_free (error);
     }
 
+  /* Refused before any file was read: each file's line says why. */
+  if (status && c->json)
+    for (int i = 0; i < n; i++)
+      {
+        snprintf (b.files[i].error, sizeof b.files[i].error, "%s",
+                  status == EXIT_USAGE ? usage_message : last_error);
+        print_json (c, &b.files[i]);
+      }
+
   if (!status)
     {
       /* A batch keeps its image memory for the next files (pinned when a
@@ -1173,6 +1275,8 @@ main (int argc, char **argv)
 {
   cli_command command;
 
+  /* First, before any thread: an interrupted run leaves no temporary file. */
+  cfx_output_guard_signals ();
   cli_timeline_init ();
   init_translations (argv[0]);
   if (argc < 2)
@@ -1209,6 +1313,17 @@ main (int argc, char **argv)
                         argv[1]);
 
   int status = parse_command (&command, argc - 2, argv + 2);
+  /* A command line refused before it was understood: --json still gets
+   * its one object, the error. */
+  if (status == EXIT_USAGE)
+    for (int i = 2; i < argc && strcmp (argv[i], "--"); i++)
+      if (!strcmp (argv[i], "--json"))
+        {
+          printf ("{\"error\": ");
+          print_json_string (usage_message);
+          printf (", \"status\": %d}\n", EXIT_USAGE);
+          break;
+        }
   if (status == 0)
     status = run_filter (&command);
   g_free (command.inputs);

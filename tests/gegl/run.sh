@@ -211,16 +211,121 @@ done <<<"$out"
 [ "$rc" -eq 0 ] || grep -q '^FAIL' <<<"$out" \
   || fail "nl-means σ" "test-gegl-sigma exited $rc: $(tail -n 2 <<<"$out")"
 
-# A kernel the engine rejects: the operation warns with the engine's message
-# and passes its input through, rather than failing the render.
-out=$work/bad-kernel.png
-if env gegl tests/data/camera.png -o "$out" -- cudafx:convolve preset=custom "kernel=1,2;3,4" >"$out.log" 2>&1 &&
-   grep -q "kernel is 2x2; the size must be odd" "$out.log" &&
-   "$py" "$compare" same tests/data/camera.png "$out" 0 >/dev/null 2>&1; then
-  pass "bad kernel: warns \"kernel is 2x2 ...\", input passed through"
+# Hostile and careless use: a setting or input the operation cannot work
+# with never gives its input back unchanged. What only a render finds fills
+# the output with the error pattern (16-pixel magenta and black cells, on a
+# grey image two greys) and warns with the reason; a kernel text that does
+# not parse is refused when set, and the kernel keeps its last valid value.
+# Each run is bounded by timeout: a hang fails it.
+#   is_error_pattern FILE: every pixel is its cell's colour of the pattern.
+is_error_pattern() {
+  "$py" - "$1" <<'PY'
+import sys, cv2, numpy as np
+a = cv2.imread(sys.argv[1], cv2.IMREAD_UNCHANGED)
+if a is None:
+    sys.exit(sys.argv[1] + ': no image')
+a = a.reshape(a.shape[0], a.shape[1], -1)[..., :3].astype(float)
+y, x = np.mgrid[:a.shape[0], :a.shape[1]]
+on = ((x // 16 + y // 16) % 2) == 0
+if not ((a[~on] == 0).all() and (a[on] == a[0, 0]).all() and a[0, 0].max() > 0):
+    sys.exit(sys.argv[1] + ': not the error pattern (values %s)' % np.unique(a.reshape(-1, a.shape[2]), axis=0)[:4].tolist())
+PY
+}
+# error_case NAME "WARNING" [IN] -- OPS...: gegl ends (exit 0) within the
+# timeout, warns WARNING (GLib writes × as ? in the C locale: none in
+# WARNING), and its output is the error pattern.
+error_case() {
+  local name=$1 warning=$2 in=(); shift 2
+  [ "$1" != -- ] && { in=("$1"); shift; }
+  shift
+  local out=$work/err-${name//[^a-zA-Z0-9]/_}.png msg
+  timeout 20 gegl "${in[@]}" -o "$out" -- "$@" >"$out.log" 2>&1; local rc=$?
+  if [ "$rc" -ne 0 ]; then
+    fail "$name" "gegl exited $rc (124: it hung): $(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+  elif ! grep -qF -- "$warning" "$out.log"; then
+    fail "$name" "no warning \"$warning\": $(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+  elif ! msg=$(is_error_pattern "$out" 2>&1); then
+    fail "$name" "$msg"
+  else
+    pass "$name: the error pattern, warning \"$warning\""
+  fi
+}
+grey=tests/data/camera.png colour=tests/data/chelsea.png
+# Unbounded or absurd inputs of the filters that read all of it: refused at once.
+for op in cudafx:quantize cudafx:nl-means "cudafx:convolve border=wrap"; do
+  # shellcheck disable=SC2086 # the operation's words
+  error_case "${op%% *} unbounded" "the input has no bounds" -- gegl:checkerboard $op gegl:crop width=64 height=64
+done
+error_case "quantize 100000x100000" "the input is 100000" -- gegl:checkerboard \
+  gegl:crop width=100000 height=100000 cudafx:quantize gegl:crop width=64 height=64
+# A filter that reads only its window takes an unbounded input.
+out=$work/median-unbounded.png
+if timeout 20 gegl -o "$out" -- gegl:checkerboard cudafx:median radius=1 gegl:crop width=64 height=64 >"$out.log" 2>&1 &&
+   ! grep -q cudafx: "$out.log" && ! is_error_pattern "$out" >/dev/null 2>&1; then
+  pass "median on an unbounded input: filtered, no warning"
+else
+  fail "median unbounded" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+fi
+# Palette files.
+mkfifo "$work/fifo.gpl"
+: >"$work/empty.gpl"
+printf 'GIMP Palette\n# none\n' >"$work/none.gpl"
+{ echo "GIMP Palette"; for i in $(seq 0 256); do echo "$((i % 256)) 0 0"; done; } >"$work/257.gpl"
+printf 'GIMP Palette\n1 2 300\n' >"$work/range.gpl"
+head -c 2000 /dev/urandom >"$work/binary.gpl"
+error_case "palette a FIFO" "fifo.gpl: not a regular file" "$colour" -- cudafx:quantize "palette=$work/fifo.gpl"
+error_case "palette /dev/zero" "/dev/zero: not a regular file" "$colour" -- cudafx:quantize palette=/dev/zero
+error_case "palette a directory" "is a directory" "$colour" -- cudafx:quantize "palette=$work"
+error_case "palette missing" "cannot open the palette" "$colour" -- cudafx:quantize "palette=$work/missing.gpl"
+error_case "palette empty" "empty file" "$colour" -- cudafx:quantize "palette=$work/empty.gpl"
+error_case "palette of no colours" "has no colors" "$colour" -- cudafx:quantize "palette=$work/none.gpl"
+error_case "palette of 257 colours" "more than 256 entries" "$colour" -- cudafx:quantize "palette=$work/257.gpl"
+error_case "palette value 300" "out of range 0..255" "$colour" -- cudafx:quantize "palette=$work/range.gpl"
+error_case "palette binary" "not a GIMP palette" "$colour" -- cudafx:quantize "palette=$work/binary.gpl"
+error_case "colour palette on grey" "is not grey" "$grey" -- cudafx:quantize "palette=$work/four.gpl"
+# Settings only the engine can judge together.
+error_case "divisor 1e-300" "divisor 1e-300 is too small" "$grey" -- cudafx:convolve preset=custom kernel=1 divisor=1e-300
+error_case "kernel with preset gaussian" "a kernel is given with preset gaussian" "$grey" -- \
+  cudafx:convolve preset=gaussian "kernel=$sharpen"
+# backend=cuda (the setting wins over CUDAFX_BACKEND) where there is no device.
+if "$cli" info | grep -q '^CUDA devices: none'; then
+  error_case "backend=cuda without a device" "backend cuda" "$grey" -- cudafx:median backend=cuda
+else
+  pass "backend=cuda without a device: not tried (this machine has one)"
+fi
+# Refused where set: a kernel text that does not parse, a σ out of range.
+out=$work/kernel-kept.png
+if timeout 20 gegl "$grey" -o "$out" -- cudafx:convolve preset=custom "kernel=$sharpen" "kernel=1,2;3" \
+     >"$out.log" 2>&1 && grep -qF "kernel must be square: row 2 has 1 values, row 1 has 2; the kernel stays \"$sharpen\"" "$out.log" &&
+   "$cli" convolve --kernel "$sharpen" "$grey" "$work/kernel-kept.ref.png" 2>/dev/null &&
+   "$py" "$compare" same "$work/kernel-kept.ref.png" "$out" 0 >/dev/null 2>&1; then
+  pass "kernel=1,2;3 refused where set, with the reason: the kernel keeps its last valid value"
 else
   fail "bad kernel" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
 fi
+for kernel in 1e309 1e-320 "$(seq -s, 1000 | sed 's/,$//')"; do
+  timeout 20 gegl "$grey" -o "$out" -- cudafx:convolve preset=custom "kernel=$kernel" >"$out.log" 2>&1
+  grep -qE "cudafx:convolve: kernel(:| has more).*the kernel stays" "$out.log" && pass "kernel=${kernel:0:12}...: refused where set" ||
+    fail "kernel ${kernel:0:12}" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+done
+# A Gaussian σ up to the table's 50: filtered as the CLI filters it.
+out=$work/sigma20.png
+if timeout 60 gegl "$grey" -o "$out" -- cudafx:convolve preset=gaussian sigma=20 >"$out.log" 2>&1 &&
+   ! grep -q cudafx: "$out.log" && "$cli" convolve --preset gaussian --sigma 20 "$grey" "$work/sigma20.ref.png" &&
+   "$py" "$compare" same "$work/sigma20.ref.png" "$out" 0 >/dev/null 2>&1; then
+  pass "Gaussian σ 20 (the range is 0.1..50 in every host): equals the CLI"
+else
+  fail "sigma 20" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+fi
+# Out of memory (address space capped): the whole-input filters refuse at
+# once, a window filter still filters its small region.
+for op in cudafx:quantize cudafx:nl-means; do
+  ( ulimit -v 1000000
+    error_case "${op#cudafx:}, memory short" "not enough memory for the whole 20000" -- \
+      gegl:color value=red gegl:crop width=20000 height=20000 "gegl:convert-format" "format=R'G'B' u8" \
+      "$op" gegl:crop width=64 height=64 ) | tee "$work/memory.log"
+  grep -q '^PASS' "$work/memory.log" && passed=$((passed + 1)) || failed=$((failed + 1))
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

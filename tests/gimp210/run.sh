@@ -215,6 +215,10 @@ add_palette_case to-indexed astronaut.png colors=8 color-space=rgb seed=1 max-it
 ERR="median: radius 101 is out of range 1..100" add_case range camera.png 0 median radius=101
 ERR="median: shape 2 is out of range 0..1" add_case choice camera.png 0 median shape=2
 ERR="nl-bayes: sigma 0 is out of range 0.1..100" add_case nl-bayes-range camera.png 0 nl-bayes auto=false sigma=0
+# A negative seed is reported as given (it was 4294967295, the field's wrap).
+ERR="quantize: seed -1 is out of range 0..2147483647" add_case seed camera.png 0 quantize seed=-1
+# A Gaussian σ up to the table's 50 runs (it was refused above 5 for its 31×31 grid).
+add_case sigma-20 camera.png 0 convolve preset=gaussian sigma=20
 ERR="convolve: kernel has 8 values, not n×n" \
   add_case kernel camera.png 0 convolve preset=custom kernel=1,1,1,1,1,1,1,1
 ERR="median: indexed images are not supported" PRE="(gimp-image-convert-indexed img 0 0 8 FALSE FALSE \"\")" \

@@ -163,6 +163,25 @@ filter_params (const cudafx_proc_args *args, cudafx_filter_params *p, GError **e
                    args->kernel_length);
       return FALSE;
     }
+  /* Ranges checked on the values as the host gave them: once stored, a
+   * value no field holds is changed (a seed of -1 became 4294967295 in
+   * the engine's message). */
+  for (int i = 0; i < desc_of (args)->n_args; i++)
+    {
+      const cudafx_arg *a = &desc_of (args)->args[i];
+      double            v = args->values[i];
+
+      if ((a->type != CUDAFX_ARG_INT && a->type != CUDAFX_ARG_DOUBLE) || (v >= a->min && v <= a->max))
+        continue;
+      if (a->type == CUDAFX_ARG_DOUBLE)
+        g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG, _("%s: %s %g is out of range %g..%g"),
+                     desc_of (args)->name, a->name, v, a->min, a->max);
+      else
+        g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                     _("%s: %s %.0f is out of range %.0f..%.0f"), desc_of (args)->name, a->name, v,
+                     a->min, a->max);
+      return FALSE;
+    }
   cudafx_filter_params_from_values (args->filter, args->values, n ? args->kernel : NULL, n, p);
   if (args->filter == CUDAFX_FILTER_NLMEANS)
     {
@@ -221,7 +240,23 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
       {
         double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
         int size;
+        cudafx_filter_params p;
 
+        /* The Gaussian preset reaches ceil (3σ) pixels (core/convolve.c),
+         * up to the table's largest σ: more than the n×n matrix below
+         * holds (31×31, σ 5), which is only what a dialog's grid shows. */
+        if (!filter_params (args, &p, error))
+          return FALSE;
+        if (p.convolve.preset == CUDAFX_PRESET_GAUSSIAN)
+          {
+            const cudafx_arg *sigma = cudafx_arg_find (desc_of (args), "sigma");
+
+            /* Out of range: the engine's message for it. */
+            if (!(p.convolve.sigma >= sigma->min && p.convolve.sigma <= sigma->max))
+              return engine_error (cudafx_convolve_kernel (&p.convolve, taps, &size), error);
+            *halo = (int) ceil (3 * p.convolve.sigma);
+            return TRUE;
+          }
         if (!cudafx_proc_kernel (args, taps, &size, error))
           return FALSE;
         *halo = size / 2;
