@@ -527,6 +527,18 @@ choose_params (double sigma, int colours, cudafx_nlmeans_info *info)
   info->centre_max = a->centre_max;
 }
 
+/* The largest search plus patch radius choose_params can pick. */
+static int
+auto_max_halo (int colours)
+{
+  size_t n;
+  const auto_params *a = auto_table (colours, &n);
+  int halo = 0;
+  for (size_t i = 0; i < n; i++)
+    halo = a[i].S + a[i].P > halo ? a[i].S + a[i].P : halo;
+  return halo;
+}
+
 /* The plan of a run with the parameters in used; s the noise sigma
  * subtracted from the distances (0 in manual mode). */
 static void
@@ -546,6 +558,30 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
   plan->dist_scale = (float) (1.0 / (colours * sum * sum * used->h * used->h));
   plan->dist_offset = (float) (2.0 * s * s / (used->h * used->h));
   plan->centre_max = used->centre_max;
+}
+
+/* Flat noise of sigma: the parameters, and the plan, for sigma read
+ * LOW_SIGMA_SCALE times higher where the table's first row applies, and
+ * CORRELATED_SCALE times higher for correlated noise. The first row was
+ * tuned with the residual estimator, which read the test photos' sigma 10
+ * noise 4-14% high; on the texture-robust estimate it lost 0.1-0.3 dB
+ * there until sigma was read 10% higher. Correlated noise makes patch
+ * distances vary more than white noise of the same sigma (fewer
+ * independent pixels in a patch), so it takes a larger h: on the
+ * camera-pipeline JPEGs 1.6 times the whole noise's sigma gained 0.5-2.2 dB
+ * over the noisy files where 1.0 gained 0.2-3.0 (docs/BENCHMARKS.md). The
+ * transform's plan (camera noise) keeps the table as it is. */
+#define LOW_SIGMA_SCALE 1.1
+#define CORRELATED_SCALE 1.6
+static void
+flat_plan (double sigma, int correlated, int colours, cudafx_nlmeans_info *used, nlmeans_plan *plan)
+{
+  size_t n;
+  double s = correlated ? CORRELATED_SCALE * sigma : sigma;
+  s = s <= auto_table (colours, &n)->max_sigma ? LOW_SIGMA_SCALE * s : s;
+  choose_params (s, colours, used);
+  make_plan (used, colours, s, plan);
+  used->sigma = sigma;
 }
 
 static int
@@ -661,13 +697,17 @@ stabilise (nlmeans_call *call)
 }
 
 /* Nearest neighbours' mean noise correlation from which the noise is
- * reported as correlated: white noise measures within a few hundredths of
- * 0 (tests/unit/test_noise_estimate.c). */
-#define CORRELATED_FROM 0.4
+ * correlated: on tests/data's photos white noise (Gaussian or camera) of
+ * sigma 5 to 30 measures at most 0.33 (what is left of texture in the
+ * weak-texture patches), the camera-pipeline JPEGs of tests/quality 0.65
+ * or more (docs/BENCHMARKS.md). */
+#define CORRELATED_FROM 0.5
 
 /* The noise of the host image (core/noise_estimate.c, for every backend)
- * and the model fitted to it; in automatic mode the parameters and plan
- * (behind the transform when the noise depends on brightness). */
+ * and the model fitted to it; in automatic mode, for flat noise, the
+ * parameters and plan. Camera noise's a and b come later, from the
+ * session's histograms (camera_model), in automatic mode only: manual mode
+ * reports the flat model of the one sigma. */
 static cudafx_status
 estimate_noise (nlmeans_call *call, const cudafx_options *o)
 {
@@ -682,24 +722,67 @@ estimate_noise (nlmeans_call *call, const cudafx_options *o)
   m->channel_corr = e.channel;
   m->correlation = 0.25 * (e.spatial[1][0] + e.spatial[1][2] + e.spatial[0][1] + e.spatial[2][1]);
   m->correlated = m->correlation >= CORRELATED_FROM;
-  if (m->correlated && !m->signal_dependent && getenv ("CUDAFX_EFFECTIVE"))
-    call->sigma *= sqrt (e.variance_ratio) * atof (getenv ("CUDAFX_EFFECTIVE"));
-  call->used.sigma = call->sigma;
-  if (!call->automatic)
-    return CUDAFX_OK;
-  if (m->signal_dependent)
-    s = stabilise (call);
-  else
+  if (m->correlated)
     {
-      choose_params (call->sigma, call->colours, &call->used);
-      make_plan (&call->used, call->colours, call->sigma, &call->plan);
+      /* Smoothed noise hides from the patches' noise directions: sigma is
+       * the whole noise at a pixel, and flat (the residual histograms of
+       * the camera model miss smoothed noise as much). */
+      call->sigma *= sqrt (e.variance_ratio);
+      m->signal_dependent = 0;
+      memset (m->a, 0, sizeof m->a);
+      memset (m->b, 0, sizeof m->b);
+      m->sigma_dark = m->sigma_light = call->sigma;
     }
+  call->used.sigma = call->sigma;
+  if (!call->automatic || m->signal_dependent)
+    {
+      if (!call->automatic && m->signal_dependent)
+        {
+          m->signal_dependent = 0;
+          memset (m->a, 0, sizeof m->a);
+          memset (m->b, 0, sizeof m->b);
+          m->sigma_dark = m->sigma_light = call->sigma;
+        }
+      return CUDAFX_OK;
+    }
+  flat_plan (call->sigma, m->correlated, call->colours, &call->used, &call->plan);
   call->max_halo = call->plan.search_radius + call->plan.patch_radius;
+  return CUDAFX_OK;
+}
+
+/* Camera noise, found by the estimate: a and b of each channel fitted to
+ * the residual histograms backend b counts (core/nlmeans_noise.c's
+ * nlmeans_noise_fit_histograms), then the transform's plan. When a channel
+ * has too few levels for that fit, the flat model of the one sigma. */
+static cudafx_status
+camera_model (const cudafx_backend_ops *b, nlmeans_session *ses, nlmeans_call *call)
+{
+  const cudafx_image *src = call->src;
+  uint64_t *hist = calloc ((size_t) call->colours * NLMEANS_FIT_BINS, sizeof *hist);
+  cudafx_status s = hist ? CUDAFX_OK : cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+  if (!s)
+    s = b->nlmeans_count_levels (ses, nlmeans_fit_stride (src->width, src->height), hist);
+  if (!s)
+    {
+      if (nlmeans_noise_fit_histograms (hist, call->colours, src->type, &call->model))
+        {
+          cudafx_noise_model *m = &call->model;
+          m->signal_dependent = 0;
+          memset (m->a, 0, sizeof m->a);
+          memset (m->b, 0, sizeof m->b);
+          m->sigma_dark = m->sigma_light = call->sigma;
+          flat_plan (call->sigma, m->correlated, call->colours, &call->used, &call->plan);
+        }
+      else
+        s = stabilise (call);
+    }
+  free (hist);
   return s;
 }
 
-/* The estimate (if asked) on the whole of src, then the filter (if dst) on
- * backend b. */
+/* The estimate (if asked) on the whole of src, the camera model (if the
+ * estimate found camera noise in automatic mode), then the filter (if dst)
+ * on backend b. */
 static cudafx_status
 nlmeans_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
 {
@@ -708,10 +791,14 @@ nlmeans_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
   cudafx_status s = CUDAFX_OK;
   if (call->estimate && !(s = cudafx_source_rows (o, "nl-means", call->src->height)))
     s = estimate_noise (call, o);
-  if (s || !call->dst)
+  const int camera = call->estimate && call->automatic && call->model.signal_dependent;
+  if (s || (!call->dst && !camera))
     return s;
-  s = b->nlmeans_open (call->src, call->colours, call->max_halo, call->plan.vst != NULL, o, &ses);
-  if (!s)
+  s = b->nlmeans_open (call->src, call->colours, call->dst ? call->max_halo : 0, camera || call->plan.vst != NULL,
+                       o, &ses);
+  if (!s && camera)
+    s = camera_model (b, ses, call);
+  if (!s && call->dst)
     s = b->nlmeans_denoise (ses, &call->plan, call->dst);
   if (ses)
     b->nlmeans_close (ses);
@@ -798,14 +885,15 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
     }
   else if (p->automatic && p->sigma > 0.0)
     {
-      choose_params (p->sigma, colours, &call.used);
-      make_plan (&call.used, colours, p->sigma, &call.plan);
+      flat_plan (p->sigma, p->noise.correlated, colours, &call.used, &call.plan);
       call.max_halo = call.plan.search_radius + call.plan.patch_radius;
     }
   else if (p->automatic)
     {
-      /* The plan comes from the estimate. */
+      /* The plan comes from the estimate (and, for camera noise, the
+       * session's histograms); the transform's plan has the same table's radii. */
       call.estimate = call.automatic = 1;
+      call.max_halo = auto_max_halo (colours);
     }
   else
     {

@@ -62,6 +62,8 @@
 #include <string.h>
 
 #define NLF_MIN_PATCHES 40  /* a level with fewer weak-texture patches is left out */
+#define NLF_SAMPLES (1 << 19) /* residuals per channel the histograms count at most (a 12 MP image: every 24th row) */
+#define NLF_MIN_SAMPLES 200   /* a histogram level with fewer is left out */
 #define NLF_SCALE   0.2       /* relative residual of the variance a level may have */
 #define NLF_ITERATIONS 20
 #define CAMERA_GAIN 0.6   /* the camera model's cost at most this times the flat one's */
@@ -79,6 +81,34 @@ srgb_slope (double x)
 typedef struct {
   double y, x, g, v, s; /* sRGB centre, linear, slope^2, variance, weight */
 } nlf_level;
+
+int
+nlmeans_fit_stride (int width, int height)
+{
+  const double interior = (double) (width - 2) * (height - 2);
+  return interior > NLF_SAMPLES ? (int) ceil (interior / NLF_SAMPLES) : 1;
+}
+
+/* Median of a histogram of one-unit bins (bin k holds [k - 1/2, k + 1/2)),
+ * interpolated within its bin; *count its total. */
+static double
+hist_median (const uint64_t *h, int n, uint64_t *count)
+{
+  uint64_t total = 0;
+  for (int k = 0; k < n; k++)
+    total += h[k];
+  *count = total;
+  double half = total / 2.0, cum = 0.0;
+  for (int k = 0; k < n; k++)
+    {
+      if (h[k] && cum + h[k] >= half)
+        return fmax (0.0, k - 0.5 + (half - cum) / h[k]);
+      cum += h[k];
+    }
+  return 0.0;
+}
+
+#define MEDIAN_TO_SIGMA (1.0 / (6.0 * 0.6744897501960817))
 
 /* Robust cost of a relative residual: above the model (texture) Cauchy,
  * below it quadratic. */
@@ -236,6 +266,63 @@ nlmeans_noise_fit (const noise_estimate *est, cudafx_type type, cudafx_noise_mod
       m->sigma_dark = m->sigma_light = *sigma;
     }
   return CUDAFX_OK;
+}
+
+cudafx_status
+nlmeans_noise_fit_histograms (const uint64_t *hist, int colours, cudafx_type type, cudafx_noise_model *m)
+{
+  uint64_t *h64 = malloc (NLMEANS_FIT_RES * sizeof *h64);
+  nlf_level *lv = malloc (NLMEANS_FIT_LEVELS * sizeof *lv);
+  if (!h64 || !lv)
+    {
+      free (h64);
+      free (lv);
+      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+    }
+  const double q = type == CUDAFX_U8 ? 1.0 / 12.0 : 0.0;
+  int fitted = 1;
+  m->sigma_dark = m->sigma_light = 0;
+  for (int c = 0; c < colours; c++)
+    {
+      const uint64_t *hc = hist + (size_t) c * NLMEANS_FIT_BINS;
+      uint64_t total = 0, count;
+      for (int k = 0; k < NLMEANS_FIT_RES; k++)
+        {
+          h64[k] = 0;
+          for (int l = 0; l < NLMEANS_FIT_LEVELS; l++)
+            h64[k] += hc[(size_t) l * NLMEANS_FIT_RES + k];
+        }
+      hist_median (h64, NLMEANS_FIT_RES, &total);
+      int n = 0;
+      for (int l = 0; l < NLMEANS_FIT_LEVELS; l++)
+        {
+          for (int k = 0; k < NLMEANS_FIT_RES; k++)
+            h64[k] = hc[(size_t) l * NLMEANS_FIT_RES + k];
+          double sl = hist_median (h64, NLMEANS_FIT_RES, &count) * MEDIAN_TO_SIGMA;
+          double y = (l + 0.5) * 256.0 / NLMEANS_FIT_LEVELS;
+          if (count < NLF_MIN_SAMPLES || count * 1000 < total || y < NOISE_CLIP_MARGIN * sl
+              || y > 255 - NOISE_CLIP_MARGIN * sl || sl * sl <= 2 * q)
+            continue;
+          double x = nlmeans_srgb_decode (y / 255.0), e = srgb_slope (x);
+          lv[n++] = (nlf_level) { y, x, e * e, sl * sl - q, sqrt ((double) count) };
+        }
+      double pc[2] = { 0, 0 };
+      if (n < 3)
+        fitted = 0;
+      else
+        fit_model (1, lv, n, pc);
+      m->a[c] = pc[0];
+      m->b[c] = pc[1];
+    }
+  if (fitted)
+    for (int c = 0; c < colours; c++)
+      {
+        m->sigma_dark += model_sigma_at (m, c, 32) / colours;
+        m->sigma_light += model_sigma_at (m, c, 224) / colours;
+      }
+  free (h64);
+  free (lv);
+  return fitted ? CUDAFX_OK : CUDAFX_ERR_INVALID_ARG;
 }
 
 /* ---- the transform --------------------------------------------------------- */

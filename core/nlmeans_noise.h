@@ -14,6 +14,16 @@
  * (core/noise_estimate.h); *sigma is the one sigma of flat noise on the
  * same levels. type: the image's. */
 cudafx_status nlmeans_noise_fit (const noise_estimate *e, cudafx_type type, cudafx_noise_model *m, double *sigma);
+/* Rows whose neighbourhoods the camera model's histograms count: 1,
+ * 1 + stride, ... < height - 1 (a backend's nlmeans_count_levels). */
+int nlmeans_fit_stride (int width, int height);
+/* The camera model's a and b (and sigma_dark, sigma_light) of m, from the
+ * residual histograms (colours x NLMEANS_FIT_BINS counts of nlmeans_fit_bin
+ * over the rows of nlmeans_fit_stride); its other fields are left as they
+ * are. CUDAFX_ERR_INVALID_ARG (no message): a channel has too few levels
+ * for the fit. */
+cudafx_status nlmeans_noise_fit_histograms (const uint64_t *hist, int colours, cudafx_type type,
+                                            cudafx_noise_model *m);
 /* The transform for a signal-dependent model. */
 void nlmeans_vst_make (const cudafx_noise_model *m, int colours, nlmeans_vst *v);
 /* src's colour channels into t (f32, colours channels, no alpha), transformed. */
