@@ -287,7 +287,9 @@ typedef struct {
    * noise, towards 1: noise smoothed over several pixels, as demosaicking
    * and JPEG leave a camera's); channel_corr between the colour channels at
    * one pixel (mean over the pairs, 0 for grey); correlated 1 when
-   * correlation is 0.1 or more. */
+   * correlation is 0.5 or more (white noise measures at most about 0.33,
+   * what texture leaves in the estimate): nl-means then denoises it as flat
+   * noise of its whole sigma. */
   int    correlated;
   double correlation;
   double spatial_corr[3][3];

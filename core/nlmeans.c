@@ -48,18 +48,19 @@
  * thread count, so neither does the output.
  *
  * A call estimates the noise first, on the CPU for every backend (the
- * sample is bounded, so the GPU would gain little, and the estimate is the
- * same whichever backend denoises), turns it into sigma and, in automatic
- * mode, the parameters and plan, then has the backend (core/backend.h)
- * open a session and denoise with that plan. This file's CPU session is
- * the reference; cuda/nlmeans.cu is the GPU's. When the noise is as strong
- * at every brightness the run is the one above; when it follows brightness
- * (camera noise), the plan carries the variance-stabilising transform: the
- * backend transforms the colour channels into f32 whose noise is one sigma,
- * denoises that with the parameters for that sigma and transforms the
- * result back (denoise_stabilised here, on the device there). The
- * backends' noise histograms (count_bins) are no longer what the estimate
- * rests on. */
+ * sample is bounded, and the estimate is the same whichever backend
+ * denoises), turns it into sigma and, in automatic mode, the parameters and
+ * plan, then has the backend (core/backend.h) open a session and denoise
+ * with that plan. This file's CPU session is the reference; cuda/nlmeans.cu
+ * is the GPU's. When the noise is as strong at every brightness the run is
+ * the one above; when it follows brightness (camera noise), the session
+ * first counts the residual histograms the camera model's a and b are
+ * fitted to (nlmeans_fit_bin, the same counts on both backends), and the
+ * plan carries the variance-stabilising transform: the backend transforms
+ * the colour channels into f32 whose noise is one sigma, denoises that with
+ * the parameters for that sigma and transforms the result back
+ * (denoise_stabilised here, on the device there). Correlated noise
+ * (demosaicked, compressed) is denoised as flat noise of its whole sigma. */
 #include "cpu.h"
 #include "nlmeans_noise.h"
 

@@ -11,16 +11,25 @@
  * its variance is v(y) = e'(x)^2 (a x + b) + q, q = 1/12 the rounding to 8
  * bits.
  *
- * The levels it is fitted to are core/noise_estimate.c's: the noise
- * variance of each brightness level from weak-texture patches, measured in
- * the directions of patch space the image's structure leaves to the noise
- * (Liu, Tanaka, Okutomi 2013; Chen, Zhu, Heng 2015), so texture does not
- * raise them. Levels too close to 0 or 255 for their noise (clipping makes
- * it look smaller) or with few patches are left out. What texture is left
- * only raises a level's variance, so the fits weigh levels above the model
- * down (a Cauchy weight of the relative residual) and those below it fully.
- * The one sigma of flat noise is the estimate's (one texture threshold
- * for all levels).
+ * Which model: core/noise_estimate.c's noise variance of each brightness
+ * level, from weak-texture patches, in the directions of patch space the
+ * image's structure leaves to the noise (Liu, Tanaka, Okutomi 2013; Chen,
+ * Zhu, Heng 2015), so texture does not raise them. Levels too close to 0 or
+ * 255 for their noise (clipping makes it look smaller) or with few patches
+ * are left out. What texture is left only raises a level's variance, so
+ * the fits weigh levels above the model down (a Cauchy weight of the
+ * relative residual) and those below it fully. The one sigma of flat noise
+ * is the estimate's (one texture threshold for all levels).
+ *
+ * The camera model's a and b: fitted the same way to levels of Immerkaer's
+ * residual (the 3x3 neighbourhood's, core/nlmeans.h's nlmeans_fit_bin),
+ * binned by brightness as Liu, Freeman, Szeliski, Kang ("Noise estimation
+ * from a single image", CVPR 2006) bin it, per level sigma = median |l| /
+ * (6 * 0.6745), on up to NLF_SAMPLES neighbourhoods a channel that the
+ * backend counts where the image is. 3x3 neighbourhoods free of clipped
+ * values reach much further into noisy shadows than 7x7 patches do; fitted
+ * to the patches' levels alone, a photo with few bright-enough shadows had
+ * its shadows' sigma extrapolated twice too high (docs/BENCHMARKS.md).
  *
  * Two models are fitted to the levels of every channel by iteratively
  * reweighted least squares on the variances: flat (v = constant, the

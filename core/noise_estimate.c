@@ -35,11 +35,15 @@
  * or 255: clipping hides noise) are left out.
  *
  * Correlation: on the weak-texture patches, less the plane fitted to each
- * (what is left is noise, and only a little texture), the correlation of
- * neighbouring residuals at the 8 neighbour offsets and between channels at
- * one pixel. Removing the plane makes white noise look slightly
- * anti-correlated; the expected value for white noise (from the projection
- * that removes the plane) is taken out.
+ * (what is left is noise and only a little texture), the covariance of the
+ * residuals, each patch divided by its level's variance. Removing the
+ * plane takes part of smoothed noise with it, so the noise's stationary
+ * autocovariance R (lags up to LAG) is fitted to it by least squares: the
+ * residuals' covariance is M C(R) M, M the projection that removes the
+ * plane, linear in R. The correlations are R's over R(0); R(0) itself is
+ * the noise's whole variance over the share the noise directions see
+ * (variance_ratio: 1 for white noise). Between channels: the residuals'
+ * products at one pixel.
  *
  * The sample is bounded: at most MAX_PATCHES patches a channel on an
  * evenly spaced grid. Sums run over fixed blocks of patches in double and

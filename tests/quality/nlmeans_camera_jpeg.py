@@ -37,7 +37,7 @@ from nlmeans_quality import Cache, gmic_best, psnr  # noqa: E402
 PHOTOS = ["astronaut", "chelsea", "coffee", "camera"]
 LEVELS = [3, 6, 12]  # raw noise: bench/camera_noise.py's camera_model(level) on the mosaic
 QUALITIES = [85, 90, 95]
-GMIC_K = [0.4, 0.7, 1.0, 1.4, 2.0]
+GMIC_K = [0.7, 1.0, 1.4, 2.0, 2.8, 4.0]
 
 
 def corpus():
