@@ -675,7 +675,7 @@ typedef struct {
   int                 colours;  /* colour channels: channels minus alpha */
   int                 estimate; /* estimate the noise (on the host image, before the backend's session) */
   int                 automatic; /* the parameters follow the estimate */
-  int                 max_halo; /* S + P of the plan */
+  int                 max_halo; /* the largest S + P the plan may have (once estimated: its own) */
   cudafx_noise_model  model;    /* the noise model (given, or the estimate's) */
   double              sigma;    /* with it: the sigma reported (given, or the estimate's) */
   nlmeans_vst        *vst;      /* its transform, or NULL */
