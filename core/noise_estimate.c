@@ -311,7 +311,7 @@ estimate_channel (channel_patches *cp, int n, int threads, int flat, noise_estim
       free (cov_acc);
       free (energy);
       free (scratch);
-      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for the noise estimate");
+      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
     }
 
   /* D^T D's trace: every difference inside the patch counts its two pixels. */
@@ -724,7 +724,7 @@ noise_estimate_image (const cudafx_image *src, int colours, const cudafx_options
       cp[c].level = malloc (n);
       cp[c].xi = malloc ((size_t) n * sizeof *cp[c].xi);
       if (!cp[c].p || !cp[c].valid || !cp[c].sel || !cp[c].level || !cp[c].xi)
-        s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for the noise estimate");
+        s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
     }
   if (!s)
     {
