@@ -34,7 +34,9 @@ class Options(C.Structure):
 
 class NoiseModel(C.Structure):
     _fields_ = [("signal_dependent", C.c_int), ("channels", C.c_int), ("a", C.c_double * 4),
-                ("b", C.c_double * 4), ("sigma_dark", C.c_double), ("sigma_light", C.c_double)]
+                ("b", C.c_double * 4), ("sigma_dark", C.c_double), ("sigma_light", C.c_double),
+                ("correlated", C.c_int), ("correlation", C.c_double),
+                ("spatial_corr", (C.c_double * 3) * 3), ("channel_corr", C.c_double)]
 
 
 class NlmeansInfo(C.Structure):

@@ -773,23 +773,32 @@ typedef struct {
 /* The noise model automatic nl-means or nl-bayes found (manual nl-bayes: the
  * sigma given, flat): "noise_model": {"kind": "flat"}
  * or the signal-dependent one, its variance a x + b per colour channel (x the
- * linear-light value 0..1) and the sigma it gives shadows and highlights. */
+ * linear-light value 0..1) and the sigma it gives shadows and highlights;
+ * for both, whether the noise looks correlated, its mean correlation with
+ * the 4 nearest neighbours, with all 8 (rows dy = -1, 0, 1 of dx = -1, 0, 1)
+ * and between the colour channels. */
 static void
 print_noise_model (double sigma, const cudafx_noise_model *m, double stabilised_sigma)
 {
   if (!m->signal_dependent)
+    printf (", \"noise_model\": {\"kind\": \"flat\", \"sigma\": %.6g", sigma);
+  else
     {
-      printf (", \"noise_model\": {\"kind\": \"flat\", \"sigma\": %.6g}", sigma);
-      return;
+      printf (", \"noise_model\": {\"kind\": \"signal-dependent\", \"a\": [");
+      for (int c = 0; c < m->channels; c++)
+        printf ("%s%.6g", c ? ", " : "", m->a[c]);
+      printf ("], \"b\": [");
+      for (int c = 0; c < m->channels; c++)
+        printf ("%s%.6g", c ? ", " : "", m->b[c]);
+      printf ("], \"sigma_shadows\": %.6g, \"sigma_highlights\": %.6g, \"stabilised_sigma\": %.6g",
+              m->sigma_dark, m->sigma_light, stabilised_sigma);
     }
-  printf (", \"noise_model\": {\"kind\": \"signal-dependent\", \"a\": [");
-  for (int c = 0; c < m->channels; c++)
-    printf ("%s%.6g", c ? ", " : "", m->a[c]);
-  printf ("], \"b\": [");
-  for (int c = 0; c < m->channels; c++)
-    printf ("%s%.6g", c ? ", " : "", m->b[c]);
-  printf ("], \"sigma_shadows\": %.6g, \"sigma_highlights\": %.6g, \"stabilised_sigma\": %.6g}",
-          m->sigma_dark, m->sigma_light, stabilised_sigma);
+  printf (", \"correlated\": %s, \"correlation\": %.4f, \"spatial_correlation\": [",
+          m->correlated ? "true" : "false", m->correlation);
+  for (int y = 0; y < 3; y++)
+    printf ("%s[%.4f, %.4f, %.4f]", y ? ", " : "", m->spatial_corr[y][0], m->spatial_corr[y][1],
+            m->spatial_corr[y][2]);
+  printf ("], \"channel_correlation\": %.4f}", m->channel_corr);
 }
 
 /* nl-bayes' steps: "patch_size": [step 1, step 2], and so on. */

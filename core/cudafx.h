@@ -283,6 +283,20 @@ typedef struct {
   /* The noise sigma in pixel units (0..255 scale), mean over the channels, in
    * the shadows (sRGB 32) and highlights (sRGB 224): what dialogs show. */
   double sigma_dark, sigma_light;
+  /* How the noise is correlated, as estimated (0 where the model was given;
+   * spatial_corr[1][1] is 1): spatial_corr[dy + 1][dx + 1] the correlation
+   * of a pixel's noise with its neighbour's at (dx, dy), mean over the
+   * colour channels; correlation the mean of the four nearest (0: white
+   * noise, towards 1: noise smoothed over several pixels, as demosaicking
+   * and JPEG leave a camera's); channel_corr between the colour channels at
+   * one pixel (mean over the pairs, 0 for grey); correlated 1 when
+   * correlation is 0.5 or more (white noise measures at most about 0.33,
+   * what texture leaves in the estimate): nl-means then denoises it as flat
+   * noise of its whole sigma. */
+  int    correlated;
+  double correlation;
+  double spatial_corr[3][3];
+  double channel_corr;
 } cudafx_noise_model;
 
 typedef struct {
