@@ -440,6 +440,13 @@ screenshots-210: plugin-210 all
 install: all
 	tools/install-files.sh $(BUILD)
 
+# The Debian package (debian/; `dpkg-buildpackage -us -uc -b`) built, linted,
+# installed, used from GIMP 3 and gegl, and removed in a fresh Debian 13 root
+# (tests/package/run.sh: root, the Debian mirror). Ends with "N passed, N failed".
+.PHONY: check-package
+check-package:
+	tests/package/run.sh
+
 # The dialogs for the README, under Xvfb: GIMP 3's four from the chroot
 # (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish
 # (gimp3-nl-means-es.png), a live filter's dialog with its split preview and
