@@ -397,6 +397,17 @@ $(BUILD)/gimp3/cudafx-gegl.so: $(GEGL_MODULE_SRCS) $(GEGL_MODULE_HDRS) $(LIB) \
 
 plugin: $(BUILD)/gimp3/cudafx $(BUILD)/gimp3/cudafx-dialogs.so $(BUILD)/gimp3/cudafx-gegl.so locale
 
+# The GIMP the chroot has: 3.0 (Debian 13) or 3.2 (Debian forky), each its own
+# chroot (tests/gimp/chroot.sh). The stamp rebuilds the three products above
+# when the version changes, so a build folder never tests one GIMP's build in
+# the other.
+CUDAFX_GIMP3_VERSION ?= 3.0
+export CUDAFX_GIMP3_VERSION
+GIMP3_STAMP := $(BUILD)/gimp3/.gimp-$(CUDAFX_GIMP3_VERSION)
+$(BUILD)/gimp3/cudafx $(BUILD)/gimp3/cudafx-dialogs.so $(BUILD)/gimp3/cudafx-gegl.so: $(GIMP3_STAMP)
+$(GIMP3_STAMP):
+	@mkdir -p $(@D); rm -f $(@D)/.gimp-*; touch $@
+
 # The same plug-in built natively where the system has GIMP 3's development
 # files (libgimp-3.0-dev); install.sh uses it.
 $(BUILD)/gimp3-native/cudafx: $(GIMP3_SRCS) $(GIMP3_HDRS) core/cudafx.h $(LIB)
@@ -416,6 +427,7 @@ plugin-3-native: $(BUILD)/gimp3-native/cudafx $(BUILD)/gimp3-native/cudafx-dialo
 
 # Headless GIMP 3 tests of the plug-in, then of the GEGL operations as live
 # filters (in the chroot); each suite ends with "N passed, N failed".
+# `make check-gimp CUDAFX_GIMP3_VERSION=3.2` runs them against GIMP 3.2.
 check-gimp: plugin $(CLI)
 	@tests/gimp/run.sh $(BUILD); status=$$?; tests/gimp/live.sh $(BUILD) && exit $$status
 
@@ -456,6 +468,13 @@ screenshots-210: plugin-210 all
 # install.sh is a user's whole set-up: packages, build, this, a smoke run.
 install: all
 	tools/install-files.sh $(BUILD)
+
+# The Debian package (debian/; `dpkg-buildpackage -us -uc -b`) built, linted,
+# installed, used from GIMP 3 and gegl, and removed in a fresh Debian 13 root
+# (tests/package/run.sh: root, the Debian mirror). Ends with "N passed, N failed".
+.PHONY: check-package
+check-package:
+	tests/package/run.sh
 
 # The dialogs for the README, under Xvfb: GIMP 3's four from the chroot
 # (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish

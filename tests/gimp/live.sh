@@ -78,7 +78,7 @@ script+="
   (display (string-append \"\nall \" \"DONE\n\"))"
 
 timeout 300 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
-  XDG_DATA_HOME="$inside/data" gimp-console-3.0 -i --batch-interpreter=plug-in-script-fu-eval \
+  XDG_DATA_HOME="$inside/data" gimp-console -i --batch-interpreter=plug-in-script-fu-eval \
   -b "(begin $script)" --quit >"$work/out/gimp.log" 2>&1
 log=$work/out/gimp.log
 grep -q "^all DONE" "$log" || fail "gimp" "the Script-Fu run failed: $(grep -m2 -i -A1 error "$log")"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Headless GIMP 3 tests of the cudafx plug-in: installs BUILD/gimp3/cudafx into
 # a throw-away profile inside the Debian 13 chroot (tests/gimp/chroot.sh),
-# drives gimp-console-3.0 with Script-Fu, and compares what GIMP exports with
+# drives gimp-console (3.0 or 3.2) with Script-Fu, and compares what GIMP exports with
 # the engine's output for the same parameters (the CLI BUILD/cudafx when it
 # exists, else the engine library through bench/pycudafx.py). A filter the
 # engine rejects must fail in GIMP with the engine's message and leave the
@@ -38,7 +38,7 @@ echo "chroot $root, engine reference: ${cli:-$CUDAFX_LIB (pycudafx)}"
 # chroot paths: $inside/...
 gimp() {
   timeout 120 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
-    gimp-console-3.0 -i --batch-interpreter=plug-in-script-fu-eval \
+    gimp-console -i --batch-interpreter=plug-in-script-fu-eval \
     -b "(begin $2)" --quit >"$work/out/$1.log" 2>&1
 }
 
@@ -53,7 +53,7 @@ save() { echo "(gimp-file-save RUN-NONINTERACTIVE img \"$inside/out/$1\")"; }
 # test profile; the log goes to out/NAME.log.
 gimp_py() {
   timeout 120 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
-    gimp-console-3.0 -i --batch-interpreter=python-fu-eval -b "$2" --quit >"$work/out/$1.log" 2>&1
+    gimp-console -i --batch-interpreter=python-fu-eval -b "$2" --quit >"$work/out/$1.log" 2>&1
 }
 
 # Procedure arguments name=value as Script-Fu named arguments: numbers as
@@ -323,7 +323,7 @@ for locale in es_ES el_GR; do
   mkdir -p "$work/profile-$lang/plug-ins"
   cp -R "$work/profile/plug-ins/cudafx" "$work/profile-$lang/plug-ins/"
   timeout 120 "$here/chroot.sh" run /usr/bin/env LANG="$locale.UTF-8" GIMP3_DIRECTORY="$inside/profile-$lang" \
-    gimp-console-3.0 -i --batch-interpreter=python-fu-eval -b "$query" --quit >"$work/out/i18n-$lang.log" 2>&1
+    gimp-console -i --batch-interpreter=python-fu-eval -b "$query" --quit >"$work/out/i18n-$lang.log" 2>&1
   for what in LABEL:"_Median (GPU)..." BLURB:"Median or percentile filter over a square or circular window"; do
     key=${what%%:*} msgid=${what#*:}
     want=$(translated "$lang" "$msgid")

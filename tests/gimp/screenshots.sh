@@ -86,7 +86,7 @@ for d in "$@"; do
                                       #:drawables (car (gimp-image-get-layers img)))))"
 done
 batch="$batch)"
-gimp-3.0 --no-splash --batch-interpreter=plug-in-script-fu-eval -b "$batch" --quit \
+gimp --no-splash --batch-interpreter=plug-in-script-fu-eval -b "$batch" --quit \
   >"$dir/gimp.log" 2>&1 &
 gimp=$!
 
