@@ -24,8 +24,7 @@ fill_noisy (cudafx_image *img, double sigma, harness_rng *r)
     for (int x = 0; x < img->width; x++)
       for (int c = 0; c < img->channels; c++)
         {
-          double u = harness_uniform (r), v = harness_uniform (r);
-          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          double g = harness_gauss (r);
           double base = 128 + 70 * sin (x / 13.0 + c) * cos (y / 9.0);
           if (x < img->width / 4 && y < img->height / 3)
             base = 20;

@@ -32,8 +32,7 @@ fill_noisy (cudafx_image *img, double sigma, harness_rng *r)
     for (int x = 0; x < img->width; x++)
       for (int c = 0; c < img->channels; c++)
         {
-          double u = harness_uniform (r), v = harness_uniform (r);
-          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          double g = harness_gauss (r);
           double base = 128 + 70 * sin (x / 13.0 + c) * cos (y / 9.0);
           if (x < img->width / 4 && y < img->height / 3)
             base = 5;
@@ -343,8 +342,7 @@ TEST_SHARDED (gpu_nlmeans_camera_noise_matches_cpu, 4)
               for (int x = 0; x < 301; x++)
                 for (int c = 0; c < layouts[li].channels; c++)
                   {
-                    double u = harness_uniform (&rng), v = harness_uniform (&rng);
-                    double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+                    double g = harness_gauss (&rng);
                     double s = (x * 255.0 / 300 + 5 * sin (y / 11.0 + c)) / 255;
                     s = s < 0 ? 0 : s > 1 ? 1 : s;
                     double lin = s <= 0.04045 ? s / 12.92 : pow ((s + 0.055) / 1.055, 2.4);

@@ -48,6 +48,8 @@ cudafx_options harness_cpu_options (void);
 typedef struct { unsigned long long s; } harness_rng;
 unsigned harness_rand (harness_rng *r);
 double   harness_uniform (harness_rng *r); /* [0, 1) */
+/* A standard normal draw (Box-Muller, two uniform draws). */
+double   harness_gauss (harness_rng *r);
 
 /* An owned image: data allocated with a given row padding (bytes). */
 cudafx_image harness_image_new (int w, int h, int channels, int has_alpha,

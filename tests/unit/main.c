@@ -95,6 +95,13 @@ harness_uniform (harness_rng *r)
   return harness_rand (r) / 4294967296.0;
 }
 
+double
+harness_gauss (harness_rng *r)
+{
+  double u = harness_uniform (r), v = harness_uniform (r);
+  return sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+}
+
 cudafx_image
 harness_image_new (int w, int h, int channels, int has_alpha, cudafx_type type, size_t pad)
 {

@@ -369,8 +369,7 @@ fill_noisy (cudafx_image *img, double sigma, harness_rng *rng)
     for (int x = 0; x < img->width; x++)
       for (int c = 0; c < img->channels; c++)
         {
-          double u = harness_uniform (rng), v = harness_uniform (rng);
-          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          double g = harness_gauss (rng);
           double clean = 128 + 60 * sin (x / 5.0 + 1.1 * c) * cos (y / 4.0) + ((x / 6 + y / 6) % 2 ? 30 : -30);
           harness_set (img, x, y, c,
                        c < colours ? fmin (255, fmax (0, clean + sigma * g)) : harness_rand (rng) % 256);
@@ -611,8 +610,7 @@ fill_blocks (cudafx_image *img, double sigma, harness_rng *rng)
     for (int x = 0; x < img->width; x++)
       for (int c = 0; c < img->channels; c++)
         {
-          double u = harness_uniform (rng), v = harness_uniform (rng);
-          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          double g = harness_gauss (rng);
           double clean = 60 + ((x / 30) * 37 + (y / 30) * 53 + c * 29) % 140;
           harness_set (img, x, y, c, fmin (255, fmax (0, clean + sigma * g)));
         }

@@ -183,8 +183,7 @@ fill_structured (cudafx_image *img, double h, harness_rng *rng)
     for (int x = 0; x < img->width; x++)
       for (int c = 0; c < img->channels; c++)
         {
-          double u = harness_uniform (rng), v = harness_uniform (rng);
-          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          double g = harness_gauss (rng);
           double val = 128 + a * (50 * sin (x / 7.0 + 1.3 * c) * cos (y / 5.0) + motif[y % 2][x % 2])
                        + 0.6 * h * g;
           harness_set (img, x, y, c, c < colours ? fmin (255, fmax (0, val)) : harness_rand (rng) % 256);
@@ -305,8 +304,7 @@ fill_noisy_flat (cudafx_image *img, double sigma, harness_rng *rng)
     for (int x = 0; x < img->width; x++)
       for (int c = 0; c < img->channels; c++)
         {
-          double u = harness_uniform (rng), v = harness_uniform (rng);
-          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          double g = harness_gauss (rng);
           harness_set (img, x, y, c, 128 + sigma * g);
         }
 }

@@ -22,12 +22,6 @@ srgb_encode (double x)
   return x <= 0.0031308 ? 12.92 * x : 1.055 * pow (x, 1 / 2.4) - 0.055;
 }
 
-static double
-gauss (harness_rng *rng)
-{
-  double u = harness_uniform (rng), v = harness_uniform (rng);
-  return sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
-}
 
 /* The model's sigma in sRGB units (0..255) at sRGB level y. */
 static double
@@ -60,11 +54,11 @@ fill (cudafx_image *img, double a, double b, harness_rng *rng)
           {
             double v = clean_value (x, y, c, img->width), out;
             if (a < 0)
-              out = v + b * gauss (rng);
+              out = v + b * harness_gauss (rng);
             else
               {
                 double lin = srgb_decode (v / 255);
-                out = 255 * srgb_encode (lin + sqrt (a * lin + b) * gauss (rng));
+                out = 255 * srgb_encode (lin + sqrt (a * lin + b) * harness_gauss (rng));
               }
             harness_set (img, x, y, c, out);
           }
@@ -221,7 +215,7 @@ TEST (nlmeans_camera_inverse_unbiased)
       double lin = srgb_decode (levels[i] / 255), noisy = 0, out = 0;
       for (int y = 0; y < 160; y++)
         for (int x = 0; x < 160; x++)
-          harness_set (&src, x, y, 0, 255 * srgb_encode (lin + sqrt (a * lin + b) * gauss (&rng)));
+          harness_set (&src, x, y, 0, 255 * srgb_encode (lin + sqrt (a * lin + b) * harness_gauss (&rng)));
       CHECK (cudafx_nlmeans (&src, &dst, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
       for (int y = 0; y < 160; y++)
         for (int x = 0; x < 160; x++)

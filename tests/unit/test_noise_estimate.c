@@ -9,12 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double
-gauss (harness_rng *rng)
-{
-  double u = harness_uniform (rng), v = harness_uniform (rng);
-  return sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
-}
 
 /* A fixed clean scene (0..255): a smooth ramp on the left half and, on the
  * right, fine texture like fur or foliage: per-pixel random detail of
@@ -44,7 +38,7 @@ add_noise (cudafx_image *img, const double *clean, double sigma, harness_rng *rn
   for (int y = 0; y < img->height; y++)
     for (int x = 0; x < img->width; x++)
       for (int c = 0; c < colours; c++)
-        harness_set (img, x, y, c, clean[((size_t) y * img->width + x) * colours + c] + sigma * gauss (rng));
+        harness_set (img, x, y, c, clean[((size_t) y * img->width + x) * colours + c] + sigma * harness_gauss (rng));
 }
 
 TEST (noise_estimate_texture)
@@ -92,7 +86,7 @@ TEST (noise_estimate_correlation)
     {
       cudafx_image img = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
       for (size_t i = 0; i < (size_t) (w + 2 * pad) * (h + 2 * pad) * 4; i++)
-        n[i] = gauss (&rng);
+        n[i] = harness_gauss (&rng);
       for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++)
           for (int c = 0; c < 3; c++)
@@ -145,7 +139,7 @@ TEST (noise_estimate_ignores_thread_count)
     for (int x = 0; x < w; x++)
       {
         for (int c = 0; c < 3; c++)
-          harness_set (&img, x, y, c, clean[((size_t) y * w + x) * 3 + c] + 9 * gauss (&rng));
+          harness_set (&img, x, y, c, clean[((size_t) y * w + x) * 3 + c] + 9 * harness_gauss (&rng));
         harness_set (&img, x, y, 3, 255);
       }
   cudafx_nlmeans_info one, many;
