@@ -11,48 +11,53 @@
  * keeps its sigma in every channel; back at the end.
  *
  * Step 1, for a reference patch P (k1 x k1) of the noisy image: the N1
- * patches Q of its search window (side n1) nearest by the squared distance
- * of their first channel (Y; a grey image's only one), P itself included.
- * For each channel on its own, the group's mean patch m and covariance C
- * (k1^2 x k1^2, divided by N1 - 1), and every patch of the group restored
- * by the empirical Wiener estimate
+ * patches Q of its search window (side n1) nearest by their squared
+ * distance over every channel, P itself included (ties go to the patch
+ * nearer P, then to the window's order). For each channel on its own, the
+ * group's mean patch m and covariance C (k1^2 x k1^2, divided by N1 - 1),
+ * and every patch of the group restored by the empirical Wiener estimate
  *     Q^ = m + (C - beta1 sigma^2 I) C^-1 (Q - m)
- * (Cholesky factor of C, one solve per patch). Flat areas: when the group's
- * values vary no more than the noise (their variance, averaged over the
- * channels, at most gamma sigma^2), every value becomes the group's mean.
- * Every restored patch of every group is added, with weight 1, into the
- * basic estimate at its place; the estimate is the sum over the weight.
+ * (Cholesky factor of C, one solve per patch). Flat areas: when the
+ * channel's patches differ from their mean patch by no more than the noise
+ * (their variance about it, averaged over the patch's values, at most
+ * gamma sigma^2), they all become the mean patch. Every restored patch of
+ * every group is added, with weight 1, into the basic estimate at its
+ * place; the estimate is the sum over the weight.
  *
  * Step 2, from the basic estimate B: groups by the distance of B's patches
  * over all channels (k2 x k2 x colours values), the N2 nearest plus every
  * patch nearer than tau. Mean m_B and covariance C_B (all channels
  * together) of B's group, mean m of the noisy group, and
  *     Q^ = m + C_B (C_B + beta2 sigma^2 I)^-1 (Q - m)
- * for every noisy patch Q of the group; the flat-area test on the noisy
- * group, whose values then take B's group mean. Aggregated as in step 1.
+ * for every noisy patch Q of the group. Aggregated as in step 1.
  *
- * Where this differs from the IPOL program, by choice: the reference
- * patches lie on a fixed grid (every `stride`-th position in each
- * direction, with the last row and column of positions added so that the
- * references cover the image) instead of the program's scan that skips
- * every patch already used in a group ("paste boost"). That scan's order
- * makes each output depend on the whole image; the grid keeps every output
- * a function of its neighbourhood (nlbayes_halo), so that stripes, GEGL's
- * regions and previews equal the whole image's run, and lets the GPU
- * restore all groups at once. docs/BENCHMARKS.md has what it costs and
- * gains against the published figures.
+ * Where this differs from the IPOL program, by choice (docs/BENCHMARKS.md,
+ * "Non-Local Bayes: quality and CPU time", has each measurement): the
+ * reference patches lie on a fixed grid (every `stride`-th position in each
+ * direction, with the first and last added so that the references cover
+ * the image) instead of the program's scan that skips every patch already
+ * used in a group ("paste boost"). That scan's order makes each output
+ * depend on the whole image; the grid keeps every output a function of its
+ * neighbourhood (nlbayes_halo), so that stripes, GEGL's regions and
+ * previews equal the whole image's run, and lets the GPU restore all groups
+ * at once. The flat-area test is the one above, per channel and in step 1
+ * alone (step 2's, on the noisy group with B's mean as the estimate,
+ * flattened textured groups); step 1's distance takes every channel, not Y
+ * alone; tau is half the paper's.
  *
- * Order of the sums, which cuda/nlbayes.cu follows: a group's patches in
- * the order of their position in the window (row by row), a distance over
- * the patch's rows then columns (then channels), and the aggregation of the
- * references in fixed tiles (tiles of reference positions, even columns of
- * tiles then odd within each row of tiles, rows in order) so that the
- * output does not depend on the thread count.
+ * Order of the sums, which cuda/nlbayes.cu follows where it can: a group's
+ * patches in the order of their position in the window (row by row), a
+ * distance over the channels, then the patch's rows, then its columns, and
+ * the aggregation of the references in fixed tiles on the whole image's
+ * grid (tiles of reference positions, even columns of tiles then odd
+ * within each row of tiles, rows in order), so that the output depends
+ * neither on the thread count nor on which part of the image is filtered.
  *
  * Automatic mode asks nl-means' estimator (cudafx_nlmeans_estimate) for the
- * noise: flat noise is denoised with its sigma; camera noise behind the
- * same variance-stabilising transform nl-means uses (core/nlmeans_noise.c),
- * with the sigma it leaves. Alpha is copied unchanged. Non-finite f32
+ * noise: flat noise is denoised with its sigma, correlated noise with a
+ * multiple of it (plan_sigma); camera noise behind the same
+ * variance-stabilising transform nl-means uses (core/nlmeans_noise.c), with
+ * the sigma it leaves. Alpha is copied unchanged. Non-finite f32
  * values are left as they are, and read as 0 by the patches around them. */
 #include "cpu.h"
 #include "nlbayes.h"
@@ -63,7 +68,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reference positions per tile side (at least; see tile_side). */
+/* Pixels per side of a tile of reference positions, at least (run_step
+ * doubles it until tiles two apart never touch the same pixels). */
 #define TILE 64
 
 /* ---- the parameter table (IPOL 2013, section "Parameters") --------------- */
