@@ -32,7 +32,7 @@
  * right; vertical d = g_0 h(y-P) + ... + g_2P h(y+P), top to bottom; weight
  * nlmeans_exp_neg (d * dist_scale - dist_offset) (core/nlmeans.h). The GPU
  * takes the hardware's exp for the weight instead (the two within 1e-5 of
- * each other, relative: docs/TESTING.md's +-1 on u8) and sums the weighted
+ * each other, relative: DESIGN.md's +-1 on u8) and sums the weighted
  * values over the offsets in another order (here by half-window rows,
  * there pair by pair, o then -o); the centre term is added last on both.
  *
