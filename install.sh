@@ -100,5 +100,15 @@ if pkg-config --exists gimp-2.0 && command -v gimp-console-2.10 >/dev/null; then
 else
   echo "install: no GIMP 2.10 found (gimp-console-2.10 and libgimp2.0-dev)"
 fi
+# A Flatpak GIMP (Flathub's org.gimp.GIMP) runs in its own runtime, with
+# its own GIMP and GEGL libraries; what was built here links this system's.
+# Whether it loads there has not been tested, so nothing goes into the
+# Flatpak's folders: say so rather than leave the user to wonder.
+if command -v flatpak >/dev/null && flatpak info org.gimp.GIMP >/dev/null 2>&1; then
+  flatpak_version=$(flatpak info org.gimp.GIMP 2>/dev/null | awk -F': *' '$1 ~ /Version$/ { print $2; exit }')
+  echo "install: Flatpak GIMP found (org.gimp.GIMP ${flatpak_version:-}): nothing installed into it;" \
+    "the plug-in and GEGL module built here link this system's GIMP and GEGL, not the Flatpak runtime's" \
+    "(README, Troubleshooting: Flatpak GIMP)"
+fi
 [ -n "$installed" ] || { echo "install: no GIMP to install into" >&2; exit 1; }
 echo "install: done (GIMP$installed)"

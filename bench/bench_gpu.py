@@ -107,12 +107,32 @@ def npp_times(img, median_max):
     return times
 
 
+def nlbayes_first_call(noisy):
+    """(whole ms, kernel ms) of a fresh process's first nl-bayes call on the
+    image with backend cuda: the library's load, CUDA's start-up and the call."""
+    with tempfile.NamedTemporaryFile(suffix=".npy") as f:
+        np.save(f, noisy)
+        f.flush()
+        code = ("import sys, time, numpy as np; sys.path.insert(0, %r); import pycudafx; "
+                "img = np.load(%r); t = time.perf_counter(); eng = pycudafx.Engine(); "
+                "_, r, _ = eng.nlbayes(img, automatic=False, sigma=20.0, backend='cuda'); "
+                "print((time.perf_counter() - t) * 1e3, r.kernel_ms)") % (os.path.dirname(os.path.abspath(__file__)),
+                                                                         f.name)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    try:
+        whole, kernel = out.stdout.split()
+        return float(whole), float(kernel)
+    except ValueError:
+        print("nl-bayes first call failed: %s" % out.stderr.strip()[-200:])
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--skip-opencv", action="store_true", help="skip the slow OpenCV peers (nl-means, kmeans)")
-    ap.add_argument("--only", default="median,convolve,nlmeans,quantize",
-                    help="comma-separated filters to measure (default: all four)")
+    ap.add_argument("--only", default="median,convolve,nlmeans,nlbayes,quantize",
+                    help="comma-separated filters to measure (default: all five)")
     ap.add_argument("--npp-median-max", type=int, default=31,
                     help="largest median window NPP is timed on (its 31x31 takes about a minute)")
     args = ap.parse_args()
@@ -195,6 +215,19 @@ def main():
         add("nl-means auto (estimate+denoise)", lambda: eng.nlmeans(noisy, backend="cuda")[:2], [])
         add("nl-means 1 MP preview, 7x7/21x21", lambda: eng.nlmeans(crop, automatic=False, h=10.0, patch_radius=3,
                                                                     search_radius=10, backend="cuda")[:2], [])
+
+    # Non-local Bayes on the same noisy image (sigma given: the estimate is
+    # nl-means' and timed there), a 1920x1080 preview, and a first call in a
+    # fresh process (library load, CUDA's start-up and the call).
+    preview = np.ascontiguousarray(noisy[1000:2080, 1000:2920])
+    if "nlbayes" in only:
+        add("nl-bayes sigma=20", lambda: eng.nlbayes(noisy, automatic=False, sigma=20.0, backend="cuda")[:2], [])
+        add("nl-bayes 1920x1080 preview", lambda: eng.nlbayes(preview, automatic=False, sigma=20.0,
+                                                              backend="cuda")[:2], [])
+        add("nl-bayes auto (estimate+denoise)", lambda: eng.nlbayes(noisy, backend="cuda")[:2], [])
+        first_call = nlbayes_first_call(noisy)
+        if first_call is not None:
+            rows.append(("nl-bayes first call, fresh process", first_call[1], first_call[0], []))
 
     # Colour quantize (rgb, as the peers): k-means with exactly the peers'
     # 10 iterations at most (cudafx stops earlier when no centre moves: the

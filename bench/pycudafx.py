@@ -34,7 +34,9 @@ class Options(C.Structure):
 
 class NoiseModel(C.Structure):
     _fields_ = [("signal_dependent", C.c_int), ("channels", C.c_int), ("a", C.c_double * 4),
-                ("b", C.c_double * 4), ("sigma_dark", C.c_double), ("sigma_light", C.c_double)]
+                ("b", C.c_double * 4), ("sigma_dark", C.c_double), ("sigma_light", C.c_double),
+                ("correlated", C.c_int), ("correlation", C.c_double),
+                ("spatial_corr", (C.c_double * 3) * 3), ("channel_corr", C.c_double)]
 
 
 class NlmeansInfo(C.Structure):
@@ -48,8 +50,15 @@ class Palette(C.Structure):
                 ("entries", (C.c_double * 3) * 256), ("iterations", C.c_int)]
 
 
+class NlbayesInfo(C.Structure):
+    _fields_ = [("sigma", C.c_double), ("noise", NoiseModel), ("stabilised_sigma", C.c_double),
+                ("patch_size", C.c_int * 2), ("group_size", C.c_int * 2), ("search_size", C.c_int * 2),
+                ("flat_area", C.c_int)]
+
+
 class RunResult(C.Structure):
-    _fields_ = [("report", Report), ("nlmeans", NlmeansInfo), ("palette", Palette)]
+    _fields_ = [("report", Report), ("nlmeans", NlmeansInfo), ("palette", Palette),
+                ("nlbayes", NlbayesInfo)]
 
 
 # The argument table (core/cudafx.h): the binding fills values by walking it,
@@ -62,7 +71,7 @@ class Arg(C.Structure):
     _fields_ = [("name", C.c_char_p), ("label", C.c_char_p), ("blurb", C.c_char_p),
                 ("type", C.c_int), ("min", C.c_double), ("max", C.c_double), ("default", C.c_double),
                 ("choices", C.POINTER(Choice)), ("n_choices", C.c_int),
-                ("field", C.c_int), ("offset", C.c_size_t)]
+                ("field", C.c_int), ("offset", C.c_size_t), ("chosen_by_auto", C.c_int)]
 
 
 class FilterDesc(C.Structure):
@@ -74,7 +83,7 @@ class FilterDesc(C.Structure):
 
 ARG_DOUBLE_ARRAY = 4
 ARG_PALETTE = 5
-N_FILTERS = 4
+N_FILTERS = 5
 
 
 class CudafxError(RuntimeError):
@@ -170,6 +179,10 @@ class Engine:
     def nlmeans(self, src, automatic=True, **kw):
         out, result = self.run("nl-means", src, auto=int(automatic), **kw)
         return out, result.report, result.nlmeans
+
+    def nlbayes(self, src, automatic=True, **kw):
+        out, result = self.run("nl-bayes", src, auto=int(automatic), **kw)
+        return out, result.report, result.nlbayes
 
     def quantize(self, src, **kw):
         out, result = self.run("quantize", src, **kw)

@@ -156,13 +156,13 @@ backend_from_env (void)
   return env && (!strcmp (env, "cpu") || !strcmp (env, "cuda")) ? env : NULL;
 }
 
-/* CPU milliseconds a megapixel takes with 16 threads, from the engine's
- * own times for median radius 1, automatic nl-means and quantize K=16
- * (docs/BENCHMARKS.md, "The CLI's backend rule"); the other parameters scale with
- * the work the CPU implementations do (median with
- * the radius, nl-means with the search window, quantize with the colours,
- * a custom convolution with its taps). Rough on purpose: it separates jobs
- * that need tens of milliseconds from those that need seconds. */
+/* CPU milliseconds a megapixel takes with 16 threads, from the engine's own
+ * times for median radius 1, automatic nl-means and quantize K=16
+ * (docs/BENCHMARKS.md, "The CLI's backend rule") and nl-bayes' on the CPU;
+ * the other parameters scale with the work the CPU implementations do (median
+ * with the radius, nl-means with the search window, quantize with the
+ * colours, a custom convolution with its taps). Rough on purpose: it
+ * separates jobs that need tens of milliseconds from those that need seconds. */
 static double
 cpu_ms_per_mp (int filter, const cudafx_filter_params *p)
 {
@@ -177,6 +177,11 @@ cpu_ms_per_mp (int filter, const cudafx_filter_params *p)
       }
     case CUDAFX_FILTER_QUANTIZE:
       return 1.5 * p->quantize.colors * (p->quantize.dither ? 2 : 1);
+    case CUDAFX_FILTER_NLBAYES:
+      /* Its two steps of groups and covariances: 1-3 s a quarter megapixel on
+       * 2 cores, about 1 s a megapixel on 16 (with the largest windows, from
+       * sigma 20 on, the most), so the GPU pays from small images on. */
+      return 1000.0;
     case CUDAFX_FILTER_CONVOLVE:
       if (p->convolve.preset == CUDAFX_PRESET_CUSTOM)
         return 0.5 + 0.02 * p->convolve.kernel_size * p->convolve.kernel_size;
@@ -245,11 +250,13 @@ cli_cuda_stop (void)
 
 /* The GPU's whole call on an image of that many pixels, transfers included:
  * a fixed cost plus a cost a megapixel, set above the slowest whole call of
- * the README's H100 table, with room for the first call of a kernel. */
+ * the README's H100 table, with room for the first call of a kernel;
+ * nl-bayes, whose kernels do far more, at its target (400 ms on 12 MP). */
 static double
-gpu_estimate_ms (const cudafx_image *img)
+gpu_estimate_ms (int filter, const cudafx_image *img)
 {
-  return 5 + 2.5 * ((double) img->width * img->height / 1e6);
+  double per_mp = filter == CUDAFX_FILTER_NLBAYES ? 35 : 2.5;
+  return 5 + per_mp * ((double) img->width * img->height / 1e6);
 }
 
 typedef struct {
@@ -353,7 +360,7 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
 
   /* A file that races CUDA's start is among the first it gets: its call is
    * a first call. */
-  race r = { cli_now_ms (), gpu_estimate_ms (src) + FIRST_CALL_MS, 0, 0 };
+  race r = { cli_now_ms (), gpu_estimate_ms (filter, src) + FIRST_CALL_MS, 0, 0 };
   options.progress = race_progress;
   options.user_data = &r;
   s = cudafx_run_filter (filter, &params, src, dst, &options, result);

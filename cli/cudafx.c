@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the command-line host of the engine.
  *
- *   cudafx FILTER [OPTIONS] IN OUT                  (median, nl-means, quantize, convolve)
+ *   cudafx FILTER [OPTIONS] IN OUT                  (median, nl-means, quantize, convolve, nl-bayes)
  *   cudafx FILTER [OPTIONS] IN... --output-dir DIR
  *   cudafx info
  *
@@ -107,10 +107,16 @@ static const char *const filter_notes[CUDAFX_N_FILTERS] = {
     N_("Automatic mode is the default. Giving --h, --patch-radius or --search-radius "
        "selects manual mode (those not given keep their defaults), as does --no-auto; "
        "--auto together with any of them is an error."),
+  [CUDAFX_FILTER_NLBAYES] =
+    N_("Automatic mode is the default. Giving --sigma selects manual mode, as does "
+       "--no-auto; --auto together with --sigma is an error."),
   [CUDAFX_FILTER_CONVOLVE] =
     N_("--kernel implies --preset custom; --preset custom without --kernel uses the "
        "3x3 identity. Example: --kernel \"0,-1,0;-1,5,-1;0,-1,0\" sharpens."),
 };
+
+/* The last usage error's message, for --json. */
+static char usage_message[512];
 
 static int
 usage_error (const char *command, const char *fmt, ...)
@@ -118,8 +124,9 @@ usage_error (const char *command, const char *fmt, ...)
   va_list ap;
   fprintf (stderr, "cudafx%s%s: ", command ? " " : "", command ? command : "");
   va_start (ap, fmt);
-  vfprintf (stderr, _(fmt), ap); /* xgettext: --keyword=usage_error:2 */
+  vsnprintf (usage_message, sizeof usage_message, _(fmt), ap); /* xgettext: --keyword=usage_error:2 */
   va_end (ap);
+  fputs (usage_message, stderr);
   fputc ('\n', stderr);
   fprintf (stderr, _("Try 'cudafx%s%s --help'."), command ? " " : "", command ? command : "");
   fputc ('\n', stderr);
@@ -279,7 +286,9 @@ print_main_help (void)
 
 /* ---- option parsing ----------------------------------------------------------- */
 
-/* Whole-string number; integers must be whole. Returns 1 when it parses. */
+/* Whole-string number; integers must be whole. Returns 1 when it parses,
+ * 0 when it does not, and for a number beyond what a double holds 2 (too
+ * large) or 3 (too small to be told from 0), which callers report as such. */
 static int
 parse_number (const char *text, int integer, double *value)
 {
@@ -292,8 +301,11 @@ parse_number (const char *text, int integer, double *value)
     }
   else
     *value = strtod (text, &end);
+  int range = errno == ERANGE;
   while (end != text && (*end == ' ' || *end == '\t'))
     end++;
+  if (end != text && *end == '\0' && range)
+    return integer || fabs (*value) > 1 ? 2 : 3;
   return end != text && *end == '\0' && errno == 0 && isfinite (*value);
 }
 
@@ -319,10 +331,21 @@ parse_arg_value (cli_command *c, const cudafx_arg *a, const char *text)
     {
     case CUDAFX_ARG_INT:
     case CUDAFX_ARG_DOUBLE:
-      if (!parse_number (text, a->type == CUDAFX_ARG_INT, &v))
-        return usage_error (command, a->type == CUDAFX_ARG_INT ? N_("--%s '%s' is not an integer")
-                                                               : N_("--%s '%s' is not a number"),
-                            a->name, text);
+      switch (parse_number (text, a->type == CUDAFX_ARG_INT, &v))
+        {
+        case 0:
+          return usage_error (command, a->type == CUDAFX_ARG_INT ? N_("--%s '%s' is not an integer")
+                                                                 : N_("--%s '%s' is not a number"),
+                              a->name, text);
+        case 2:
+          return usage_error (command, a->type == CUDAFX_ARG_INT
+                                         ? N_("--%s %s is out of range %.0f..%.0f")
+                                         : N_("--%s %s is out of range %g..%g"),
+                              a->name, text, a->min, a->max);
+        case 3:
+          return usage_error (command, "--%s %s is too small to be told from 0 (below 2.2e-308); "
+                                       "the range is %g..%g", a->name, text, a->min, a->max);
+        }
       if (!(v >= a->min && v <= a->max))
         {
           if (a->type == CUDAFX_ARG_INT)
@@ -394,13 +417,17 @@ check_combinations (cli_command *c)
 {
   const char *command = c->filter->name;
 
-  if (c->filter_index == CUDAFX_FILTER_NLMEANS)
+  /* Giving a value automatic mode chooses selects manual mode. */
+  if (cudafx_arg_find (c->filter, "auto"))
     {
-      int manual = arg_given (c, "h") || arg_given (c, "patch-radius") || arg_given (c, "search-radius");
+      const char *manual = NULL;
       int automatic = arg_index (c, "auto");
+      for (int i = 0; i < c->filter->n_args && !manual; i++)
+        if (c->filter->args[i].chosen_by_auto && c->given[i])
+          manual = c->filter->args[i].name;
       if (c->given[automatic] && c->values[automatic] && manual)
-        return usage_error (command, "--auto cannot be combined with --h, --patch-radius or "
-                                     "--search-radius");
+        return usage_error (command,
+                            "--auto cannot be combined with --%s (automatic mode chooses it)", manual);
       if (!c->given[automatic])
         c->values[automatic] = !manual;
     }
@@ -424,6 +451,35 @@ check_combinations (cli_command *c)
                                        "not computed)", computed[i]);
     }
   return 0;
+}
+
+/* A path's directory with its links resolved, and its name: how two names
+ * of a file that need not exist yet compare. NULL when the directory is
+ * not there. Free with g_free. */
+static char *
+resolved_name (const char *path)
+{
+  char *dir = g_path_get_dirname (path), *base = g_path_get_basename (path);
+  char *real = realpath (dir, NULL), *full = real ? g_build_filename (real, base, NULL) : NULL;
+  free (real);
+  g_free (dir);
+  g_free (base);
+  return full;
+}
+
+/* Whether a and b name one file: the same inode where both exist, else the
+ * same name once the directories' links are resolved. */
+static int
+same_file (const char *a, const char *b)
+{
+  struct stat sa, sb;
+  if (!stat (a, &sa) && !stat (b, &sb))
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char *ra = resolved_name (a), *rb = resolved_name (b);
+  int same = ra && rb && !strcmp (ra, rb);
+  g_free (ra);
+  g_free (rb);
+  return same;
 }
 
 /* Returns 0 and fills c, -1 when --help was printed, or an exit status;
@@ -521,8 +577,8 @@ parse_command (cli_command *c, int argc, char **argv)
       else if (!strcmp (name, "threads"))
         {
           double t;
-          if (!parse_number (value, 1, &t))
-            return usage_error (command, "--threads '%s' is not an integer", value);
+          if (parse_number (value, 1, &t) != 1)
+            return usage_error (command, "--threads '%s' is not an integer 0..%d", value, CLI_MAX_THREADS);
           if (t < 0 || t > CLI_MAX_THREADS)
             return usage_error (command, "--threads %s is out of range 0..%d", value, CLI_MAX_THREADS);
           c->threads = (int) t;
@@ -530,8 +586,8 @@ parse_command (cli_command *c, int argc, char **argv)
       else if (!strcmp (name, "workers"))
         {
           double t;
-          if (!parse_number (value, 1, &t))
-            return usage_error (command, "--workers '%s' is not an integer", value);
+          if (parse_number (value, 1, &t) != 1)
+            return usage_error (command, "--workers '%s' is not an integer 0..%d", value, CLI_MAX_WORKERS);
           if (t < 0 || t > CLI_MAX_WORKERS)
             return usage_error (command, "--workers %s is out of range 0..%d", value, CLI_MAX_WORKERS);
           c->workers = (int) t;
@@ -544,7 +600,7 @@ parse_command (cli_command *c, int argc, char **argv)
         }
       else if (!strcmp (name, "max-megapixels"))
         {
-          if (!parse_number (value, 0, &c->max_megapixels) || c->max_megapixels < 0)
+          if (parse_number (value, 0, &c->max_megapixels) != 1 || c->max_megapixels < 0)
             return usage_error (command, "--max-megapixels '%s' is not a number of 0 or more", value);
         }
       else if (!value[0])
@@ -554,6 +610,11 @@ parse_command (cli_command *c, int argc, char **argv)
       if (status)
         return status;
     }
+  /* "-" is no file name a user means: standard input and output are not read or written. */
+  for (int i = 0; i < positional; i++)
+    if (!strcmp (c->inputs[i], "-"))
+      return usage_error (command, "'-': standard input and output are not supported; give IN and "
+                                   "OUT as files");
   if (c->output_dir)
     {
       if (positional == 0)
@@ -573,6 +634,14 @@ parse_command (cli_command *c, int argc, char **argv)
   c->in = c->inputs[0];
   c->out = c->inputs[1];
   c->n_inputs = 1;
+  /* The palette would replace the image it names (IN), or be replaced by
+   * it (OUT): both lose a file the user asked for. */
+  if (c->palette_out && same_file (c->palette_out, c->in))
+    return usage_error (command, "--palette-out '%s' is the input image IN; give the palette a "
+                                 "file of its own (.gpl)", c->palette_out);
+  if (c->palette_out && same_file (c->palette_out, c->out))
+    return usage_error (command, "--palette-out '%s' is the output image OUT; give the palette a "
+                                 "file of its own (.gpl)", c->palette_out);
   return check_combinations (c);
 }
 
@@ -625,19 +694,49 @@ save_palette (const cudafx_palette *palette, const char *path, cfx_output *o)
 
 /* ---- running a filter --------------------------------------------------------- */
 
+/* s as a JSON string. JSON is UTF-8, file names are bytes: a byte that
+ * is not part of valid UTF-8 (a name from another encoding) becomes
+ * U+FFFD, so that the line stays valid JSON. */
 static void
 print_json_string (const char *s)
 {
+  if (!s)
+    {
+      fputs ("null", stdout);
+      return;
+    }
   putchar ('"');
-  for (; *s; s++)
+  while (*s)
     {
       unsigned char ch = (unsigned char) *s;
+      if (ch >= 0x80)
+        {
+          const gchar *end;
+          if (g_utf8_validate (s, -1, &end))
+            end = s + strlen (s);
+          if (end == s)
+            {
+              fputs ("\\ufffd", stdout);
+              s++;
+            }
+          else
+            {
+              /* The valid run up to the next ASCII byte. */
+              const char *p = s;
+              while (p < end && (unsigned char) *p >= 0x80)
+                p++;
+              fwrite (s, 1, (size_t) (p - s), stdout);
+              s = p;
+            }
+          continue;
+        }
       if (ch == '"' || ch == '\\')
         printf ("\\%c", ch);
       else if (ch < 0x20)
         printf ("\\u%04x", ch);
       else
         putchar (ch);
+      s++;
     }
   putchar ('"');
 }
@@ -671,26 +770,46 @@ typedef struct {
 
 /* One file's line of --json. A file that failed has "input", "output" and
  * "error" only. */
-/* The noise model automatic nl-means found: "noise_model": {"kind": "flat"}
+/* The noise model automatic nl-means or nl-bayes found (manual nl-bayes: the
+ * sigma given, flat): "noise_model": {"kind": "flat"}
  * or the signal-dependent one, its variance a x + b per colour channel (x the
- * linear-light value 0..1) and the sigma it gives shadows and highlights. */
+ * linear-light value 0..1) and the sigma it gives shadows and highlights;
+ * for both, whether the noise looks correlated, its mean correlation with
+ * the 4 nearest neighbours, with all 8 (rows dy = -1, 0, 1 of dx = -1, 0, 1)
+ * and between the colour channels. */
 static void
-print_noise_model (const cudafx_nlmeans_info *info)
+print_noise_model (double sigma, const cudafx_noise_model *m, double stabilised_sigma)
 {
-  const cudafx_noise_model *m = &info->noise;
   if (!m->signal_dependent)
+    printf (", \"noise_model\": {\"kind\": \"flat\", \"sigma\": %.6g", sigma);
+  else
     {
-      printf (", \"noise_model\": {\"kind\": \"flat\", \"sigma\": %.6g}", info->sigma);
-      return;
+      printf (", \"noise_model\": {\"kind\": \"signal-dependent\", \"a\": [");
+      for (int c = 0; c < m->channels; c++)
+        printf ("%s%.6g", c ? ", " : "", m->a[c]);
+      printf ("], \"b\": [");
+      for (int c = 0; c < m->channels; c++)
+        printf ("%s%.6g", c ? ", " : "", m->b[c]);
+      printf ("], \"sigma_shadows\": %.6g, \"sigma_highlights\": %.6g, \"stabilised_sigma\": %.6g",
+              m->sigma_dark, m->sigma_light, stabilised_sigma);
     }
-  printf (", \"noise_model\": {\"kind\": \"signal-dependent\", \"a\": [");
-  for (int c = 0; c < m->channels; c++)
-    printf ("%s%.6g", c ? ", " : "", m->a[c]);
-  printf ("], \"b\": [");
-  for (int c = 0; c < m->channels; c++)
-    printf ("%s%.6g", c ? ", " : "", m->b[c]);
-  printf ("], \"sigma_shadows\": %.6g, \"sigma_highlights\": %.6g, \"stabilised_sigma\": %.6g}",
-          m->sigma_dark, m->sigma_light, info->stabilised_sigma);
+  printf (", \"correlated\": %s, \"correlation\": %.4f, \"spatial_correlation\": [",
+          m->correlated ? "true" : "false", m->correlation);
+  for (int y = 0; y < 3; y++)
+    printf ("%s[%.4f, %.4f, %.4f]", y ? ", " : "", m->spatial_corr[y][0], m->spatial_corr[y][1],
+            m->spatial_corr[y][2]);
+  printf ("], \"channel_correlation\": %.4f}", m->channel_corr);
+}
+
+/* nl-bayes' steps: "patch_size": [step 1, step 2], and so on. */
+static void
+print_nlbayes (const cli_command *c, const cudafx_nlbayes_info *info)
+{
+  printf (", \"auto\": %s, \"sigma\": %.6g, \"flat_area\": %s, \"patch_size\": [%d, %d], "
+          "\"group_size\": [%d, %d], \"search_size\": [%d, %d]",
+          arg_value (c, "auto") ? "true" : "false", info->sigma, info->flat_area ? "true" : "false",
+          info->patch_size[0], info->patch_size[1], info->group_size[0], info->group_size[1],
+          info->search_size[0], info->search_size[1]);
 }
 
 static void
@@ -730,7 +849,12 @@ print_json (const cli_command *c, const cli_file *f)
             r->nlmeans.patch_radius, r->nlmeans.search_radius, r->nlmeans.patch_sigma,
             r->nlmeans.centre_max ? "max" : "1");
   if (c->filter_index == CUDAFX_FILTER_NLMEANS)
-    print_noise_model (&r->nlmeans);
+    print_noise_model (r->nlmeans.sigma, &r->nlmeans.noise, r->nlmeans.stabilised_sigma);
+  if (c->filter_index == CUDAFX_FILTER_NLBAYES)
+    {
+      print_nlbayes (c, &r->nlbayes);
+      print_noise_model (r->nlbayes.sigma, &r->nlbayes.noise, r->nlbayes.stabilised_sigma);
+    }
   if (c->filter_index == CUDAFX_FILTER_QUANTIZE)
     {
       const cudafx_palette *p = &r->palette;
@@ -921,7 +1045,8 @@ file_finish (void *ctx, int index, int status)
   cli_batch *b = ctx;
   cli_file *f = &b->files[index];
 
-  if (b->c->json && (!status || b->c->output_dir))
+  /* A failed file has its line too, in a batch or alone. */
+  if (b->c->json)
     print_json (b->c, f);
   timeline_file (index, f, status);
   cfx_output_discard (f->palette_file);
@@ -1040,6 +1165,15 @@ run_filter (const cli_command *c)
       g_free (error);
     }
 
+  /* Refused before any file was read: each file's line says why. */
+  if (status && c->json)
+    for (int i = 0; i < n; i++)
+      {
+        snprintf (b.files[i].error, sizeof b.files[i].error, "%s",
+                  status == EXIT_USAGE ? usage_message : last_error);
+        print_json (c, &b.files[i]);
+      }
+
   if (!status)
     {
       /* A batch keeps its image memory for the next files (pinned when a
@@ -1150,13 +1284,15 @@ main (int argc, char **argv)
 {
   cli_command command;
 
+  /* First, before any thread: an interrupted run leaves no temporary file. */
+  cfx_output_guard_signals ();
   cli_timeline_init ();
   init_translations (argv[0]);
   if (argc < 2)
     {
       fprintf (stderr, "%s\n%s\n",
                _("Usage: cudafx COMMAND [OPTIONS] IN OUT (commands: median, nl-means, quantize, "
-                 "convolve, info)"),
+                 "convolve, nl-bayes, info)"),
                _("Try 'cudafx --help'."));
       return EXIT_USAGE;
     }
@@ -1181,10 +1317,22 @@ main (int argc, char **argv)
         command.filter_index = i;
       }
   if (!command.filter)
-    return usage_error (NULL, "unknown command '%s' (median, nl-means, quantize, convolve, info)",
+    return usage_error (NULL,
+                        "unknown command '%s' (median, nl-means, quantize, convolve, nl-bayes, info)",
                         argv[1]);
 
   int status = parse_command (&command, argc - 2, argv + 2);
+  /* A command line refused before it was understood: --json still gets
+   * its one object, the error. */
+  if (status == EXIT_USAGE)
+    for (int i = 2; i < argc && strcmp (argv[i], "--"); i++)
+      if (!strcmp (argv[i], "--json"))
+        {
+          printf ("{\"error\": ");
+          print_json_string (usage_message);
+          printf (", \"status\": %d}\n", EXIT_USAGE);
+          break;
+        }
   if (status == 0)
     status = run_filter (&command);
   g_free (command.inputs);

@@ -19,6 +19,7 @@
 #include <png.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <tiffio.h>
 #include <webp/decode.h>
 #include <webp/demux.h>
@@ -681,6 +682,73 @@ jpeg_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char 
   return 0;
 }
 
+/* ---- EXIF orientation -------------------------------------------------------- */
+
+/* The Orientation (tag 0x0112) of EXIF's first directory, 1..8; 1 when
+ * there is none or the structure is damaged. */
+static int
+exif_orientation (const cfx_blob *exif)
+{
+  const unsigned char *d = exif->data;
+  size_t n = exif->size;
+  if (!d || n < 8 || !((d[0] == 'I' && d[1] == 'I') || (d[0] == 'M' && d[1] == 'M')))
+    return 1;
+  int le = d[0] == 'I';
+#define U16(p) (le ? (unsigned) (p)[0] | (unsigned) (p)[1] << 8 : (unsigned) (p)[0] << 8 | (unsigned) (p)[1])
+#define U32(p) (le ? (uint32_t) (p)[0] | (uint32_t) (p)[1] << 8 | (uint32_t) (p)[2] << 16 | (uint32_t) (p)[3] << 24 \
+                   : (uint32_t) (p)[0] << 24 | (uint32_t) (p)[1] << 16 | (uint32_t) (p)[2] << 8 | (uint32_t) (p)[3])
+  uint32_t ifd = U32 (d + 4);
+  if (ifd > n - 2)
+    return 1;
+  unsigned entries = U16 (d + ifd);
+  for (unsigned i = 0; i < entries && ifd + 2 + 12 * (size_t) (i + 1) <= n; i++)
+    {
+      const unsigned char *e = d + ifd + 2 + 12 * i;
+      if (U16 (e) == 0x0112 && U16 (e + 2) == 3 /* SHORT */)
+        {
+          unsigned v = U16 (e + 8);
+          return v >= 1 && v <= 8 ? (int) v : 1;
+        }
+    }
+  return 1;
+#undef U16
+#undef U32
+}
+
+/* img turned as EXIF orientation o asks for display (2..8: mirrored,
+ * turned by 180°, transposed, turned 90° clockwise, transversed, turned
+ * 90° anticlockwise), into *out (pixels from cfx_image_alloc); 0 or -1
+ * when there is no memory. */
+static int
+orient_image (const cudafx_image *img, int o, cudafx_image *out)
+{
+  int w = img->width, h = img->height, swap = o >= 5;
+  size_t bpp = (size_t) img->channels * (img->type == CUDAFX_U8 ? 1 : 4);
+  *out = *img;
+  out->data = NULL;
+  if (cfx_image_alloc (out, swap ? h : w, swap ? w : h))
+    return -1;
+  for (int y2 = 0; y2 < out->height; y2++)
+    for (int x2 = 0; x2 < out->width; x2++)
+      {
+        int x, y;
+        switch (o)
+          {
+          case 2: x = w - 1 - x2; y = y2; break;
+          case 3: x = w - 1 - x2; y = h - 1 - y2; break;
+          case 4: x = x2; y = h - 1 - y2; break;
+          case 5: x = y2; y = x2; break;
+          case 6: x = y2; y = h - 1 - x2; break;
+          case 7: x = w - 1 - y2; y = h - 1 - x2; break;
+          case 8: x = w - 1 - y2; y = x2; break;
+          default: x = x2; y = y2; break;
+          }
+        memcpy ((char *) out->data + (size_t) y2 * out->stride + (size_t) x2 * bpp,
+                (const char *) img->data + (size_t) y * img->stride + (size_t) x * bpp, bpp);
+      }
+  return 0;
+}
+
 /* ---- TIFF (libtiff) ------------------------------------------------------------ */
 
 typedef struct {
@@ -949,7 +1017,10 @@ tiff_encode (FILE *f, const cfx_picture *pic, int strip, const char *name, char 
   TIFFSetField (tif, TIFFTAG_SAMPLEFORMAT, bits == 32 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT);
   TIFFSetField (tif, TIFFTAG_PHOTOMETRIC, img->channels <= 2 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
   TIFFSetField (tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
-  TIFFSetField (tif, TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT);
+  /* TIFF keeps no EXIF here: the input's EXIF orientation becomes TIFF's
+   * own tag (the same values), so that the pixels display as they did. */
+  TIFFSetField (tif, TIFFTAG_ORIENTATION, (uint16_t) (strip ? ORIENTATION_TOPLEFT
+                                                            : exif_orientation (&pic->meta.exif)));
   if (img->has_alpha)
     TIFFSetField (tif, TIFFTAG_EXTRASAMPLES, 1, &extra);
   TIFFSetField (tif, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
@@ -1370,8 +1441,13 @@ gegl_load (const char *path, double max_pixels, cfx_picture *pic, char **error)
   const GeglRectangle *extent = buffer ? gegl_buffer_get_extent (buffer) : NULL;
   if (!extent || extent->width <= 0 || extent->height <= 0)
     {
-      fail (error, "cannot load '%s': not an image cudafx can read%s%s", path,
-            w.message[0] ? ": " : "", w.message);
+      /* ImageMagick, GEGL's last resort, reports only GEGL's temporary file. */
+      if (strstr (w.message, "gegl-magick"))
+        fail (error, "cannot load '%s': not an image cudafx can read (nor ImageMagick, which GEGL "
+              "tried)", path);
+      else
+        fail (error, "cannot load '%s': not an image cudafx can read%s%s", path,
+              w.message[0] ? ": " : "", w.message);
       goto done;
     }
   if (w.message[0])
@@ -1539,6 +1615,12 @@ cfx_image_load (const char *path, double max_pixels, cfx_picture *pic, char **er
       else if (format_of_name (path) != FMT_OTHER)
         status = fail (error, "cannot load '%s': not a %s file (damaged, or another format)", path,
                        format_names[format_of_name (path)]);
+      /* GEGL would hand it to ImageMagick, whose failure names only GEGL's
+       * own temporary file. */
+      else if (got >= 12 && !memcmp (data + (got >= 15 && !memcmp (data, "\xEF\xBB\xBF", 3) ? 3 : 0),
+                                     "GIMP Palette", 12))
+        status = fail (error, "cannot load '%s': it is a GIMP palette, not an image (quantize takes "
+                       "it as --palette)", path);
       else
         status = gegl_load (path, max_pixels, pic, error);
     }
@@ -1567,7 +1649,101 @@ struct cfx_output {
   char *target; /* the file replaced: path, or what its symbolic links lead to */
   char *temp;
   FILE *file;
+  cfx_output *prev, *next; /* in live_outputs while temp exists */
 };
+
+/* Every temporary file that exists, so that an interrupted run removes
+ * them: each is created, renamed into place or removed with temp_lock
+ * held, and the signal thread (cfx_output_guard_signals) removes them with
+ * it held, so none is made or renamed while it does. */
+static pthread_mutex_t temp_lock = PTHREAD_MUTEX_INITIALIZER;
+static cfx_output     *live_outputs;
+
+/* With temp_lock held. */
+static void
+live_add (cfx_output *o)
+{
+  o->prev = NULL;
+  o->next = live_outputs;
+  if (live_outputs)
+    live_outputs->prev = o;
+  live_outputs = o;
+}
+
+/* With temp_lock held. */
+static void
+live_remove (cfx_output *o)
+{
+  if (o->prev)
+    o->prev->next = o->next;
+  else if (live_outputs == o)
+    live_outputs = o->next;
+  if (o->next)
+    o->next->prev = o->prev;
+  o->prev = o->next = NULL;
+}
+
+static void *
+signal_thread (void *data)
+{
+  sigset_t *set = data;
+  int sig = 0;
+
+  while (sigwait (set, &sig))
+    ;
+  /* Never unlocked: no thread makes or renames a temporary file after this. */
+  pthread_mutex_lock (&temp_lock);
+  for (cfx_output *o = live_outputs; o; o = o->next)
+    unlink (o->temp);
+  fprintf (stderr, "cudafx: interrupted by %s; no output written\n",
+           sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+  /* Dies of the signal itself, so the caller's status says so (128 + n in a shell). */
+  signal (sig, SIG_DFL);
+  pthread_sigmask (SIG_UNBLOCK, set, NULL);
+  raise (sig);
+  _exit (128 + sig);
+}
+
+static sigset_t guarded_signals;
+
+/* A child (ImageMagick, which GEGL runs for formats it lacks) gets the
+ * signals back: blocked, they would reach it no more. */
+static void
+unblock_in_child (void)
+{
+  pthread_sigmask (SIG_UNBLOCK, &guarded_signals, NULL);
+}
+
+int
+cfx_output_guard_signals (void)
+{
+  static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
+  sigset_t *set = &guarded_signals;
+  pthread_t thread;
+
+  sigemptyset (set);
+  /* A signal the caller ignores (nohup's SIGHUP, a background job's SIGINT)
+   * stays ignored. */
+  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++)
+    {
+      struct sigaction now;
+      if (!sigaction (signals[i], NULL, &now) && now.sa_handler != SIG_IGN)
+        sigaddset (set, signals[i]);
+    }
+  /* Blocked here, before any other thread exists, so every thread made
+   * later (the pipeline's, OpenMP's, GEGL's) inherits the mask and the
+   * signals reach signal_thread alone, outside any signal handler. */
+  if (pthread_sigmask (SIG_BLOCK, set, NULL))
+    return -1;
+  if (pthread_create (&thread, NULL, signal_thread, set))
+    {
+      pthread_sigmask (SIG_UNBLOCK, set, NULL);
+      return -1;
+    }
+  pthread_detach (thread);
+  pthread_atfork (NULL, NULL, unblock_in_child);
+  return 0;
+}
 
 /* Follows symbolic links from path to the file they name (which need not
  * exist yet), so that the link stays and its target is replaced. */
@@ -1617,12 +1793,26 @@ cfx_output_open (const char *path, char **error)
    * killed run's leftover says what it was: ".photo.cudafx-XXXXXX.jpg". The
    * extension stays last for GEGL, which picks loaders by it. */
   o->temp = g_strdup_printf ("%s/.%.*s.cudafx-XXXXXX%s", dir, stem, base, ext);
-  int fd = mkostemps (o->temp, (int) strlen (ext), O_CLOEXEC);
+  pthread_mutex_lock (&temp_lock);
+  int fd = mkostemps (o->temp, (int) strlen (ext), O_CLOEXEC), saved = errno;
+  if (fd >= 0)
+    live_add (o);
+  pthread_mutex_unlock (&temp_lock);
+  long name_max = fd < 0 && saved == ENAMETOOLONG ? pathconf (dir, _PC_NAME_MAX) : -1;
+  size_t base_len = strlen (base);
   g_free (dir);
   g_free (base);
   if (fd < 0)
     {
-      fail (error, "cannot write '%s': %s", path, strerror (errno));
+      /* A name that fits but leaves no room for the temporary one's
+       * 15 more bytes: say so, rather than that the name is too long. */
+      if (name_max > 0 && base_len <= (size_t) name_max)
+        fail (error, "cannot write '%s': its name is %zu bytes, and the temporary file written "
+              "beside it first (\".NAME.cudafx-XXXXXX\", 15 bytes longer) would pass the "
+              "limit of %ld bytes",
+              path, base_len, name_max);
+      else
+        fail (error, "cannot write '%s': %s", path, strerror (saved));
       g_free (o->temp);
       o->temp = NULL;
       cfx_output_discard (o);
@@ -1672,7 +1862,20 @@ cfx_output_save_image (cfx_output *o, const cfx_picture *pic, int strip, char **
         pthread_mutex_unlock (&pnm_lock);
         return status;
       }
-    default:       return gegl_save (o->temp, o->path, pic, error);
+    default:
+      {
+        /* GEGL's savers (EXR, ...) keep no EXIF: the pixels are turned as
+         * the orientation says, so that they display as the input did. */
+        int orientation = strip ? 1 : exif_orientation (&pic->meta.exif);
+        if (orientation == 1)
+          return gegl_save (o->temp, o->path, pic, error);
+        cfx_picture turned = *pic;
+        if (orient_image (&pic->image, orientation, &turned.image))
+          return fail (error, "cannot save '%s': out of memory turning it upright", o->path);
+        int status = gegl_save (o->temp, o->path, &turned, error);
+        cfx_image_free (turned.image.data);
+        return status;
+      }
     }
 }
 
@@ -1688,8 +1891,12 @@ cfx_output_commit (cfx_output *o, char **error)
   if (fclose (o->file) && !status)
     status = fail (error, "cannot write '%s': %s", o->path, strerror (errno));
   o->file = NULL;
+  pthread_mutex_lock (&temp_lock);
   if (!status && rename (o->temp, o->target))
     status = fail (error, "cannot write '%s': %s", o->path, strerror (errno));
+  if (!status)
+    live_remove (o);
+  pthread_mutex_unlock (&temp_lock);
   if (!status)
     {
       g_free (o->temp);
@@ -1715,7 +1922,12 @@ cfx_output_discard (cfx_output *o)
   if (o->file)
     fclose (o->file);
   if (o->temp)
-    unlink (o->temp);
+    {
+      pthread_mutex_lock (&temp_lock);
+      unlink (o->temp);
+      live_remove (o);
+      pthread_mutex_unlock (&temp_lock);
+    }
   g_free (o->temp);
   g_free (o->target);
   g_free (o->path);

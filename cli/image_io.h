@@ -93,6 +93,12 @@ int cfx_output_commit (cfx_output *o, char **error);
 /* Removes the temporary file and frees o (NULL is fine). */
 void cfx_output_discard (cfx_output *o);
 
+/* From here on SIGINT, SIGTERM and SIGHUP remove every temporary file that
+ * exists and end the process by that signal. Call before any other thread
+ * is made (the signals are blocked in the calling thread, whose mask later
+ * threads inherit). Returns 0 or -1. */
+int cfx_output_guard_signals (void);
+
 /* Releases GEGL if a GEGL loader or saver was used. */
 void cfx_image_io_shutdown (void);
 

@@ -13,15 +13,20 @@
  * on the image, so a backend never calls back into the engine.
  *
  * cuda/ includes this header (and the plan headers it includes) and nothing
- * else from core/ that calls back: its kernels compute with the plans'
- * shared arithmetic (convolve.h, nlmeans.h, quantize.h, median_plan). */
+ * else from core/: its kernels compute with the plans' shared arithmetic
+ * (convolve.h, nlmeans.h, quantize.h, median_plan), and it calls only the
+ * services below engine and backends (services.h: errors, progress, the
+ * host's rows, threads). Host memory the device copies directly is the
+ * backends' too: the engine's cudafx_host_* go through the table's
+ * host_* operations. tools/check-layers.sh keeps this so. */
 #ifndef CUDAFX_BACKEND_H
 #define CUDAFX_BACKEND_H
 
 #include "convolve.h"
-#include "engine.h"
+#include "nlbayes.h"
 #include "nlmeans.h"
 #include "quantize.h"
+#include "services.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,6 +80,16 @@ typedef struct {
   /* How many devices options.device may choose from (the CPU: none). */
   int (*device_count) (void);
 
+  /* Host memory the backend's device copies without staging: the blocks
+   * cudafx_host_pin registered (the CPU: none). pinnable: 1 when register
+   * would now pin; register: 1 when p's bytes are now pinned and listed;
+   * pinned: 1 when bytes at p lie in one listed block; free: 0 when p is
+   * not such a block, else unlists, unpins and frees it. */
+  int (*host_pinnable) (void);
+  int (*host_register) (void *p, size_t bytes);
+  int (*host_pinned) (const void *p, size_t bytes);
+  int (*host_free) (void *p);
+
   cudafx_status (*median) (const cudafx_image *src, cudafx_image *dst, const median_plan *plan,
                            const cudafx_options *o);
   cudafx_status (*convolve) (const cudafx_image *src, cudafx_image *dst, const convolve_plan *plan,
@@ -94,6 +109,12 @@ typedef struct {
   cudafx_status (*nlmeans_count_levels) (nlmeans_session *s, int stride, uint64_t *hist);
   cudafx_status (*nlmeans_denoise) (nlmeans_session *s, const nlmeans_plan *plan, cudafx_image *dst);
   void (*nlmeans_close) (nlmeans_session *s);
+
+  /* NL-Bayes, both steps, of src's colour channels (plan->colours; the rest
+   * copied): src and dst as the engine gives them, or the f32 images of
+   * the variance-stabilising transform, without alpha. */
+  cudafx_status (*nlbayes) (const cudafx_image *src, cudafx_image *dst, const nlbayes_plan *plan,
+                            const cudafx_options *o);
 
   /* k-means passes over plan->src (see core/quantize.c's header). For a
    * u8 image without alpha, src's rows may hold their values only once
@@ -135,6 +156,10 @@ typedef struct {
 #define CUDAFX_BACKEND_DECLARE(b)                                                                   \
   int cudafx_##b##_probe (int device, char *name, size_t name_size, char *why, size_t why_size);    \
   int cudafx_##b##_device_count (void);                                                             \
+  int cudafx_##b##_host_pinnable (void);                                                            \
+  int cudafx_##b##_host_register (void *p, size_t bytes);                                           \
+  int cudafx_##b##_host_pinned (const void *p, size_t bytes);                                       \
+  int cudafx_##b##_host_free (void *p);                                                             \
   cudafx_status cudafx_median_##b (const cudafx_image *src, cudafx_image *dst,                      \
                                    const median_plan *plan, const cudafx_options *o);               \
   cudafx_status cudafx_convolve_##b (const cudafx_image *src, cudafx_image *dst,                    \
@@ -147,6 +172,8 @@ typedef struct {
   cudafx_status cudafx_nlmeans_##b##_denoise (nlmeans_session *s, const nlmeans_plan *plan,         \
                                               cudafx_image *dst);                                   \
   void cudafx_nlmeans_##b##_close (nlmeans_session *s);                                             \
+  cudafx_status cudafx_nlbayes_##b (const cudafx_image *src, cudafx_image *dst,                     \
+                                    const nlbayes_plan *plan, const cudafx_options *o);             \
   cudafx_status cudafx_quantize_##b##_open (const quantize_plan *plan, const cudafx_options *o,     \
                                             quantize_session **out);                                \
   cudafx_status cudafx_quantize_##b##_rows (quantize_session *s, int y0, int y1, int *sampled);     \
@@ -166,10 +193,13 @@ typedef struct {
 /* Backend b's table, from the operations CUDAFX_BACKEND_DECLARE names. */
 #define CUDAFX_BACKEND_TABLE(b)                                                                     \
   {                                                                                                 \
-    cudafx_##b##_probe, cudafx_##b##_device_count, cudafx_median_##b, cudafx_convolve_##b,          \
+    cudafx_##b##_probe, cudafx_##b##_device_count,                                                  \
+    cudafx_##b##_host_pinnable, cudafx_##b##_host_register, cudafx_##b##_host_pinned,               \
+    cudafx_##b##_host_free,                                                                         \
+    cudafx_median_##b, cudafx_convolve_##b,                                                         \
     cudafx_nlmeans_##b##_open, cudafx_nlmeans_##b##_count, cudafx_nlmeans_##b##_count_levels,      \
     cudafx_nlmeans_##b##_denoise,                                                                   \
-    cudafx_nlmeans_##b##_close,                                                                     \
+    cudafx_nlmeans_##b##_close, cudafx_nlbayes_##b,                                                 \
     cudafx_quantize_##b##_open, cudafx_quantize_##b##_rows, cudafx_quantize_##b##_seed,             \
     cudafx_quantize_##b##_assign,                                                                   \
     cudafx_quantize_##b##_lloyd, cudafx_quantize_##b##_map, cudafx_quantize_##b##_close             \
@@ -180,13 +210,6 @@ extern const cudafx_backend_ops cudafx_cpu_backend;
 #ifdef CUDAFX_HAVE_CUDA
 /* The CUDA backend (cuda/backend.cu), in builds with nvcc. */
 extern const cudafx_backend_ops cudafx_cuda_backend;
-/* The pinned blocks of cudafx_host_alloc and cudafx_host_pin
- * (cuda/context.cu): free returns 0 when p is not such a block. */
-int   cudafx_cuda_host_free (void *p);
-int   cudafx_cuda_host_pinned (const void *p, size_t bytes);
-int   cudafx_cuda_host_pinnable (void);
-/* cudafx_host_pin: 1 when p's bytes are now pinned and in the table. */
-int   cudafx_cuda_host_register (void *p, size_t bytes);
 #endif
 
 /* The backend a call runs on: the engine calls run once with it (and again

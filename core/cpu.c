@@ -22,4 +22,34 @@ cudafx_cpu_device_count (void)
   return 0; /* nothing to choose: the threads are options.threads */
 }
 
+/* The CPU reads and writes host memory where it lies: no blocks of its own. */
+int
+cudafx_cpu_host_pinnable (void)
+{
+  return 0;
+}
+
+int
+cudafx_cpu_host_register (void *p, size_t bytes)
+{
+  (void) p;
+  (void) bytes;
+  return 0;
+}
+
+int
+cudafx_cpu_host_pinned (const void *p, size_t bytes)
+{
+  (void) p;
+  (void) bytes;
+  return 0;
+}
+
+int
+cudafx_cpu_host_free (void *p)
+{
+  (void) p;
+  return 0;
+}
+
 const cudafx_backend_ops cudafx_cpu_backend = CUDAFX_BACKEND_TABLE (cpu);

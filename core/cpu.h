@@ -6,6 +6,7 @@
 #define CUDAFX_CPU_H
 
 #include "backend.h"
+#include "engine.h"
 
 CUDAFX_BACKEND_DECLARE (cpu)
 

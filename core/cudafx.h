@@ -224,6 +224,9 @@ typedef struct {
   int                  n_choices;
   cudafx_field         field;         /* engine arguments: how the value is stored */
   size_t               offset;        /* engine arguments: offsetof (cudafx_filter_params, ...) */
+  int                  chosen_by_auto; /* the filter's automatic mode (its "auto" argument) chooses
+                                          this value: dialogs grey it out while auto is on, and
+                                          giving it on the CLI selects manual mode */
 } cudafx_arg;
 
 typedef struct {
@@ -240,7 +243,7 @@ typedef struct {
 } cudafx_filter_desc;
 
 enum { CUDAFX_FILTER_MEDIAN, CUDAFX_FILTER_NLMEANS, CUDAFX_FILTER_QUANTIZE,
-       CUDAFX_FILTER_CONVOLVE, CUDAFX_N_FILTERS };
+       CUDAFX_FILTER_CONVOLVE, CUDAFX_FILTER_NLBAYES, CUDAFX_N_FILTERS };
 
 extern const cudafx_filter_desc cudafx_filters[CUDAFX_N_FILTERS];
 
@@ -281,6 +284,20 @@ typedef struct {
   /* The noise sigma in pixel units (0..255 scale), mean over the channels, in
    * the shadows (sRGB 32) and highlights (sRGB 224): what dialogs show. */
   double sigma_dark, sigma_light;
+  /* How the noise is correlated, as estimated (0 where the model was given;
+   * spatial_corr[1][1] is 1): spatial_corr[dy + 1][dx + 1] the correlation
+   * of a pixel's noise with its neighbour's at (dx, dy), mean over the
+   * colour channels; correlation the mean of the four nearest (0: white
+   * noise, towards 1: noise smoothed over several pixels, as demosaicking
+   * and JPEG leave a camera's); channel_corr between the colour channels at
+   * one pixel (mean over the pairs, 0 for grey); correlated 1 when
+   * correlation is 0.5 or more (white noise measures at most about 0.33,
+   * what texture leaves in the estimate): nl-means then denoises it as flat
+   * noise of its whole sigma. */
+  int    correlated;
+  double correlation;
+  double spatial_corr[3][3];
+  double channel_corr;
 } cudafx_noise_model;
 
 typedef struct {
@@ -317,6 +334,47 @@ cudafx_status cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst,
 /* Noise sigma (0..255 scale) of an image, and the parameters auto mode picks. */
 cudafx_status cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o,
                                        cudafx_nlmeans_info *info);
+
+/* ---- non-local Bayes ------------------------------------------------------ */
+
+typedef struct {
+  int    automatic;  /* estimate the noise (nl-means' estimator: flat or camera noise) */
+  double sigma;      /* 0.1..100: the noise sigma on the 0..255 scale when not automatic */
+  int    flat_area;  /* the paper's flat-area test: a group whose spread is the noise's
+                        alone is replaced by its mean */
+  /* Not in the argument table; hosts set them. */
+  double estimate;   /* automatic: > 0 is the sigma found beforehand on the whole image
+                        (a dialog previews part of the area a run estimates on) */
+  cudafx_noise_model noise; /* with estimate > 0: the model found with it */
+  int    origin_x, origin_y; /* where src's top-left pixel lies in the whole image (0 0 unless
+                                src is a part of it): the grid of reference patches stays the
+                                whole image's, so a part equals the same part of a whole run */
+} cudafx_nlbayes_params;
+
+/* What an nl-bayes run used. */
+typedef struct {
+  double sigma;              /* the noise sigma (0..255 scale): given, or estimated */
+  cudafx_noise_model noise;  /* the noise model (flat: sigma at every brightness) */
+  double stabilised_sigma;   /* camera noise: the sigma denoised with behind the transform; else 0 */
+  int    patch_size[2];      /* step 1 and step 2: the patches' side */
+  int    group_size[2];      /* similar patches per group (step 2: at least) */
+  int    search_size[2];     /* the search window's side */
+  int    flat_area;
+} cudafx_nlbayes_info;
+
+void          cudafx_nlbayes_params_init (cudafx_nlbayes_params *p);
+/* info may be NULL. */
+cudafx_status cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst,
+                              const cudafx_nlbayes_params *p, const cudafx_options *o,
+                              cudafx_nlbayes_info *info);
+
+/* Pixels on each side of a pixel that nl-bayes' output there depends on, for p
+ * on an image of colours colour channels (alpha excluded): the halo a host
+ * reads around a part of the image (a selection, a preview, a GEGL region) so
+ * that the part equals the same part of a whole-image run. Automatic mode with
+ * an estimate: the halo of that noise; without one: the largest any noise
+ * level gives, since the plan follows the noise found. */
+int           cudafx_nlbayes_halo (const cudafx_nlbayes_params *p, int colours);
 
 /* ---- colour quantization -------------------------------------------------- */
 
@@ -423,6 +481,7 @@ typedef struct {
   cudafx_nlmeans_params  nlmeans;
   cudafx_quantize_params quantize;
   cudafx_convolve_params convolve;
+  cudafx_nlbayes_params  nlbayes;
   cudafx_backend         backend;
 } cudafx_filter_params;
 
@@ -431,6 +490,7 @@ typedef struct {
   cudafx_report       report;
   cudafx_nlmeans_info nlmeans;   /* nl-means: sigma and the parameters used */
   cudafx_palette      palette;   /* quantize */
+  cudafx_nlbayes_info nlbayes;   /* nl-bayes: sigma, noise model and the parameters used */
 } cudafx_run_result;
 
 /* values: one per argument of cudafx_filters[filter], in table order (int,

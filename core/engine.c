@@ -1,63 +1,17 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* Engine plumbing: error messages, validation, the one place where a call's
- * backend is chosen (cudafx_dispatch: auto, cpu or cuda, and the fallback
- * to the CPU with its reason), and the striped multithreaded row loop with
- * progress and cancel. */
+/* Engine plumbing: validation, the one place where a call's backend is
+ * chosen (cudafx_dispatch: auto, cpu or cuda, and the fallback to the CPU
+ * with its reason), host memory through the backend's table, and the
+ * striped multithreaded row loop with progress and cancel. Errors,
+ * progress, threads and the host's rows are services.c's, which the
+ * backends call too. */
 #include "backend.h"
+#include "engine.h"
 
 #include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-
-static _Thread_local char error_message[512];
-
-const char *
-cudafx_status_string (cudafx_status status)
-{
-  switch (status)
-    {
-    case CUDAFX_OK:                 return "success";
-    case CUDAFX_ERR_INVALID_ARG:    return "invalid argument";
-    case CUDAFX_ERR_NO_MEMORY:      return "out of memory";
-    case CUDAFX_ERR_CANCELLED:      return "cancelled";
-    case CUDAFX_ERR_CUDA_NOT_BUILT: return "CUDA support not built";
-    case CUDAFX_ERR_NO_DEVICE:      return "no usable CUDA device";
-    case CUDAFX_ERR_CUDA:           return "CUDA error";
-    }
-  return "unknown status";
-}
-
-const char *
-cudafx_error_message (void)
-{
-  return error_message;
-}
-
-cudafx_status
-cudafx_fail (cudafx_status status, const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  /* xgettext extracts fmt (--keyword=cudafx_fail:2) */
-  vsnprintf (error_message, sizeof error_message, _(fmt), ap);
-  va_end (ap);
-  return status;
-}
-
-void
-cudafx_clear_error (void)
-{
-  error_message[0] = '\0';
-}
-
-size_t
-cudafx_type_size (cudafx_type type)
-{
-  return type == CUDAFX_F32 ? sizeof (float) : 1;
-}
 
 cudafx_status
 cudafx_check_image (const char *filter, const char *what, const cudafx_image *img)
@@ -125,22 +79,6 @@ cudafx_options_init (cudafx_options *options)
 {
   memset (options, 0, sizeof *options);
   options->backend = CUDAFX_BACKEND_AUTO;
-}
-
-int
-cudafx_thread_count (const cudafx_options *o)
-{
-  if (o && o->threads > 0)
-    return o->threads;
-  return omp_get_max_threads ();
-}
-
-cudafx_status
-cudafx_progress (const cudafx_options *o, double fraction)
-{
-  if (o && o->progress && o->progress (fraction, o->user_data))
-    return cudafx_fail (CUDAFX_ERR_CANCELLED, "cancelled");
-  return CUDAFX_OK;
 }
 
 cudafx_status
@@ -270,35 +208,20 @@ cudafx_backend_warm_up (void)
   cudafx_clear_error ();
 }
 
-#ifdef CUDAFX_HAVE_CUDA
-/* Pinning asks the CUDA backend, only where CUDA may be used at all. */
+/* Host memory the device copies directly belongs to the backend whose
+ * device copies it: the CUDA backend where it is built (the CPU's table has
+ * no blocks), asked to pin only where CUDA may be used at all. */
+static const cudafx_backend_ops *
+host_memory_backend (void)
+{
+  const cudafx_backend_ops *cuda = cuda_backend ();
+  return cuda ? cuda : &cudafx_cpu_backend;
+}
+
 static int
 may_pin (void)
 {
   return requested_backend (NULL) != CUDAFX_BACKEND_CPU;
-}
-#endif
-
-/* Huge pages: a 12 MP RGB image is 9000 page faults in 4 KB pages, 18 in
- * 2 MB ones, and on virtual machines each fault is dear; the driver pins a
- * block of them, its pages there, far quicker than cudaHostAlloc makes one,
- * which holds every other thread's CUDA calls meanwhile (docs/BENCHMARKS.md,
- * "Pinned memory and huge pages"). */
-#define HUGE_PAGE ((size_t) 2 << 20)
-
-void *
-cudafx_host_alloc_plain (size_t bytes)
-{
-  if (bytes < HUGE_PAGE)
-    return malloc (bytes ? bytes : 1);
-  void *p = NULL;
-  size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-  if (rounded < bytes || posix_memalign (&p, HUGE_PAGE, rounded))
-    return NULL;
-#ifdef MADV_HUGEPAGE
-  madvise (p, rounded, MADV_HUGEPAGE); /* advice: without it, plain pages */
-#endif
-  return p;
 }
 
 void *
@@ -318,43 +241,27 @@ cudafx_host_alloc (size_t bytes)
 void
 cudafx_host_free (void *p)
 {
-#ifdef CUDAFX_HAVE_CUDA
-  if (p && cudafx_cuda_host_free (p))
+  if (p && host_memory_backend ()->host_free (p))
     return;
-#endif
   free (p);
 }
 
 int
 cudafx_host_pinned (const void *p, size_t bytes)
 {
-#ifdef CUDAFX_HAVE_CUDA
-  return p && cudafx_cuda_host_pinned (p, bytes);
-#else
-  return 0;
-#endif
+  return p && host_memory_backend ()->host_pinned (p, bytes);
 }
 
 int
 cudafx_host_pin (void *p, size_t bytes)
 {
-#ifdef CUDAFX_HAVE_CUDA
-  return p && may_pin () && cudafx_cuda_host_register (p, bytes);
-#else
-  (void) p;
-  (void) bytes;
-  return 0;
-#endif
+  return p && may_pin () && host_memory_backend ()->host_register (p, bytes);
 }
 
 int
 cudafx_host_pinnable (void)
 {
-#ifdef CUDAFX_HAVE_CUDA
-  return may_pin () && cudafx_cuda_host_pinnable ();
-#else
-  return 0;
-#endif
+  return may_pin () && host_memory_backend ()->host_pinnable ();
 }
 
 static void
@@ -411,15 +318,6 @@ finish_rows (rows_tracker *t, const cudafx_image *dst)
 {
   if (t->fn && t->reported < dst->height)
     t->fn (t->reported, dst->height, t->user);
-}
-
-cudafx_status
-cudafx_source_rows (const cudafx_options *o, const char *filter, int y)
-{
-  if (o && o->rows_needed && o->rows_needed (y, o->rows_user))
-    return cudafx_fail (CUDAFX_ERR_CANCELLED, "%s: the host could not provide the source's rows up to row %d",
-                        filter, y);
-  return CUDAFX_OK;
 }
 
 cudafx_status

@@ -9,11 +9,16 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#define GPL_MAX_BYTES (16u << 20) /* far above 256 named entries: a bigger file is not a palette */
+/* Far above 256 entries with long names (about 20 KiB): a bigger file is not
+ * a palette, and reading it would only cost time and memory. */
+#define GPL_MAX_BYTES (1u << 20)
 
 static int
 is_blank (char c)
@@ -94,10 +99,16 @@ cudafx_gpl_parse (const char *text, size_t length, const char *source, cudafx_pa
         ; /* blank, comment or the palette's name */
       else if (last - q >= 8 && !memcmp (q, "Columns:", 8))
         {
-          char *after;
-          errno = 0;
-          long columns = strtol (q + 8, &after, 10);
-          if (after == q + 8 || trim_end (after, last) != after || errno || columns < 0 || columns > 256)
+          /* Read within the line: the text need not end in a NUL (strtol
+           * read past the last line's end). */
+          const char *d = q + 8;
+          long columns = 0;
+          while (d < last && is_blank (*d))
+            d++;
+          const char *digits = d;
+          while (d < last && *d >= '0' && *d <= '9' && columns <= 256)
+            columns = columns * 10 + (*d++ - '0');
+          if (d == digits || d != last || columns > 256)
             return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s:%d: Columns must be a number 0..256", source, line);
         }
       else if (out->colors == CUDAFX_MAX_COLORS)
@@ -122,21 +133,56 @@ cudafx_gpl_parse (const char *text, size_t length, const char *source, cudafx_pa
 cudafx_status
 cudafx_gpl_load (const char *path, cudafx_palette *out)
 {
-  FILE *f = fopen (path, "rb");
-  if (!f)
+  /* Opened without blocking and checked before a byte is read: a FIFO (or a
+   * device such as /dev/zero) given as a palette would otherwise block the
+   * host forever, inside GIMP's own process for the live filter. */
+  int fd = open (path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: cannot open the palette: %s", path, strerror (errno));
+  if (fstat (fd, &st))
+    {
+      int e = errno;
+      close (fd);
+      return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: cannot open the palette: %s", path, strerror (e));
+    }
+  if (!S_ISREG (st.st_mode))
+    {
+      close (fd);
+      if (S_ISDIR (st.st_mode))
+        return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: is a directory, not a palette file", path);
+      return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: not a regular file, not a palette file", path);
+    }
+  if (st.st_size > (off_t) GPL_MAX_BYTES)
+    {
+      close (fd);
+      return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: larger than %u KiB, not a GIMP palette", path,
+                          GPL_MAX_BYTES >> 10);
+    }
   char *text = malloc (GPL_MAX_BYTES + 1);
-  size_t n = text ? fread (text, 1, GPL_MAX_BYTES + 1, f) : 0;
-  int failed = ferror (f);
-  fclose (f);
+  size_t n = 0;
+  int failed = 0;
+  /* A regular file never blocks; the limit holds even if it grows meanwhile. */
+  while (text && n <= GPL_MAX_BYTES)
+    {
+      ssize_t got = read (fd, text + n, GPL_MAX_BYTES + 1 - n);
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got < 0)
+        failed = errno;
+      if (got <= 0)
+        break;
+      n += (size_t) got;
+    }
+  close (fd);
   cudafx_status s;
   if (!text)
     s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "%s: out of memory reading the palette", path);
   else if (failed)
-    s = cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: cannot read the palette", path);
+    s = cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: cannot read the palette: %s", path, strerror (failed));
   else if (n > GPL_MAX_BYTES)
-    s = cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: larger than %u MiB, not a GIMP palette", path,
-                     GPL_MAX_BYTES >> 20);
+    s = cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: larger than %u KiB, not a GIMP palette", path,
+                     GPL_MAX_BYTES >> 10);
   else
     s = cudafx_gpl_parse (text, n, path, out);
   free (text);

@@ -29,6 +29,16 @@ cudafx_kernel_parse (const char *text, double *taps, int *size)
                                 a->name, capacity, a->min, a->max);
           errno = 0;
           taps[count] = strtod (p, &end);
+          /* A number out of double's range is not "not a number": say which end. */
+          if (end != p && errno == ERANGE && fabs (taps[count]) > 1)
+            return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                                "%s: value %d of row %d, '%.*s', is too large (beyond ±1.8e308)",
+                                a->name, in_row + 1, rows, (int) (end - p > 40 ? 40 : end - p), p);
+          if (end != p && errno == ERANGE)
+            return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                                "%s: value %d of row %d, '%.*s', is too small to be told from 0 "
+                                "(below 2.2e-308; write 0)",
+                                a->name, in_row + 1, rows, (int) (end - p > 40 ? 40 : end - p), p);
           if (end == p || errno || !isfinite (taps[count]))
             return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
                                 "%s: value %d of row %d is not a number (near '%.20s')", a->name,

@@ -32,39 +32,35 @@
  * right; vertical d = g_0 h(y-P) + ... + g_2P h(y+P), top to bottom; weight
  * nlmeans_exp_neg (d * dist_scale - dist_offset) (core/nlmeans.h). The GPU
  * takes the hardware's exp for the weight instead (the two within 1e-5 of
- * each other, relative: DESIGN.md's +-1 on u8) and sums the weighted
+ * each other, relative: docs/TESTING.md, Determinism: +-1 on u8) and sums the weighted
  * values over the offsets in another order (here by half-window rows,
  * there pair by pair, o then -o); the centre term is added last on both.
  *
- * Noise sigma: Immerkaer's Laplacian-difference operator (1996), made robust
- * with the median absolute value instead of the mean: per colour channel
- * sigma_c = median |L * I_c| / (6 * 0.6745) over interior pixels whose 3x3
- * neighbourhood holds no clipped value (0 or 255: clipping hides noise, so
- * dark skies and blown highlights would pull the estimate down), combined as
- * sqrt (mean sigma_c^2).
+ * Noise: core/noise_estimate.c measures it on the host image (weak-texture
+ * patches, in the directions of patch space the image's structure leaves
+ * to the noise, per brightness level) and core/nlmeans_noise.c fits the
+ * noise model to it: flat, one sigma (Gaussian noise), or camera noise
+ * whose sigma follows brightness.
  *
  * Work is split into tiles of at most TILE_H x TILE_W pixels with a halo of
  * S + P pixels, each thread with its own buffers, so memory stays bounded and
  * a tile's working set stays in cache. The tile layout does not depend on the
  * thread count, so neither does the output.
  *
- * A call runs on a backend session (core/backend.h): the engine opens it,
- * has the backend count the noise histograms (core/nlmeans.h's
- * nlmeans_noise_bin, the same counts on both), turns them into sigma and,
- * in automatic mode, the parameters and plan (nlmeans_noise_counted), then
- * has the backend denoise with that plan. This file's CPU session is the
- * reference; cuda/nlmeans.cu is the GPU's.
- *
- * Automatic mode first fits the image's noise level function
- * (core/nlmeans_noise.c) to histograms the same session counts
- * (nlmeans_fit_bin), so on the GPU the image is uploaded once for the fit,
- * the estimate and the filter, and only the fit's few thousand numbers run
- * on the CPU. When the noise is as strong at every brightness the run is
- * the one above; when it follows brightness (camera noise), the plan
- * carries the variance-stabilising transform: the backend transforms the
- * colour channels into f32 whose noise is one sigma, denoises that with the
- * parameters for that sigma and transforms the result back
- * (denoise_stabilised here, on the device there). */
+ * A call estimates the noise first, on the CPU for every backend (the
+ * sample is bounded, and the estimate is the same whichever backend
+ * denoises), turns it into sigma and, in automatic mode, the parameters and
+ * plan, then has the backend (core/backend.h) open a session and denoise
+ * with that plan. This file's CPU session is the reference; cuda/nlmeans.cu
+ * is the GPU's. When the noise is as strong at every brightness the run is
+ * the one above; when it follows brightness (camera noise), the session
+ * first counts the residual histograms the camera model's a and b are
+ * fitted to (nlmeans_fit_bin, the same counts on both backends), and the
+ * plan carries the variance-stabilising transform: the backend transforms
+ * the colour channels into f32 whose noise is one sigma, denoises that with
+ * the parameters for that sigma and transforms the result back
+ * (denoise_stabilised here, on the device there). Correlated noise
+ * (demosaicked, compressed) is denoised as flat noise of its whole sigma. */
 #include "cpu.h"
 #include "nlmeans_noise.h"
 
@@ -423,38 +419,6 @@ denoise_cpu (const nlmeans_job *job, const cudafx_options *o)
   return s;
 }
 
-/* Noise sigma from the histograms: per colour channel the median of |l|,
- * with linear interpolation inside its bin; bin b holds [b - 1/2, b + 1/2) /
- * NLMEANS_NOISE_BINS_PER_UNIT, so integer residuals (u8 data) sit at bin
- * centres and all zeros give 0. |l| of white noise sigma is half-normal of
- * scale 6 sigma (the mask's squared taps sum to 36), median 0.6745 * 6 sigma. */
-static double
-noise_sigma (const uint64_t *hist, int colours)
-{
-  double sum_sq = 0.0;
-  for (int c = 0; c < colours; c++)
-    {
-      const uint64_t *hc = hist + (size_t) c * NLMEANS_NOISE_BINS;
-      uint64_t count = 0;
-      for (int b = 0; b < NLMEANS_NOISE_BINS; b++)
-        count += hc[b];
-      double half = count / 2.0, cum = 0.0, median = 0.0;
-      for (int b = 0; b < NLMEANS_NOISE_BINS; b++)
-        {
-          double nb = (double) hc[b];
-          if (cum + nb >= half && nb > 0)
-            {
-              median = fmax (0.0, b - 0.5 + (half - cum) / nb) / NLMEANS_NOISE_BINS_PER_UNIT;
-              break;
-            }
-          cum += nb;
-        }
-      double sc = median / (6.0 * 0.6744897501960817);
-      sum_sq += sc * sc;
-    }
-  return sqrt (sum_sq / colours);
-}
-
 /* Histograms of the colour channels' 3x3 neighbourhoods on the CPU (see
  * header), per thread, then summed into out: with fit the noise-model fit's
  * (nlmeans_fit_bin, NLMEANS_FIT_BINS a channel) on rows 1, 1 + step, ...,
@@ -597,6 +561,31 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
   plan->centre_max = used->centre_max;
 }
 
+/* Flat noise of sigma: the parameters, and the plan, for sigma read
+ * LOW_SIGMA_SCALE times higher where the table's first row applies, and
+ * CORRELATED_SCALE times higher for correlated noise. The first row was
+ * tuned with the residual estimator, which read the test photos' sigma 10
+ * noise 4-14% high; on the texture-robust estimate it lost 0.1-0.3 dB
+ * there until sigma was read 10% higher. Correlated noise makes patch
+ * distances vary more than white noise of the same sigma (fewer
+ * independent pixels in a patch), so it takes a larger h: on the
+ * camera-pipeline JPEGs 1.6 times the whole noise's sigma gained 0.5-2.2 dB
+ * over the noisy files where 1.0 gained 0.2-3.0 (docs/BENCHMARKS.md, "Noise
+ * estimate"). The
+ * transform's plan (camera noise) keeps the table as it is. */
+#define LOW_SIGMA_SCALE 1.1
+#define CORRELATED_SCALE 1.6
+static void
+flat_plan (double sigma, int correlated, int colours, cudafx_nlmeans_info *used, nlmeans_plan *plan)
+{
+  size_t n;
+  double s = correlated ? CORRELATED_SCALE * sigma : sigma;
+  s = s <= auto_table (colours, &n)->max_sigma ? LOW_SIGMA_SCALE * s : s;
+  choose_params (s, colours, used);
+  make_plan (used, colours, s, plan);
+  used->sigma = sigma;
+}
+
 static int
 colour_channels (const cudafx_image *img)
 {
@@ -685,31 +674,15 @@ typedef struct {
   const cudafx_image *src;
   cudafx_image       *dst;      /* NULL: the noise estimate only */
   int                 colours;  /* colour channels: channels minus alpha */
-  int                 fit;      /* fit the noise model first (core/nlmeans_noise.c) */
-  int                 estimate; /* count the noise (after a fit: when it finds it flat) */
+  int                 estimate; /* estimate the noise (on the host image, before the backend's session) */
   int                 automatic; /* the parameters follow the estimate */
-  int                 max_halo; /* the largest S + P the plan can get from the estimate */
-  cudafx_noise_model  model;    /* the signal-dependent model denoised behind (given, or the fit's) */
-  double              sigma;    /* with it: the sigma reported (given, or the fit's) */
+  int                 max_halo; /* the largest S + P the plan may have (once estimated: its own) */
+  cudafx_noise_model  model;    /* the noise model (given, or the estimate's) */
+  double              sigma;    /* with it: the sigma reported (given, or the estimate's) */
   nlmeans_vst        *vst;      /* its transform, or NULL */
   cudafx_nlmeans_info used;     /* the parameters (and sigma) of the run */
   nlmeans_plan        plan;
 } nlmeans_call;
-
-/* From the noise histograms: the sigma in call->used, and in automatic mode
- * the parameters and the plan. */
-static void
-nlmeans_noise_counted (nlmeans_call *call, const uint64_t *hist)
-{
-  double sigma = noise_sigma (hist, call->colours);
-  if (call->automatic)
-    {
-      choose_params (sigma, call->colours, &call->used);
-      make_plan (&call->used, call->colours, sigma, &call->plan);
-    }
-  else
-    call->used.sigma = sigma;
-}
 
 /* The parameters and plan of automatic mode behind the transform for
  * call->model: those for the transformed image's sigma. */
@@ -725,51 +698,112 @@ stabilise (nlmeans_call *call)
   return CUDAFX_OK;
 }
 
-/* The noise model fitted to the histograms backend b counts: behind the
- * transform when it depends on brightness (no other estimate then). */
+/* Nearest neighbours' mean noise correlation from which the noise is
+ * correlated: on tests/data's photos white noise (Gaussian or camera) of
+ * sigma 5 to 30 measures at most 0.33 (what is left of texture in the
+ * weak-texture patches), the camera-pipeline JPEGs of tests/quality 0.65
+ * or more (docs/BENCHMARKS.md, "Noise estimate"). */
+#define CORRELATED_FROM 0.5
+
+/* The noise of the host image (core/noise_estimate.c, for every backend)
+ * and the model fitted to it; in automatic mode, for flat noise, the
+ * parameters and plan. Camera noise's a and b come later, from the
+ * session's histograms (camera_model), in automatic mode only: manual mode
+ * reports the flat model of the one sigma. */
 static cudafx_status
-nlmeans_fit (const cudafx_backend_ops *b, nlmeans_session *ses, nlmeans_call *call, int *estimate)
+estimate_noise (nlmeans_call *call, const cudafx_options *o)
+{
+  noise_estimate e;
+  cudafx_status s = noise_estimate_image (call->src, call->colours, o, &e);
+  if (!s)
+    s = nlmeans_noise_fit (&e, call->src->type, &call->model, &call->sigma);
+  if (s)
+    return s;
+  cudafx_noise_model *m = &call->model;
+  memcpy (m->spatial_corr, e.spatial, sizeof m->spatial_corr);
+  m->channel_corr = e.channel;
+  m->correlation = 0.25 * (e.spatial[1][0] + e.spatial[1][2] + e.spatial[0][1] + e.spatial[2][1]);
+  m->correlated = m->correlation >= CORRELATED_FROM;
+  if (m->correlated)
+    {
+      /* Smoothed noise hides from the patches' noise directions: sigma is
+       * the whole noise at a pixel, and flat (the residual histograms of
+       * the camera model miss smoothed noise as much). */
+      call->sigma *= sqrt (e.variance_ratio);
+      m->signal_dependent = 0;
+      memset (m->a, 0, sizeof m->a);
+      memset (m->b, 0, sizeof m->b);
+      m->sigma_dark = m->sigma_light = call->sigma;
+    }
+  call->used.sigma = call->sigma;
+  if (!call->automatic || m->signal_dependent)
+    {
+      if (!call->automatic && m->signal_dependent)
+        {
+          m->signal_dependent = 0;
+          memset (m->a, 0, sizeof m->a);
+          memset (m->b, 0, sizeof m->b);
+          m->sigma_dark = m->sigma_light = call->sigma;
+        }
+      return CUDAFX_OK;
+    }
+  flat_plan (call->sigma, m->correlated, call->colours, &call->used, &call->plan);
+  call->max_halo = call->plan.search_radius + call->plan.patch_radius;
+  return CUDAFX_OK;
+}
+
+/* Camera noise, found by the estimate: a and b of each channel fitted to
+ * the residual histograms backend b counts (core/nlmeans_noise.c's
+ * nlmeans_noise_fit_histograms), then the transform's plan. When a channel
+ * has too few levels for that fit, the flat model of the one sigma. */
+static cudafx_status
+camera_model (const cudafx_backend_ops *b, nlmeans_session *ses, nlmeans_call *call)
 {
   const cudafx_image *src = call->src;
   uint64_t *hist = calloc ((size_t) call->colours * NLMEANS_FIT_BINS, sizeof *hist);
   cudafx_status s = hist ? CUDAFX_OK : cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
-  if (!s && !(s = b->nlmeans_count_levels (ses, nlmeans_fit_stride (src->width, src->height), hist)) &&
-      !(s = nlmeans_noise_fit (hist, call->colours, src->type, &call->model, &call->sigma)) &&
-      call->model.signal_dependent)
+  if (!s)
+    s = b->nlmeans_count_levels (ses, nlmeans_fit_stride (src->width, src->height), hist);
+  if (!s)
     {
-      *estimate = 0;
-      s = stabilise (call);
+      if (nlmeans_noise_fit_histograms (hist, call->colours, src->type, &call->model))
+        {
+          cudafx_noise_model *m = &call->model;
+          m->signal_dependent = 0;
+          memset (m->a, 0, sizeof m->a);
+          memset (m->b, 0, sizeof m->b);
+          m->sigma_dark = m->sigma_light = call->sigma;
+          flat_plan (call->sigma, m->correlated, call->colours, &call->used, &call->plan);
+        }
+      else
+        s = stabilise (call);
     }
   free (hist);
   return s;
 }
 
-/* Fit and estimate (if asked), parameters, then the filter (if dst) on
- * backend b. */
+/* The estimate (if asked) on the whole of src, the camera model (if the
+ * estimate found camera noise in automatic mode), then the filter (if dst)
+ * on backend b. */
 static cudafx_status
 nlmeans_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
 {
   nlmeans_call *call = call_;
   nlmeans_session *ses = NULL;
-  uint64_t *hist = NULL;
-  int estimate = call->estimate;
-  cudafx_status s = b->nlmeans_open (call->src, call->colours, call->dst ? call->max_halo : 0,
-                                     call->fit || call->plan.vst, o, &ses);
-  if (!s && call->fit)
-    s = nlmeans_fit (b, ses, call, &estimate);
-  if (!s && estimate)
-    {
-      hist = calloc ((size_t) call->colours * NLMEANS_NOISE_BINS, sizeof *hist);
-      if (!hist)
-        s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
-      else if (!(s = b->nlmeans_count (ses, hist)))
-        nlmeans_noise_counted (call, hist);
-    }
+  cudafx_status s = CUDAFX_OK;
+  if (call->estimate && !(s = cudafx_source_rows (o, "nl-means", call->src->height)))
+    s = estimate_noise (call, o);
+  const int camera = call->estimate && call->automatic && call->model.signal_dependent;
+  if (s || (!call->dst && !camera))
+    return s;
+  s = b->nlmeans_open (call->src, call->colours, call->dst ? call->max_halo : 0, camera || call->plan.vst != NULL,
+                       o, &ses);
+  if (!s && camera)
+    s = camera_model (b, ses, call);
   if (!s && call->dst)
     s = b->nlmeans_denoise (ses, &call->plan, call->dst);
   if (ses)
     b->nlmeans_close (ses);
-  free (hist);
   return s;
 }
 
@@ -779,17 +813,22 @@ static void
 call_info (const nlmeans_call *call, cudafx_nlmeans_info *info)
 {
   *info = call->used;
+  info->noise = call->model;
+  info->stabilised_sigma = 0;
   if (call->plan.vst)
     {
       info->sigma = call->sigma;
-      info->noise = call->model;
       info->stabilised_sigma = call->vst->scale;
       return;
     }
-  memset (&info->noise, 0, sizeof info->noise);
-  info->noise.channels = call->colours;
-  info->noise.sigma_dark = info->noise.sigma_light = info->sigma;
-  info->stabilised_sigma = 0;
+  if (!call->estimate)
+    {
+      /* sigma given: the flat model of that sigma. */
+      memset (&info->noise, 0, sizeof info->noise);
+      info->noise.channels = call->colours;
+      info->noise.sigma_dark = info->noise.sigma_light = info->sigma;
+      info->noise.spatial_corr[1][1] = 1;
+    }
 }
 
 /* Runs the call on the backend the options choose; its report into info. */
@@ -812,7 +851,7 @@ cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudaf
     return s;
   if (!info)
     return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: info is NULL");
-  nlmeans_call call = { .src = src, .colours = colour_channels (src), .fit = 1, .estimate = 1, .automatic = 1 };
+  nlmeans_call call = { .src = src, .colours = colour_channels (src), .estimate = 1, .automatic = 1 };
   return nlmeans_dispatch (&call, o, info);
 }
 
@@ -848,15 +887,14 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
     }
   else if (p->automatic && p->sigma > 0.0)
     {
-      choose_params (p->sigma, colours, &call.used);
-      make_plan (&call.used, colours, p->sigma, &call.plan);
+      flat_plan (p->sigma, p->noise.correlated, colours, &call.used, &call.plan);
       call.max_halo = call.plan.search_radius + call.plan.patch_radius;
     }
   else if (p->automatic)
     {
-      /* The plan comes from the fit and the estimate, which the backend
-       * counts first; the transform's plan has the same table's radii. */
-      call.fit = call.estimate = call.automatic = 1;
+      /* The plan comes from the estimate (and, for camera noise, the
+       * session's histograms); the transform's plan has the same table's radii. */
+      call.estimate = call.automatic = 1;
       call.max_halo = auto_max_halo (colours);
     }
   else

@@ -11,22 +11,26 @@
  * its variance is v(y) = e'(x)^2 (a x + b) + q, q = 1/12 the rounding to 8
  * bits.
  *
- * Estimate, as Liu, Freeman, Szeliski, Kang ("Noise estimation from a single
- * image", CVPR 2006) bin it by brightness: on up to NLF_SAMPLES pixels per
- * channel (whole rows, evenly spaced), Immerkaer's residual l of the 3x3
- * neighbourhood (core/nlmeans.h's nlmeans_noise_bin, which leaves out
- * neighbourhoods holding a clipped value) in a histogram of |l| per
- * brightness level (the neighbourhood's mean, NLMEANS_FIT_LEVELS levels:
- * nlmeans_fit_bin). The backend counts them where the image is (integer
- * counts, the same on both, so the same fit): on the GPU path the CPU reads
- * no pixel for the fit, only the counts this file fits the model to. Per
- * level sigma = median |l| / (6 * 0.6745), robust to the few edges a level
- * holds.
- * Levels too close to 0 or 255 for their noise (clipping makes it look
- * smaller) or with few samples are left out. Texture only raises a level's
- * sigma, so the fits weigh levels above the model down (a Cauchy weight of
- * the relative residual) and those below it fully: the model follows the
- * lower envelope, as Liu et al.'s does.
+ * Which model: core/noise_estimate.c's noise variance of each brightness
+ * level, from weak-texture patches, in the directions of patch space the
+ * image's structure leaves to the noise (Liu, Tanaka, Okutomi 2013; Chen,
+ * Zhu, Heng 2015), so texture does not raise them. Levels too close to 0 or
+ * 255 for their noise (clipping makes it look smaller) or with few patches
+ * are left out. What texture is left only raises a level's variance, so
+ * the fits weigh levels above the model down (a Cauchy weight of the
+ * relative residual) and those below it fully. The one sigma of flat noise
+ * is the estimate's (one texture threshold for all levels).
+ *
+ * The camera model's a and b: fitted the same way to levels of Immerkaer's
+ * residual (the 3x3 neighbourhood's, core/nlmeans.h's nlmeans_fit_bin),
+ * binned by brightness as Liu, Freeman, Szeliski, Kang ("Noise estimation
+ * from a single image", CVPR 2006) bin it, per level sigma = median |l| /
+ * (6 * 0.6745), on up to NLF_SAMPLES neighbourhoods a channel that the
+ * backend counts where the image is. 3x3 neighbourhoods free of clipped
+ * values reach much further into noisy shadows than 7x7 patches do; fitted
+ * to the patches' levels alone, a photo with few bright-enough shadows had
+ * its shadows' sigma extrapolated twice too high (docs/BENCHMARKS.md,
+ * "Noise estimate").
  *
  * Two models are fitted to the levels of every channel by iteratively
  * reweighted least squares on the variances: flat (v = constant, the
@@ -36,7 +40,13 @@
  * flat's), fits well in itself (below CAMERA_COST a channel: on clean
  * photos, whose residual is texture and compression, neither model does)
  * and its sigma varies by CAMERA_SPREAD or more over the levels it was
- * fitted to; otherwise nl-means runs exactly as before, on the one sigma.
+ * fitted to; otherwise nl-means runs on the one sigma. Measured on
+ * tests/data's photos (docs/BENCHMARKS.md, "Noise estimate"): the camera
+ * model's cost is at
+ * least the flat one's on Gaussian noise and clean photos alike, at most
+ * 0.4 times it on camera noise; the strongest camera noise, whose dark
+ * levels are too noisy to keep, spreads its sigma by only 1.09-1.14 over
+ * the levels left.
  *
  * Transform: the generalised Anscombe transform of the linear-light value,
  * z = 2/a sqrt (a x + 3a^2/8 + b) (Murtagh, Starck, Bijaoui 1995), written
@@ -55,20 +65,21 @@
  * model is of display-referred sRGB) and the same inverse. */
 #include "nlmeans_noise.h"
 #include "engine.h"
+#include "noise_estimate.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NLF_SAMPLES (1 << 19) /* neighbourhoods per channel at most (a 12 MP image: every 24th row) */
-#define NLF_MIN_SAMPLES 200   /* a level with fewer is left out */
-#define NLF_CLIP_MARGIN 3.0   /* sigmas a level keeps from 0 and 255 (tests/quality, README) */
+#define NLF_MIN_PATCHES 40  /* a level with fewer weak-texture patches is left out */
+#define NLF_SAMPLES (1 << 19) /* residuals per channel the histograms count at most (a 12 MP image: every 24th row) */
+#define NLF_MIN_SAMPLES 200   /* a histogram level with fewer is left out */
 #define NLF_SCALE   0.2       /* relative residual of the variance a level may have */
 #define NLF_ITERATIONS 20
-#define CAMERA_GAIN 0.7   /* the camera model's cost at most this times the flat one's */
+#define CAMERA_GAIN 0.6   /* the camera model's cost at most this times the flat one's */
 #define CAMERA_COST 2.0   /* and at most this a channel: it explains the levels */
-#define CAMERA_SPREAD 1.1 /* its sigma at least this much larger in the dark */
+#define CAMERA_SPREAD 1.05 /* its sigma at least this much larger in the dark */
 
 /* d (255 sRGB) / dx at linear x. */
 static double
@@ -204,48 +215,30 @@ model_sigma_at (const cudafx_noise_model *m, int c, double y)
 }
 
 cudafx_status
-nlmeans_noise_fit (const uint64_t *hist, int colours, cudafx_type type, cudafx_noise_model *m, double *sigma)
+nlmeans_noise_fit (const noise_estimate *est, cudafx_type type, cudafx_noise_model *m, double *sigma)
 {
-  uint64_t *h64 = malloc (NLMEANS_FIT_RES * sizeof *h64);
-  nlf_level *lv = malloc (NLMEANS_FIT_LEVELS * sizeof *lv);
-  cudafx_status s = CUDAFX_OK;
-  if (!h64 || !lv)
-    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+  const int colours = est->colours;
+  nlf_level lv[NOISE_LEVELS];
   memset (m, 0, sizeof *m);
   m->channels = colours;
   *sigma = 0;
-  if (s)
-    goto done;
 
   const double q = type == CUDAFX_U8 ? 1.0 / 12.0 : 0.0;
   double cost_flat = 0, cost_camera = 0, spread = INFINITY, sum_sq = 0;
   for (int c = 0; c < colours; c++)
     {
-      const uint64_t *hc = hist + (size_t) c * NLMEANS_FIT_BINS;
-      uint64_t total = 0, count;
-      /* The channel's one sigma: all levels together. */
-      for (int k = 0; k < NLMEANS_FIT_RES; k++)
-        {
-          h64[k] = 0;
-          for (int l = 0; l < NLMEANS_FIT_LEVELS; l++)
-            h64[k] += hc[(size_t) l * NLMEANS_FIT_RES + k];
-        }
-      double sc = hist_median (h64, NLMEANS_FIT_RES, &total) * MEDIAN_TO_SIGMA;
-      sum_sq += sc * sc;
-
       int n = 0;
-      for (int l = 0; l < NLMEANS_FIT_LEVELS; l++)
+      for (int l = 0; l < NOISE_LEVELS; l++)
         {
-          for (int k = 0; k < NLMEANS_FIT_RES; k++)
-            h64[k] = hc[(size_t) l * NLMEANS_FIT_RES + k];
-          double sl = hist_median (h64, NLMEANS_FIT_RES, &count) * MEDIAN_TO_SIGMA;
-          double y = (l + 0.5) * 256.0 / NLMEANS_FIT_LEVELS;
-          if (count < NLF_MIN_SAMPLES || count * 1000 < total || y < NLF_CLIP_MARGIN * sl
-              || y > 255 - NLF_CLIP_MARGIN * sl || sl * sl <= 2 * q)
+          const double v = est->var[c][l], y = est->y[c][l], sl = sqrt (v);
+          const int count = est->count[c][l];
+          if (v <= 2 * q || count < NLF_MIN_PATCHES || y < NOISE_CLIP_MARGIN * sl
+              || y > 255 - NOISE_CLIP_MARGIN * sl)
             continue;
           double x = nlmeans_srgb_decode (y / 255.0), e = srgb_slope (x);
-          lv[n++] = (nlf_level) { y, x, e * e, sl * sl - q, sqrt ((double) count) };
+          lv[n++] = (nlf_level) { y, x, e * e, v - q, sqrt ((double) count) };
         }
+      sum_sq += est->flat[c];
       if (n < 3)
         {
           /* Too few levels to tell a slope from a constant: flat. */
@@ -283,10 +276,64 @@ nlmeans_noise_fit (const uint64_t *hist, int colours, cudafx_type type, cudafx_n
       memset (m->b, 0, sizeof m->b);
       m->sigma_dark = m->sigma_light = *sigma;
     }
-done:
+  return CUDAFX_OK;
+}
+
+cudafx_status
+nlmeans_noise_fit_histograms (const uint64_t *hist, int colours, cudafx_type type, cudafx_noise_model *m)
+{
+  uint64_t *h64 = malloc (NLMEANS_FIT_RES * sizeof *h64);
+  nlf_level *lv = malloc (NLMEANS_FIT_LEVELS * sizeof *lv);
+  if (!h64 || !lv)
+    {
+      free (h64);
+      free (lv);
+      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+    }
+  const double q = type == CUDAFX_U8 ? 1.0 / 12.0 : 0.0;
+  int fitted = 1;
+  m->sigma_dark = m->sigma_light = 0;
+  for (int c = 0; c < colours; c++)
+    {
+      const uint64_t *hc = hist + (size_t) c * NLMEANS_FIT_BINS;
+      uint64_t total = 0, count;
+      for (int k = 0; k < NLMEANS_FIT_RES; k++)
+        {
+          h64[k] = 0;
+          for (int l = 0; l < NLMEANS_FIT_LEVELS; l++)
+            h64[k] += hc[(size_t) l * NLMEANS_FIT_RES + k];
+        }
+      hist_median (h64, NLMEANS_FIT_RES, &total);
+      int n = 0;
+      for (int l = 0; l < NLMEANS_FIT_LEVELS; l++)
+        {
+          for (int k = 0; k < NLMEANS_FIT_RES; k++)
+            h64[k] = hc[(size_t) l * NLMEANS_FIT_RES + k];
+          double sl = hist_median (h64, NLMEANS_FIT_RES, &count) * MEDIAN_TO_SIGMA;
+          double y = (l + 0.5) * 256.0 / NLMEANS_FIT_LEVELS;
+          if (count < NLF_MIN_SAMPLES || count * 1000 < total || y < NOISE_CLIP_MARGIN * sl
+              || y > 255 - NOISE_CLIP_MARGIN * sl || sl * sl <= 2 * q)
+            continue;
+          double x = nlmeans_srgb_decode (y / 255.0), e = srgb_slope (x);
+          lv[n++] = (nlf_level) { y, x, e * e, sl * sl - q, sqrt ((double) count) };
+        }
+      double pc[2] = { 0, 0 };
+      if (n < 3)
+        fitted = 0;
+      else
+        fit_model (1, lv, n, pc);
+      m->a[c] = pc[0];
+      m->b[c] = pc[1];
+    }
+  if (fitted)
+    for (int c = 0; c < colours; c++)
+      {
+        m->sigma_dark += model_sigma_at (m, c, 32) / colours;
+        m->sigma_light += model_sigma_at (m, c, 224) / colours;
+      }
   free (h64);
   free (lv);
-  return s;
+  return fitted ? CUDAFX_OK : CUDAFX_ERR_INVALID_ARG;
 }
 
 /* ---- the transform --------------------------------------------------------- */

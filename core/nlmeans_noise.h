@@ -1,23 +1,29 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Automatic nl-means for camera noise (engine-internal; core/nlmeans_noise.c
  * has the method and the papers): the noise level function fitted to an
- * image's histograms, and the variance-stabilising transform nl-means then
+ * image's noise estimate, and the variance-stabilising transform nl-means then
  * runs behind (its type and per-value arithmetic are core/nlmeans.h's, which
  * both backends compute with). */
 #ifndef CUDAFX_NLMEANS_NOISE_H
 #define CUDAFX_NLMEANS_NOISE_H
 
 #include "nlmeans.h"
+#include "noise_estimate.h"
 
-/* Rows whose neighbourhoods the fit counts: 1, 1 + stride, ... < height - 1
- * (a backend's nlmeans_count_levels), at most NLF_SAMPLES a channel. */
+/* Fits the noise model of the colour channels to their noise estimate
+ * (core/noise_estimate.h); *sigma is the one sigma of flat noise on the
+ * same levels. type: the image's. */
+cudafx_status nlmeans_noise_fit (const noise_estimate *e, cudafx_type type, cudafx_noise_model *m, double *sigma);
+/* Rows whose neighbourhoods the camera model's histograms count: 1,
+ * 1 + stride, ... < height - 1 (a backend's nlmeans_count_levels). */
 int nlmeans_fit_stride (int width, int height);
-/* Fits the noise model of the colour channels from their histograms
- * (colours x NLMEANS_FIT_BINS counts of nlmeans_fit_bin over the rows of
- * nlmeans_fit_stride) on the CPU; *sigma is the one-sigma estimate of the
- * same samples (core/nlmeans.c's estimator). type: the image's. */
-cudafx_status nlmeans_noise_fit (const uint64_t *hist, int colours, cudafx_type type, cudafx_noise_model *m,
-                                 double *sigma);
+/* The camera model's a and b (and sigma_dark, sigma_light) of m, from the
+ * residual histograms (colours x NLMEANS_FIT_BINS counts of nlmeans_fit_bin
+ * over the rows of nlmeans_fit_stride); its other fields are left as they
+ * are. CUDAFX_ERR_INVALID_ARG (no message): a channel has too few levels
+ * for the fit. */
+cudafx_status nlmeans_noise_fit_histograms (const uint64_t *hist, int colours, cudafx_type type,
+                                            cudafx_noise_model *m);
 /* The transform for a signal-dependent model. */
 void nlmeans_vst_make (const cudafx_noise_model *m, int colours, nlmeans_vst *v);
 /* src's colour channels into t (f32, colours channels, no alpha), transformed. */

@@ -8,8 +8,10 @@
 #include <stddef.h>
 #include <string.h>
 
-/* The field an argument is bound to, in cudafx_filter_params. */
-#define FIELD(member, kind) CUDAFX_FIELD_##kind, offsetof (cudafx_filter_params, member)
+/* The field an argument is bound to, in cudafx_filter_params; AUTO_FIELD
+ * for a value the filter's automatic mode chooses (chosen_by_auto). */
+#define FIELD(member, kind) CUDAFX_FIELD_##kind, offsetof (cudafx_filter_params, member), 0
+#define AUTO_FIELD(member, kind) CUDAFX_FIELD_##kind, offsetof (cudafx_filter_params, member), 1
 /* A filter's own struct in cudafx_filter_params. */
 #define PARAMS(member) offsetof (cudafx_filter_params, member), sizeof (((cudafx_filter_params *) 0)->member)
 
@@ -56,13 +58,29 @@ static const cudafx_arg nlmeans_args[] = {
     FIELD (nlmeans.automatic, INT) },
   { "h", N_("S_trength"), N_("Filtering strength h on the 0–255 scale; larger removes more noise and detail"),
     CUDAFX_ARG_DOUBLE, 0.1, 100, 10, NULL, 0,
-    FIELD (nlmeans.h, DOUBLE) },
+    AUTO_FIELD (nlmeans.h, DOUBLE) },
   { "patch-radius", N_("Patch ra_dius"), N_("Radius of the patches compared to weigh neighbours"),
     CUDAFX_ARG_INT, 1, 5, 1, NULL, 0,
-    FIELD (nlmeans.patch_radius, INT) },
+    AUTO_FIELD (nlmeans.patch_radius, INT) },
   { "search-radius", N_("S_earch radius"), N_("Radius of the area searched for similar patches"),
     CUDAFX_ARG_INT, 1, 20, 10, NULL, 0,
-    FIELD (nlmeans.search_radius, INT) },
+    AUTO_FIELD (nlmeans.search_radius, INT) },
+  BACKEND_ARG,
+};
+
+static const cudafx_arg nlbayes_args[] = {
+  { "auto", N_("_Automatic"),
+    N_("Estimate the noise of the image (its level, and whether it follows brightness as camera noise does)"),
+    CUDAFX_ARG_BOOLEAN, 0, 1, 1, NULL, 0,
+    FIELD (nlbayes.automatic, INT) },
+  { "sigma", N_("_Noise level"),
+    N_("Standard deviation of the noise on the 0–255 scale, used when automatic is off"),
+    CUDAFX_ARG_DOUBLE, 0.1, 100, 10, NULL, 0,
+    AUTO_FIELD (nlbayes.sigma, DOUBLE) },
+  { "flat-area", N_("_Flat areas"),
+    N_("Replace groups of patches that differ only by noise with their mean: smoother skies and walls"),
+    CUDAFX_ARG_BOOLEAN, 0, 1, 1, NULL, 0,
+    FIELD (nlbayes.flat_area, INT) },
   BACKEND_ARG,
 };
 
@@ -176,6 +194,13 @@ const cudafx_filter_desc cudafx_filters[CUDAFX_N_FILTERS] = {
     N_("Applies a convolution kernel: Gaussian, Sobel, Laplacian, sharpen and other presets, "
        "or a custom n×n matrix, with divisor, offset and a choice of border handling."),
     convolve_args, N_ELEMS (convolve_args), PARAMS (convolve) },
+  [CUDAFX_FILTER_NLBAYES] = {
+    "nl-bayes", "plug-in-cudafx-nl-bayes", N_("Non-Local _Bayes (GPU)..."), "<Image>/Filters/Enhance",
+    N_("Denoise with non-local Bayes"),
+    N_("Groups patches that look alike and restores each group from its own statistics, in two "
+       "passes (Lebrun, Buades and Morel's NL-Bayes). Stronger than non-local means on fine texture. "
+       "In automatic mode the noise is estimated from the image."),
+    nlbayes_args, N_ELEMS (nlbayes_args), PARAMS (nlbayes) },
 };
 
 const cudafx_filter_desc *

@@ -9,7 +9,7 @@
 #ifndef CUDAFX_QUANTIZE_H
 #define CUDAFX_QUANTIZE_H
 
-#include "engine.h"
+#include "services.h"
 
 #include <math.h>
 #include <stdint.h>

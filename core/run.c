@@ -72,6 +72,8 @@ cudafx_run_filter (int filter, const cudafx_filter_params *p, const cudafx_image
       return cudafx_quantize (src, dst, &p->quantize, &options, &result->palette);
     case CUDAFX_FILTER_CONVOLVE:
       return cudafx_convolve (src, dst, &p->convolve, &options);
+    case CUDAFX_FILTER_NLBAYES:
+      return cudafx_nlbayes (src, dst, &p->nlbayes, &options, &result->nlbayes);
     }
   return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "unknown filter %d", filter);
 }

@@ -7,8 +7,8 @@
  * same floats as the CPU's. The weights are not: the CPU's exp is a
  * polynomial (core/nlmeans.h's nlmeans_exp_neg, about 20 instructions),
  * the GPU takes the hardware's 2^x (ex2 below, one): both within 1e-5 of
- * exp, relative, which DESIGN.md's "within 1 of the CPU on u8, 1/255 on
- * f32" allows. The weighted values are also summed in another order.
+ * exp, relative, which docs/TESTING.md's Determinism ("within 1 of the
+ * CPU on u8, 1/255 on f32") allows. The weighted values are also summed in another order.
  *
  * Same fast formulation as the CPU (Darbon et al., ISBI 2008): the loop runs
  * over search offsets and each offset's squared-difference image is filtered

@@ -1706,7 +1706,7 @@ run_pass (quantize_session *q, pass_kind kind, int k, cudafx_image *dst)
   cudafx_status s = CUDAFX_OK;
   const bool maps = kind != PASS_ASSIGN && kind != PASS_HISTOGRAM;
   const bool touch =
-    maps && !cudafx_host_pinned (dst->data, (size_t) (dst->height - 1) * dst->stride + q->row_bytes);
+    maps && !cudafx_cuda_host_pinned (dst->data, (size_t) (dst->height - 1) * dst->stride + q->row_bytes);
   for (int i = 0; i < q->n_stripes && !s; i++)
     {
       char point[32];

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Runs test suites, each of which ends with "N passed, N failed", and prints
 # the total as the last line.
-# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, median networks, CLI, CLI under LSan,
+# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, median networks, layers, CLI, CLI under LSan,
 #                                        the image-file fuzzer's corpus replayed (with clang), translations
 #        tests/run.sh BUILD_DIR gpu      CUDA: GPU tests, compute-sanitizer
 set -u
@@ -30,7 +30,7 @@ suite() { # name command...
 
 if [ "$mode" = gpu ]; then
   # Filters with a CUDA path, their accuracy tests against the CUDA backend.
-  gpu_tests="median convolve nlmeans quantize gpu_"
+  gpu_tests="median convolve nlmeans nlbayes quantize gpu_"
   suite gpu env CUDAFX_TEST_BACKEND=cuda "$build/test-gpu" $gpu_tests device_memory_over_1000_previews
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # Each tool on each test is its own process, SANITIZER_JOBS (default: the
@@ -75,6 +75,7 @@ else
   suite unit "$build/test-unit"
   suite unit-asan make --no-print-directory check-asan
   suite median-network "$build/test-median-network"
+  suite layers tools/check-layers.sh "$build"
   if [ -x "$build/cudafx" ]; then
     suite cli tests/unit/cli.sh "$build/cudafx"
     suite cli-lsan make --no-print-directory check-lsan

@@ -1,24 +1,27 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* cudafx — the four filters as GEGL operations, one module for gegl-0.4:
- * cudafx:median, cudafx:nl-means, cudafx:quantize and cudafx:convolve. GIMP 3
+/* cudafx — the five filters as GEGL operations, one module for gegl-0.4:
+ * cudafx:median, cudafx:nl-means, cudafx:quantize, cudafx:convolve and
+ * cudafx:nl-bayes. GIMP 3
  * runs them in its own process as live, non-destructive filters; GIMP 2.10's
  * GEGL tool and the `gegl` command use them too.
  *
- * The four types share one class: its class data is the filter, and its
+ * The five types share one class: its class data is the filter, and its
  * properties are made from the engine's argument table (names, ranges,
  * defaults, descriptions; choices as enums), so nothing is declared twice.
  * The custom convolution kernel is a text property spelt as the CLI's
- * --kernel. Values are kept by table position (plugin/common/procedures.c) and
+ * --kernel. Values are kept by table position (ui/common/procedures.c) and
  * pixels are read in the format the plug-ins and the CLI read
- * (plugin/common/region.c), so every host filters the same values.
+ * (ui/common/region.c), so every host filters the same values.
  *
  * Whatever GEGL asks for, the pixels equal a whole-image run: area filters
  * read their halo of real neighbours and clamp only at the input's edge;
  * quantize (a palette of the whole input, and error diffusion across it) and
  * the wrap border (the far edge's pixels) compute the whole output once, which
- * GEGL caches; automatic nl-means estimates the noise σ once on the whole
- * input, cached until that buffer changes, and filters each region with it;
- * GIMP's filter dialog shows that σ (the noise-sigma property).
+ * GEGL caches; automatic nl-means and nl-bayes estimate the noise σ once on
+ * the whole input, cached until that buffer changes, and filter each region
+ * with it; GIMP's filter dialog shows that σ (the noise-sigma property).
+ * nl-bayes' reference patches lie on a grid of the whole input (the engine's
+ * origin_x, origin_y: where the region read lies in it).
  *
  * A zoomed-out view is rendered at a level of detail L > 0 (1/2^L scale):
  * the operation then reads the input and writes the output at that level,
@@ -29,9 +32,15 @@
  *
  * The engine starts CUDA when an operation is first prepared (on a thread of
  * its own, while GEGL reads the input), never when GEGL loads the module, and
- * falls back to the CPU when CUDA fails. A filter that cannot run
- * (a bad kernel, a forced backend that is missing) warns and passes its input
- * through rather than failing the host's render. */
+ * falls back to the CPU when CUDA fails.
+ *
+ * A live filter never silently does nothing. A value GObject can check
+ * (a range, the kernel's text) is refused where it is set: the property
+ * keeps its last valid value and a warning says why. What only a render
+ * can find (a palette file, a kernel that does not fit its divisor, a
+ * colour palette on a grey image, a forced backend that is missing, no
+ * memory, an input without bounds) fills the output with the error
+ * pattern (error_output), never the input, and warns with the reason. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 
@@ -52,7 +61,7 @@ typedef struct
   gchar           *invalid;     /* why prepare found the settings unusable, else NULL */
   const Babl      *format;      /* what the engine reads and writes (prepare) */
 
-  /* Automatic nl-means: the noise σ and model of the input buffer
+  /* Automatic nl-means and nl-bayes: the noise σ and model of the input buffer
    * noise_source (held weakly; cleared when it changes or goes), and the σ
    * that the noise-sigma property shows: the one found at the finest level
    * of detail rendered on shown_source (an identity, never dereferenced;
@@ -73,6 +82,21 @@ typedef struct
    * the main loop: weak, because GIMP may free the node (and with it drop
    * this operation) before the main loop runs (see announce_sigma). */
   GWeakRef         node;
+  /* Whether the whole input of this extent (level 0) was found not to fit
+   * in memory (whole_fits, or a run that ran out), so that GEGL is asked
+   * for the regions wanted only; under lock. */
+  gboolean         whole_failed;
+  GeglRectangle    whole_failed_box;
+
+  /* The pending announcement (see queue_announce), NULL or destroyed when none. */
+  GSource         *announce;
+
+  /* The settings and format prepare last checked with a one-pixel run
+   * (probe_settings), and what it found: NULL or why they cannot run. */
+  cudafx_proc_args probed_args;
+  const Babl      *probed_format;
+  gboolean         probed;
+  gchar           *probed_error;
 
   /* The region's pixels in and out, kept between calls: a large region's
    * fresh memory costs its page faults on every call (on a 12 MP image,
@@ -92,7 +116,7 @@ typedef struct
   int                          filter;
 } CudafxOpClass;
 
-/* Property ids: table position + 1, then nl-means' noise σ found. */
+/* Property ids: table position + 1, then the noise σ automatic mode found. */
 #define PROP_NOISE_SIGMA (CUDAFX_PROC_MAX_ARGS + 1)
 
 static gpointer parent_class;
@@ -227,6 +251,13 @@ arg_pspec (int filter, const cudafx_arg *arg)
   return pspec;
 }
 
+/* What an announcement needs, without the operation (see queue_announce). */
+typedef struct
+{
+  GWeakRef    node;
+  GParamSpec *pspec; /* the class's noise-sigma: classes are never freed */
+} announcement;
+
 /* In the main loop: tells GIMP's filter dialog that noise-sigma changed.
  * The notify goes out on the node, never on the operation: GIMP's dialog
  * follows the node's "notify::NAME" and reads the value back from the
@@ -237,17 +268,24 @@ arg_pspec (int filter, const cudafx_arg *arg)
 static gboolean
 announce_sigma (gpointer data)
 {
-  CudafxOp *self = data;
-  GeglNode *node = g_weak_ref_get (&self->node);
+  announcement *a = data;
+  GeglNode     *node = g_weak_ref_get (&a->node);
 
   if (node)
     {
-      g_signal_emit_by_name (node, "notify::noise-sigma",
-                             g_object_class_find_property (G_OBJECT_GET_CLASS (self),
-                                                           "noise-sigma"));
+      g_signal_emit_by_name (node, "notify::noise-sigma", a->pspec);
       g_object_unref (node);
     }
   return G_SOURCE_REMOVE;
+}
+
+static void
+announcement_free (gpointer data)
+{
+  announcement *a = data;
+
+  g_weak_ref_clear (&a->node);
+  g_free (a);
 }
 
 /* Always through the main loop, wherever GEGL runs the operation: a notify
@@ -258,7 +296,31 @@ announce_sigma (gpointer data)
 static void
 queue_announce (CudafxOp *self)
 {
-  g_idle_add_full (G_PRIORITY_DEFAULT_IDLE, announce_sigma, g_object_ref (self), g_object_unref);
+  /* The idle source holds a weak reference to the node, never the
+   * operation: in a host without a main loop (the gegl command, scripts)
+   * the source is never run, and a reference to the operation kept it
+   * and its region memory for ever. One announcement pending at a time;
+   * finalize destroys it. */
+  GeglNode *node = g_weak_ref_get (&self->node);
+  announcement *a;
+
+  if (!node)
+    return;
+  g_mutex_lock (&self->lock);
+  if (!self->announce || g_source_is_destroyed (self->announce))
+    {
+      a = g_new0 (announcement, 1);
+      g_weak_ref_init (&a->node, node);
+      a->pspec = g_object_class_find_property (G_OBJECT_GET_CLASS (self), "noise-sigma");
+      if (self->announce)
+        g_source_unref (self->announce);
+      self->announce = g_idle_source_new ();
+      g_source_set_priority (self->announce, G_PRIORITY_DEFAULT_IDLE);
+      g_source_set_callback (self->announce, announce_sigma, a, announcement_free);
+      g_source_attach (self->announce, NULL);
+    }
+  g_mutex_unlock (&self->lock);
+  g_object_unref (node);
 }
 
 static void
@@ -301,8 +363,23 @@ set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec *p
       self->args.values[prop_id - 1] = g_value_get_enum (value);
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
-      g_free (self->kernel_text);
-      self->kernel_text = g_value_dup_string (value);
+      {
+        /* Refused where it is set, as GObject refuses a number out of its
+         * range: the kernel keeps its last valid text. */
+        const gchar *text = g_value_get_string (value);
+        double       taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+        int          size = 0;
+
+        if (text && *text && cudafx_kernel_parse (text, taps, &size) != CUDAFX_OK)
+          {
+            g_warning ("cudafx:%s: %s; the kernel stays \"%s\"",
+                       cudafx_filters[FILTER_OF (object)].name, cudafx_error_message (),
+                       self->kernel_text ? self->kernel_text : "");
+            break;
+          }
+        g_free (self->kernel_text);
+        self->kernel_text = g_strdup (text);
+      }
       break;
     case CUDAFX_ARG_PALETTE:
       g_free (self->palette_path);
@@ -355,7 +432,7 @@ get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
     }
 }
 
-/* ---- the noise σ of automatic nl-means ------------------------------------------ */
+/* ---- the noise σ of automatic nl-means and nl-bayes --------------------------- */
 
 static void
 noise_source_gone (gpointer data, GObject *where_it_was)
@@ -455,13 +532,43 @@ noise_sigma (CudafxOp *self, GeglBuffer *input, const GeglRectangle *extent, int
   return ok;
 }
 
+/* An engine message without the filter's name in front ("convolve: ..."),
+ * which the operation's own "cudafx:convolve: " already says. */
+static const gchar *
+without_name (int filter, const gchar *message)
+{
+  gsize n = strlen (cudafx_filters[filter].name);
+
+  if (!strncmp (message, cudafx_filters[filter].name, n) && !strncmp (message + n, ": ", 2))
+    return message + n + 2;
+  return message;
+}
+
 /* ---- what GEGL asks ---------------------------------------------------------- */
 
+/* Whether the filter has an automatic mode (nl-means, nl-bayes: their
+ * "auto" argument), whose noise estimate this operation makes on the whole
+ * input. */
 static gboolean
-automatic_nlmeans (CudafxOp *self, int filter)
+has_automatic (int filter)
 {
-  return filter == CUDAFX_FILTER_NLMEANS
-         && self->args.values[cudafx_proc_arg_index (filter, "auto")] != 0;
+  return cudafx_proc_arg_index (filter, "auto") >= 0;
+}
+
+static gboolean
+automatic_noise (CudafxOp *self, int filter)
+{
+  return has_automatic (filter) && self->args.values[cudafx_proc_arg_index (filter, "auto")] != 0;
+}
+
+/* Whether every region reads the whole input: for the noise estimate, and
+ * for nl-bayes, whose halo at a level of detail can be more than the
+ * level-0 halo GEGL prepared at that scale (its plan follows the noise,
+ * not the scale). */
+static gboolean
+whole_input (CudafxOp *self, int filter)
+{
+  return automatic_noise (self, filter) || filter == CUDAFX_FILTER_NLBAYES;
 }
 
 /* Whether each output pixel depends on the whole input: the whole output is
@@ -500,6 +607,150 @@ start_engine (void)
     }
 }
 
+/* The largest input a filter that computes its whole output at once (or
+ * automatic nl-means, which estimates the noise on all of it) takes: GIMP's
+ * own largest image side, and a gigapixel. Beyond them, and for an input
+ * without bounds (gegl:checkerboard, say), the output is the error
+ * pattern at once, instead of a render that copies or allocates for
+ * minutes, or for ever. */
+#define WHOLE_MAX_SIDE   524288
+#define WHOLE_MAX_PIXELS ((gint64) 1 << 30)
+
+/* Why a whole-input filter cannot take an input of box, or NULL. Free with g_free. */
+static gchar *
+unbounded_input (CudafxOp *self, const GeglRectangle *box)
+{
+  int filter = FILTER_OF (self);
+
+  if (!box || !(whole_output (self, filter) || whole_input (self, filter)))
+    return NULL;
+  if (gegl_rectangle_is_infinite_plane (box))
+    return g_strdup_printf (_("cudafx:%s: the input has no bounds (an endless source such as "
+                              "gegl:checkerboard), and this filter needs all of it: crop it first"),
+                            cudafx_filters[filter].name);
+  if (box->width > WHOLE_MAX_SIDE || box->height > WHOLE_MAX_SIDE
+      || (gint64) box->width * box->height > WHOLE_MAX_PIXELS)
+    return g_strdup_printf (_("cudafx:%s: the input is %d×%d pixels; this filter computes the "
+                              "whole of it at once, at most %d pixels a side and %d megapixels"),
+                            cudafx_filters[filter].name, box->width, box->height, WHOLE_MAX_SIDE,
+                            (int) (WHOLE_MAX_PIXELS / 1000000));
+  return NULL;
+}
+
+/* Whether a filter that reads its whole input (whole_output, automatic
+ * nl-means) can take all of box at once: memory for its input and output
+ * regions can be had (address space, as ulimit -v limits it: taking it
+ * without touching it costs nothing). Asked by get_required_for_output,
+ * whose answer holds for the render (whole_failed): when it cannot, GEGL
+ * is asked for the region wanted only, and process fills that with the
+ * error pattern, so that neither the input nor the pattern is made larger
+ * than what was wanted (filling a whole large image could need the memory
+ * that was missing). */
+static gboolean
+whole_fits (CudafxOp *self, const GeglRectangle *box)
+{
+  const Babl *format = self->format ? self->format : babl_format ("R'G'B'A float");
+  gsize       bytes;
+  gpointer    room = NULL;
+
+  gboolean    fits = FALSE;
+
+  if (g_size_checked_mul (&bytes, (gsize) box->width * 2,
+                          (gsize) box->height * babl_format_get_bytes_per_pixel (format)))
+    {
+      /* The scratch kept from an earlier render is reused: memory that
+       * is already there need not be found again. A glance without the
+       * lock: at worst memory is asked for that was not needed. */
+      fits = self->scratch_size[0] >= bytes / 2 && self->scratch_size[1] >= bytes / 2;
+      if (!fits && (room = g_try_malloc (bytes)))
+        fits = TRUE;
+      g_free (room);
+    }
+  g_mutex_lock (&self->lock);
+  self->whole_failed = !fits;
+  self->whole_failed_box = *box;
+  g_mutex_unlock (&self->lock);
+  return fits;
+}
+
+/* Whether the whole of box was found not to fit (whole_fits, or a run that
+ * ran out of memory). */
+static gboolean
+whole_failed (CudafxOp *self, const GeglRectangle *box)
+{
+  gboolean failed;
+
+  g_mutex_lock (&self->lock);
+  failed = self->whole_failed && gegl_rectangle_equal (&self->whole_failed_box, box);
+  g_mutex_unlock (&self->lock);
+  return failed;
+}
+
+/* Whether the kernel text is the default one (the identity), by its taps:
+ * any other is a kernel given. */
+static gboolean
+default_kernel (const gchar *text)
+{
+  double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+  double def[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+  int    size = 0, def_size = 0;
+  gchar *def_text = default_kernel_text ();
+  gboolean same;
+
+  same = !text || !*text
+         || (cudafx_kernel_parse (text, taps, &size) == CUDAFX_OK
+             && cudafx_kernel_parse (def_text, def, &def_size) == CUDAFX_OK && size == def_size
+             && memcmp (taps, def, sizeof taps[0] * size * size) == 0);
+  g_free (def_text);
+  return same;
+}
+
+/* The settings run on one pixel of format, on the CPU: the engine's own
+ * checks of what depends on more than one value (a divisor too small for
+ * the kernel, a colour palette on a grey image), found when the settings
+ * are made rather than by each region. Remembered for the settings and
+ * format last probed. NULL, or why they cannot run (free with g_free). */
+static gchar *
+probe_settings (CudafxOp *self, const Babl *format)
+{
+  int              filter = FILTER_OF (self);
+  cudafx_proc_args args = self->args;
+  float            in[4] = { 0.5f, 0.5f, 0.5f, 1 }, out[4];
+  guint8           in8[4] = { 128, 128, 128, 255 }, out8[4];
+  gboolean         u8 = babl_format_get_type (format, 0) == babl_type ("u8");
+  cudafx_image     src = { 0 }, dst;
+  cudafx_options   options;
+  GError          *error = NULL;
+
+  if (filter != CUDAFX_FILTER_CONVOLVE && filter != CUDAFX_FILTER_QUANTIZE)
+    return NULL;
+  args.values[cudafx_proc_arg_index (filter, "backend")] = CUDAFX_BACKEND_CPU;
+  if (self->probed && self->probed_format == format
+      && memcmp (&self->probed_args, &args, sizeof args) == 0)
+    return g_strdup (self->probed_error);
+  src.data = u8 ? (void *) in8 : (void *) in;
+  src.width = src.height = 1;
+  src.channels = babl_format_get_n_components (format);
+  src.has_alpha = babl_format_has_alpha (format);
+  src.type = u8 ? CUDAFX_U8 : CUDAFX_F32;
+  src.stride = (gsize) babl_format_get_bytes_per_pixel (format);
+  dst = src;
+  dst.data = u8 ? (void *) out8 : (void *) out;
+  cudafx_options_init (&options);
+  options.threads = 1;
+  g_free (self->probed_error);
+  self->probed_error = NULL;
+  if (!cudafx_proc_run (&args, &src, &dst, &options, NULL, &error))
+    {
+      self->probed_error = g_strdup (error->message);
+      g_error_free (error);
+    }
+  self->probed_args = args;
+  self->probed_format = format;
+  self->probed = TRUE;
+  return g_strdup (self->probed_error);
+}
+
 static void
 prepare (GeglOperation *operation)
 {
@@ -515,6 +766,19 @@ prepare (GeglOperation *operation)
                                           &error);
   if (!self->format)
     self->format = babl_format ("R'G'B'A float");
+  if (!error && FILTER_OF (self) == CUDAFX_FILTER_CONVOLVE
+      && self->args.values[cudafx_proc_arg_index (CUDAFX_FILTER_CONVOLVE, "preset")] != CUDAFX_PRESET_CUSTOM
+      && !default_kernel (self->kernel_text))
+    {
+      /* As the CLI's --kernel with another --preset: the kernel would be
+       * ignored without a word. */
+      const cudafx_arg *preset = cudafx_arg_find (&cudafx_filters[CUDAFX_FILTER_CONVOLVE], "preset");
+
+      g_set_error (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                   _("a kernel is given with preset %s, which has its own: set preset to custom to "
+                     "use the kernel, or the kernel back to its default to use the preset"),
+                   preset->choices[(int) self->args.values[preset - cudafx_filters[CUDAFX_FILTER_CONVOLVE].args]].nick);
+    }
   if (!error && FILTER_OF (self) == CUDAFX_FILTER_CONVOLVE)
     {
       double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
@@ -537,10 +801,18 @@ prepare (GeglOperation *operation)
     }
   if (!error)
     cudafx_proc_halo (&self->args, &halo, &error);
+  if (!error)
+    {
+      gchar *why = probe_settings (self, self->format);
+
+      if (why)
+        g_set_error_literal (&error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG, why);
+      g_free (why);
+    }
   if (error)
     {
       self->invalid = g_strdup_printf ("cudafx:%s: %s", cudafx_filters[FILTER_OF (self)].name,
-                                       error->message);
+                                       without_name (FILTER_OF (self), error->message));
       g_error_free (error);
       halo = 0;
     }
@@ -556,8 +828,16 @@ get_required_for_output (GeglOperation *operation, const gchar *input_pad,
   CudafxOp      *self = CUDAFX_OP (operation);
   GeglRectangle *in_box = gegl_operation_source_get_bounding_box (operation, "input");
 
-  if (in_box && (whole_output (self, FILTER_OF (self)) || automatic_nlmeans (self, FILTER_OF (self))))
-    return *in_box;
+  gchar         *unbounded = unbounded_input (self, in_box);
+
+  /* An input it cannot take is never asked for whole (process refuses it). */
+  if (unbounded)
+    {
+      g_free (unbounded);
+      return *roi;
+    }
+  if (in_box && (whole_output (self, FILTER_OF (self)) || whole_input (self, FILTER_OF (self))))
+    return whole_fits (self, in_box) ? *in_box : *roi;
   return GEGL_OPERATION_CLASS (parent_class)->get_required_for_output (operation, input_pad, roi);
 }
 
@@ -576,11 +856,18 @@ get_bounding_box (GeglOperation *operation)
 static GeglRectangle
 get_cached_region (GeglOperation *operation, const GeglRectangle *roi)
 {
-  CudafxOp *self = CUDAFX_OP (operation);
+  CudafxOp      *self = CUDAFX_OP (operation);
+  GeglRectangle  box = gegl_operation_get_bounding_box (operation);
+  gchar         *unbounded = unbounded_input (self, &box);
 
-  if (whole_output (self, FILTER_OF (self)))
-    return gegl_operation_get_bounding_box (operation);
-  return *roi;
+
+  /* Caching the whole output makes GEGL ask process for all of it. */
+  if (!whole_output (self, FILTER_OF (self)) || unbounded || !whole_fits (self, &box))
+    {
+      g_free (unbounded);
+      return *roi;
+    }
+  return box;
 }
 
 /* ---- levels of detail ------------------------------------------------------ */
@@ -604,7 +891,10 @@ at_level (const GeglRectangle *r, int level)
  * computed only that much. FALSE when nothing is left of the window at
  * that scale: the level's input is then its output. Automatic nl-means
  * picks its radii from the noise it finds at the level (the whole input is
- * read, so any radius fits); quantize has no window. A convolution's
+ * read, so any radius fits); nl-bayes too, and manual nl-bayes filters the
+ * noise its σ leaves at the level (each level halves the one before in both
+ * directions, averaging four pixels: σ / 2^L), reading the whole input too;
+ * quantize has no window. A convolution's
  * Gaussian preset scales σ (reduced, if need be, until its kernel fits);
  * other kernels are per pixel whatever the scale and keep their taps, so
  * they read their own radius at the level (exact on a layer, whose pixels
@@ -639,6 +929,13 @@ at_level_args (cudafx_proc_args *args, int level, int halo)
         v[s] = MIN ((int) v[s] >> level, budget - (int) v[p]);
         return v[s] >= 1;
       }
+    case CUDAFX_FILTER_NLBAYES:
+      {
+        int g = cudafx_proc_arg_index (f, "sigma");
+
+        v[g] = MAX (v[g] * scale, cudafx_proc_arg (f, g)->min);
+        return TRUE;
+      }
     case CUDAFX_FILTER_CONVOLVE:
       {
         int    g = cudafx_proc_arg_index (f, "sigma");
@@ -661,8 +958,10 @@ at_level_args (cudafx_proc_args *args, int level, int halo)
   return TRUE;
 }
 
-/* Copies roi (level-0 coordinates) of input to output at level. */
-static void
+/* Copies roi (level-0 coordinates) of input to output at level: what a
+ * setting that does nothing at that level (a radius of 0 pixels once
+ * scaled) gives. FALSE if there was no memory for it. */
+static gboolean
 pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi, int level)
 {
   GeglRectangle r = at_level (roi, level);
@@ -672,17 +971,102 @@ pass_through (GeglBuffer *input, GeglBuffer *output, const GeglRectangle *roi, i
   if (level == 0)
     {
       gegl_buffer_copy (input, roi, GEGL_ABYSS_NONE, output, roi);
-      return;
+      return TRUE;
     }
   if (gegl_rectangle_is_empty (&r))
-    return;
+    return TRUE;
   pixels = g_try_malloc ((gsize) r.width * r.height * babl_format_get_bytes_per_pixel (format));
   if (!pixels)
-    return;
+    return FALSE;
   gegl_buffer_get (input, &r, 1.0 / (1 << level), format, pixels, GEGL_AUTO_ROWSTRIDE,
                    GEGL_ABYSS_NONE);
   gegl_buffer_set (output, &r, level, format, pixels, GEGL_AUTO_ROWSTRIDE);
   g_free (pixels);
+  return TRUE;
+}
+
+/* The error pattern's cells: ERROR_CELL pixels square, opaque magenta and
+ * black, on the level's pixel grid. */
+#define ERROR_CELL 16
+/* Pixels of error pattern written at most where memory failed: 64 MB of
+ * R'G'B'A u8. */
+#define ERROR_FILL_MAX ((gint64) 16 << 20)
+
+static inline int
+error_cell (int v)
+{
+  return (v >= 0 ? v : v - (ERROR_CELL - 1)) / ERROR_CELL;
+}
+
+/* Pixels x, y of the pattern (level coordinates) into rgba, as R'G'B'A float. */
+static void
+error_pixels (float *rgba, int x, int y, int width, int height)
+{
+  static const float magenta[4] = { 1, 0, 1, 1 }, black[4] = { 0, 0, 0, 1 };
+
+  for (int j = 0; j < height; j++)
+    for (int i = 0; i < width; i++)
+      memcpy (rgba + ((gsize) j * width + i) * 4,
+              (error_cell (x + i) + error_cell (y + j)) & 1 ? black : magenta, sizeof magenta);
+}
+
+/* Fills roi (level-0 coordinates) of output at level with the error
+ * pattern: a filter that cannot run shows that it did not, where GIMP's
+ * canvas and a saved file show it, instead of the unfiltered input that
+ * looks like a filter doing nothing (GEGL's own gegl:load likewise shows a
+ * message in place of a file it cannot read). Needs little memory, since
+ * memory may be what failed. */
+static void
+error_output (GeglBuffer *output, const GeglRectangle *roi, int level)
+{
+  GeglRectangle r = at_level (roi, level);
+  const Babl   *rgba = babl_format ("R'G'B'A float");
+  float        *band;
+  int           rows = ERROR_CELL;
+
+  if (gegl_rectangle_is_empty (&r))
+    return;
+  if (level == 0)
+    {
+      /* A tile of the pattern repeated: GEGL copies it tile by tile, quick
+       * even over a whole-output filter's region of hundreds of megapixels. */
+      gint          tile_width = 0, tile_height = 0;
+      GeglRectangle tile = { 0, 0, 2 * ERROR_CELL, 2 * ERROR_CELL };
+      float        *pixels;
+
+      g_object_get (output, "tile-width", &tile_width, "tile-height", &tile_height, NULL);
+      if (tile_width > 0 && tile_width % (2 * ERROR_CELL) == 0 && tile_width <= 4096)
+        tile.width = tile_width;
+      if (tile_height > 0 && tile_height % (2 * ERROR_CELL) == 0 && tile_height <= 4096)
+        tile.height = tile_height;
+      pixels = g_try_malloc ((gsize) tile.width * tile.height * 4 * sizeof (float));
+      if (pixels)
+        {
+          GeglBuffer *pattern = gegl_buffer_new (&tile, gegl_buffer_get_format (output));
+
+          error_pixels (pixels, 0, 0, tile.width, tile.height);
+          gegl_buffer_set (pattern, &tile, 0, rgba, pixels, GEGL_AUTO_ROWSTRIDE);
+          g_free (pixels);
+          gegl_buffer_set_pattern (output, &r, pattern, 0, 0);
+          g_object_unref (pattern);
+          return;
+        }
+    }
+  /* At a level of detail (or without memory for a tile): a band of rows at a time. */
+  band = g_try_malloc ((gsize) r.width * rows * 4 * sizeof (float));
+  if (!band && (rows = 1))
+    band = g_try_malloc ((gsize) r.width * 4 * sizeof (float));
+  if (!band)
+    return;
+  for (int y = r.y; y < r.y + r.height; y += rows)
+    {
+      int           n = MIN (rows, r.y + r.height - y);
+      GeglRectangle part = { r.x, y, r.width, n };
+
+      error_pixels (band, r.x, y, r.width, n);
+      gegl_buffer_set (output, &part, level, rgba, band, GEGL_AUTO_ROWSTRIDE);
+    }
+  g_free (band);
 }
 
 /* CUDAFX_GEGL_TIMELINE=1: one line on stderr per region filtered, the
@@ -824,8 +1208,11 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole,
       cudafx_host_free (self->scratch[i]);
       self->scratch_pinnable[i] = cudafx_host_pinnable ();
       self->scratch[i] = NULL;
-      if (whole > bytes && !self->scratch_pinnable[i])
-        self->scratch[i] = cudafx_host_alloc_plain (bytes = whole);
+      /* The whole input's size when it can be had, else (memory short)
+       * only what this region needs. */
+      if (whole > bytes && !self->scratch_pinnable[i]
+          && (self->scratch[i] = cudafx_host_alloc_plain (whole)))
+        bytes = whole;
       if (!self->scratch[i])
         self->scratch[i] = self->scratch_pinnable[i] ? pinned_memory (bytes) : cudafx_host_alloc_plain (bytes);
       self->scratch_size[i] = self->scratch[i] ? bytes : 0;
@@ -1064,16 +1451,21 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   locked = g_mutex_trylock (&self->scratch_lock);
   if (!g_size_checked_mul (&whole, (gsize) in_box->width * bpp, (gsize) in_box->height))
     whole = 0;
-  if (automatic_nlmeans (self, filter)
+  if (automatic_noise (self, filter)
       && !noise_sigma (self, input, in_box, level,
                        locked && whole ? region_memory (self, 0, TRUE, whole, whole, &src_fresh)
                                        : NULL,
                        &args.nlmeans_sigma, &args.nlmeans_noise, error))
     goto out;
+  /* The whole input is there: the halo the settings and the noise found need. */
+  if (whole_input (self, filter) && !cudafx_proc_halo (&args, &halo, error))
+    goto out;
   timeline_mark (&tl, "sigma");
   grown = (GeglRectangle) { area.x - halo, area.y - halo, area.width + 2 * halo,
                             area.height + 2 * halo };
   gegl_rectangle_intersect (&read, &grown, in_box);
+  args.origin_x = read.x - in_box->x;
+  args.origin_y = read.y - in_box->y;
   if (!g_size_checked_mul (&stride, (gsize) read.width, (gsize) bpp) ||
       !g_size_checked_mul (&bytes, stride, (gsize) read.height) ||
       !(src.data = region_memory (self, 0, locked, bytes, whole, &src_fresh)) ||
@@ -1158,6 +1550,7 @@ process (GeglOperation *operation, GeglBuffer *input, GeglBuffer *output,
   GeglRectangle  in_box, at;
   GError        *error = NULL;
   gboolean       identity = FALSE;
+  gchar         *unbounded;
 
   if (!source_box || gegl_rectangle_is_empty (source_box))
     return TRUE;
@@ -1168,17 +1561,62 @@ process (GeglOperation *operation, GeglBuffer *input, GeglBuffer *output,
   if (self->invalid)
     {
       g_warning ("%s", self->invalid);
-      pass_through (input, output, roi, level);
+      error_output (output, roi, level);
+      return TRUE;
+    }
+  unbounded = unbounded_input (self, source_box);
+  if (unbounded)
+    {
+      g_warning ("%s", unbounded);
+      g_free (unbounded);
+      error_output (output, roi, level);
+      return TRUE;
+    }
+  if ((whole_output (self, FILTER_OF (self)) || whole_input (self, FILTER_OF (self)))
+      && whole_failed (self, source_box))
+    {
+      /* GEGL was asked for roi only: the input outside it is not there. */
+      g_warning (_("cudafx:%s: not enough memory for the whole %d×%d input, which this filter "
+                   "needs at once"),
+                 cudafx_filters[FILTER_OF (self)].name, in_box.width, in_box.height);
+      error_output (output, roi, level);
       return TRUE;
     }
   if (!filter_region (self, input, output, &at, &in_box, level, &identity, &error))
     {
-      g_warning ("cudafx:%s: %s", cudafx_filters[FILTER_OF (self)].name, error->message);
+      /* The whole output of a large input, asked for at once because it is
+       * cached whole, would take as much memory to fill with the pattern
+       * as what was missing: it is left empty (transparent) this once, and
+       * GEGL asks for the regions it wants from now on. */
+      gboolean too_large = error->code == CUDAFX_ERR_NO_MEMORY
+                           && (gint64) at.width * at.height > ERROR_FILL_MAX;
+
+      if (error->code == CUDAFX_ERR_NO_MEMORY
+          && (whole_output (self, FILTER_OF (self)) || whole_input (self, FILTER_OF (self))))
+        {
+          g_mutex_lock (&self->lock);
+          self->whole_failed = TRUE;
+          self->whole_failed_box = *source_box;
+          g_mutex_unlock (&self->lock);
+        }
+      if (too_large)
+        g_warning (_("cudafx:%s: %s; the output is left empty"), cudafx_filters[FILTER_OF (self)].name,
+                   without_name (FILTER_OF (self), error->message));
+      else
+        g_warning ("cudafx:%s: %s", cudafx_filters[FILTER_OF (self)].name,
+                   without_name (FILTER_OF (self), error->message));
       g_error_free (error);
-      identity = TRUE;
+      if (!too_large)
+        error_output (output, roi, level);
+      return TRUE;
     }
-  if (identity)
-    pass_through (input, output, roi, level);
+
+  if (identity && !pass_through (input, output, roi, level))
+    {
+      g_warning (_("cudafx:%s: not enough memory for a %d×%d region"),
+                 cudafx_filters[FILTER_OF (self)].name, at.width, at.height);
+      error_output (output, roi, level);
+    }
   return TRUE;
 }
 
@@ -1225,6 +1663,11 @@ finalize (GObject *object)
   CudafxOp *self = CUDAFX_OP (object);
 
   forget_noise (self);
+  if (self->announce)
+    {
+      g_source_destroy (self->announce);
+      g_source_unref (self->announce);
+    }
   g_weak_ref_clear (&self->node);
   g_mutex_clear (&self->lock);
   g_mutex_clear (&self->scratch_lock);
@@ -1233,6 +1676,7 @@ finalize (GObject *object)
   g_free (self->kernel_text);
   g_free (self->palette_path);
   g_free (self->invalid);
+  g_free (self->probed_error);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -1242,6 +1686,7 @@ static const char *const categories[CUDAFX_N_FILTERS] = {
   [CUDAFX_FILTER_NLMEANS]  = "enhance:noise-reduction",
   [CUDAFX_FILTER_QUANTIZE] = "color",
   [CUDAFX_FILTER_CONVOLVE] = "generic",
+  [CUDAFX_FILTER_NLBAYES]  = "enhance:noise-reduction",
 };
 
 static void
@@ -1275,7 +1720,7 @@ class_init (gpointer klass, gpointer class_data)
    * through the node (announce_sigma), never the operation, yet not
    * G_PARAM_EXPLICIT_NOTIFY: GIMP's copy of a property keeps its flags, and
    * its settings never notify explicitly, so the dialog would not update. */
-  if (filter == CUDAFX_FILTER_NLMEANS)
+  if (has_automatic (filter))
     {
       GParamSpec *sigma = gegl_param_spec_double (
         "noise-sigma", _("Noise σ found"),
@@ -1351,6 +1796,7 @@ gegl_module_register (GTypeModule *module)
     [CUDAFX_FILTER_NLMEANS]  = "CudafxOpNlMeans",
     [CUDAFX_FILTER_QUANTIZE] = "CudafxOpQuantize",
     [CUDAFX_FILTER_CONVOLVE] = "CudafxOpConvolve",
+    [CUDAFX_FILTER_NLBAYES]  = "CudafxOpNlBayes",
   };
 
   bind_translations ();

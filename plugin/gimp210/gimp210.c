@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — the GIMP 2.10 front end: one plug-in executable registering the
- * four procedures from the engine's argument table as GimpParamDef arrays
+ * five procedures from the engine's argument table as GimpParamDef arrays
  * (run-mode, image, drawable, then the table's arguments in order), reading
  * a run's values back by table position, and handing pixels to region.c.
  * Follows the shape of GIMP 2.10's own filters (plug-ins/common/despeckle.c).
@@ -77,7 +77,7 @@ describe (const cudafx_arg *arg)
   return g_string_free (text, FALSE);
 }
 
-/* The PDB parameters of filter, in the procedure's order (plugin/common/procedures.h)
+/* The PDB parameters of filter, in the procedure's order (ui/common/procedures.h)
  * after the host's three; the array argument takes two (count, values).
  * Returns how many. Descriptions are allocated; free them with free_params. */
 static int

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* cudafx — the GIMP 3 front end: one plug-in executable registering the four
+/* cudafx — the GIMP 3 front end: one plug-in executable registering the five
  * procedures from the engine's argument table and the hosts' own arguments
- * (plugin/common/procedures.c), reading each run's arguments back from the procedure
+ * (ui/common/procedures.c), reading each run's arguments back from the procedure
  * config (args.c), showing the dialog (dialog.c, a module of its own loaded
  * only then) in interactive runs, and handing pixels to region.c. Quantize
  * can also create a palette resource (which it returns) and convert the image

@@ -91,7 +91,11 @@ cudafx_live_apply (GimpDrawable *drawable, const cudafx_proc_args *args, gboolea
           g_object_set (config, arg->name, arg->choices[(int) v].nick, NULL);
           break;
         case CUDAFX_ARG_DOUBLE_ARRAY:
-          if (args->kernel_length > 0)
+          /* Only for the custom preset, the one that filters with it: the
+           * operation refuses a kernel beside another preset, which the
+           * procedure ignores (a grid edited, then a preset chosen). */
+          if (args->kernel_length > 0
+              && args->values[cudafx_proc_arg_index (args->filter, "preset")] == CUDAFX_PRESET_CUSTOM)
             {
               gchar *text = kernel_text (args);
               g_object_set (config, arg->name, text, NULL);

@@ -9,7 +9,11 @@
  * then encoded again, with their metadata, in a format the first byte picks,
  * so whatever a damaged file carries (a huge or truncated ICC profile, EXIF,
  * XMP) also reaches the encoders. A refused file must come with a message
- * naming it. The codec libraries are not instrumented: coverage guides the
+ * naming it. The same bytes are also read as a GIMP palette (quantize's
+ * --palette, the GEGL operation's palette file) and, NUL-terminated, as
+ * a convolution kernel's text (--kernel, the operation's kernel): each
+ * either fails with a message (a palette's naming it) or gives what its
+ * reader promises. The codec libraries are not instrumented: coverage guides the
  * fuzzer through our code and the libraries' answers, and ASan/UBSan watch
  * every byte our code touches. Built and run by `make fuzz-files`. */
 #include "../../cli/image_io.c"
@@ -52,11 +56,43 @@ encode_again (const cfx_picture *pic, uint8_t choice)
   free (buffer);
 }
 
+/* The bytes as a .gpl file and as kernel text. */
+static void
+read_as_text (const uint8_t *data, size_t size)
+{
+  cudafx_palette palette;
+  double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+  int n = 0;
+  char *text = g_strndup ((const char *) data, size);
+
+  if (cudafx_gpl_parse ((const char *) data, size, "fuzz-input", &palette) == CUDAFX_OK)
+    {
+      check (palette.colors >= 1 && palette.colors <= CUDAFX_MAX_COLORS && palette.channels == 3,
+             "palette size");
+      for (int i = 0; i < palette.colors; i++)
+        for (int c = 0; c < 3; c++)
+          check (palette.entries[i][c] >= 0 && palette.entries[i][c] <= 255, "palette entry range");
+    }
+  else
+    check (strstr (cudafx_error_message (), "fuzz-input") != NULL, "a palette error not naming the file");
+  if (cudafx_kernel_parse (text, taps, &n) == CUDAFX_OK)
+    {
+      check (n >= 1 && n <= CUDAFX_MAX_KERNEL_SIZE && n % 2 == 1, "kernel size");
+      for (int i = 0; i < n * n; i++)
+        check (isfinite (taps[i]), "kernel taps finite");
+    }
+  else
+    check (cudafx_error_message ()[0] != '\0', "a kernel error without a message");
+  g_free (text);
+}
+
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   cfx_picture pic;
   char *error = NULL;
+
+  read_as_text (data, size);
 
   if (cfx_image_decode (data, size, "fuzz-input", 4e6, &pic, &error))
     {

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # The GEGL operations (BUILD/gegl/cudafx-gegl.so) through the `gegl` command
 # on the host: each equals the CLI on the same input and settings (median,
-# convolution and quantize exactly, nl-means within ±1), and however GEGL
+# convolution, quantize and nl-bayes exactly, nl-means within ±1), and however GEGL
 # splits the work — small chunks, several threads, small tiles, a
 # sub-rectangle asked for through gegl:crop, a zoomed-out level of detail —
 # the pixels equal the whole-image run (at a level, the run on that level's
@@ -32,7 +32,7 @@ export GEGL_PATH="$(cd "$(dirname "$module")" && pwd):$(pkg-config --variable=pl
 export CUDAFX_BACKEND=cpu
 
 ops=$(gegl --list-all 2>/dev/null)
-for op in median nl-means quantize convolve; do
+for op in median nl-means quantize convolve nl-bayes; do
   grep -qx "cudafx:$op" <<<"$ops" && pass "gegl lists cudafx:$op" || fail "list-$op" "gegl --list-all lacks cudafx:$op"
 done
 
@@ -71,7 +71,7 @@ case_() {
     && pass "$name, chunks of 1024 pixels on 4 threads: equals the whole-image run" \
     || fail "$name/chunks" "$msg"
   local rect x y w h
-  for rect in "37 53 201 150" ${CORNER:+"$CORNER"}; do
+  for rect in "${RECT:-37 53 201 150}" ${CORNER:+"$CORNER"}; do
     read -r x y w h <<<"$rect"
     out=$work/$name.crop.png
     msg=$(gegl_run "$out" "$file" GEGL_TILE_SIZE=32x32 GEGL_CHUNK_SIZE=2048 -- "$@" \
@@ -108,6 +108,19 @@ Image.fromarray(camera_noisy_copy(a, 16, 1)).save('$work/camera-noise.png')"
 case_ nl-means-auto-camera-noise "$work/camera-noise.png" 1 "nl-means" cudafx:nl-means
 case_ nl-means-manual camera.png 1 "nl-means --h 12 --patch-radius 2 --search-radius 4" \
   cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4
+# nl-bayes on small crops (its CPU takes seconds a quarter megapixel), with
+# Gaussian noise: its halo follows the noise found, its reference grid is the
+# whole input's, so chunks and crops equal the whole run.
+"$py" -c "import cv2, numpy as np
+a = cv2.imread('tests/data/astronaut.png').astype(float)[60:260, 120:300]
+a += np.random.default_rng(3).normal(0, 15, a.shape)
+cv2.imwrite('$work/nlb-rgb.png', np.clip(np.rint(a), 0, 255).astype(np.uint8))
+g = cv2.imread('tests/data/camera.png', cv2.IMREAD_GRAYSCALE).astype(float)[200:330, 150:310]
+g += np.random.default_rng(4).normal(0, 20, g.shape)
+cv2.imwrite('$work/nlb-grey.png', np.clip(np.rint(g), 0, 255).astype(np.uint8))"
+RECT="37 53 101 90" CORNER="120 150 60 50" case_ nl-bayes-auto "$work/nlb-rgb.png" 0 "nl-bayes" cudafx:nl-bayes
+RECT="29 41 97 70" case_ nl-bayes-manual-grey "$work/nlb-grey.png" 0 "nl-bayes --sigma 20 --no-flat-area" \
+  cudafx:nl-bayes auto=false sigma=20 flat-area=false
 
 # Levels of detail: a zoomed-out view (gegl -s 1/2^L with mipmap rendering)
 # runs the operation at level L on the input scaled to that level, with its
@@ -119,7 +132,8 @@ case_ nl-means-manual camera.png 1 "nl-means --h 12 --patch-radius 2 --search-ra
 # level, so the operation must read the level and not the full-size pixels.
 #   lod_case NAME FILE LEVEL TOLERANCE "CLI OPTIONS AT THE LEVEL" OP PROP=VALUE...
 lod_case() {
-  local name=$1 file=tests/data/$2 level=$3 tol=$4 cli_opts=$5; shift 5
+  local name=$1 file=$2 level=$3 tol=$4 cli_opts=$5; shift 5
+  [[ $file == */* ]] || file=tests/data/$file
   local scale=$(awk "BEGIN { print 1 / 2 ^ $level }") msg src pre=() out ref
   for src in plain ${INVERT:+invert}; do
     [ "$src" = invert ] && pre=(gegl:invert-gamma)
@@ -167,6 +181,8 @@ lod_case median-lod-none camera.png 1 0 "convolve --kernel 1" cudafx:median radi
 lod_case nl-means-auto-lod astronaut.png 1 1 "nl-means" cudafx:nl-means
 lod_case nl-means-manual-lod camera.png 1 1 "nl-means --h 12 --patch-radius 1 --search-radius 2" \
   cudafx:nl-means auto=false h=12 patch-radius=2 search-radius=4
+lod_case nl-bayes-auto-lod "$work/nlb-rgb.png" 1 0 "nl-bayes" cudafx:nl-bayes
+lod_case nl-bayes-manual-lod "$work/nlb-grey.png" 1 0 "nl-bayes --sigma 10" cudafx:nl-bayes auto=false sigma=20
 lod_case quantize-lod astronaut.png 1 0 "quantize --colors 8 --seed 1 --max-iterations 10" \
   cudafx:quantize colors=8 seed=1 max-iterations=10
 INVERT=1 lod_case convolve-gaussian-lod astronaut.png 1 0 "convolve --preset gaussian --sigma 1 --border mirror" \
@@ -195,16 +211,121 @@ done <<<"$out"
 [ "$rc" -eq 0 ] || grep -q '^FAIL' <<<"$out" \
   || fail "nl-means σ" "test-gegl-sigma exited $rc: $(tail -n 2 <<<"$out")"
 
-# A kernel the engine rejects: the operation warns with the engine's message
-# and passes its input through, rather than failing the render.
-out=$work/bad-kernel.png
-if env gegl tests/data/camera.png -o "$out" -- cudafx:convolve preset=custom "kernel=1,2;3,4" >"$out.log" 2>&1 &&
-   grep -q "kernel is 2x2; the size must be odd" "$out.log" &&
-   "$py" "$compare" same tests/data/camera.png "$out" 0 >/dev/null 2>&1; then
-  pass "bad kernel: warns \"kernel is 2x2 ...\", input passed through"
+# Hostile and careless use: a setting or input the operation cannot work
+# with never gives its input back unchanged. What only a render finds fills
+# the output with the error pattern (16-pixel magenta and black cells, on a
+# grey image two greys) and warns with the reason; a kernel text that does
+# not parse is refused when set, and the kernel keeps its last valid value.
+# Each run is bounded by timeout: a hang fails it.
+#   is_error_pattern FILE: every pixel is its cell's colour of the pattern.
+is_error_pattern() {
+  "$py" - "$1" <<'PY'
+import sys, cv2, numpy as np
+a = cv2.imread(sys.argv[1], cv2.IMREAD_UNCHANGED)
+if a is None:
+    sys.exit(sys.argv[1] + ': no image')
+a = a.reshape(a.shape[0], a.shape[1], -1)[..., :3].astype(float)
+y, x = np.mgrid[:a.shape[0], :a.shape[1]]
+on = ((x // 16 + y // 16) % 2) == 0
+if not ((a[~on] == 0).all() and (a[on] == a[0, 0]).all() and a[0, 0].max() > 0):
+    sys.exit(sys.argv[1] + ': not the error pattern (values %s)' % np.unique(a.reshape(-1, a.shape[2]), axis=0)[:4].tolist())
+PY
+}
+# error_case NAME "WARNING" [IN] -- OPS...: gegl ends (exit 0) within the
+# timeout, warns WARNING (GLib writes × as ? in the C locale: none in
+# WARNING), and its output is the error pattern.
+error_case() {
+  local name=$1 warning=$2 in=(); shift 2
+  [ "$1" != -- ] && { in=("$1"); shift; }
+  shift
+  local out=$work/err-${name//[^a-zA-Z0-9]/_}.png msg
+  timeout 20 gegl "${in[@]}" -o "$out" -- "$@" >"$out.log" 2>&1; local rc=$?
+  if [ "$rc" -ne 0 ]; then
+    fail "$name" "gegl exited $rc (124: it hung): $(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+  elif ! grep -qF -- "$warning" "$out.log"; then
+    fail "$name" "no warning \"$warning\": $(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+  elif ! msg=$(is_error_pattern "$out" 2>&1); then
+    fail "$name" "$msg"
+  else
+    pass "$name: the error pattern, warning \"$warning\""
+  fi
+}
+grey=tests/data/camera.png colour=tests/data/chelsea.png
+# Unbounded or absurd inputs of the filters that read all of it: refused at once.
+for op in cudafx:quantize cudafx:nl-means "cudafx:convolve border=wrap"; do
+  # shellcheck disable=SC2086 # the operation's words
+  error_case "${op%% *} unbounded" "the input has no bounds" -- gegl:checkerboard $op gegl:crop width=64 height=64
+done
+error_case "quantize 100000x100000" "the input is 100000" -- gegl:checkerboard \
+  gegl:crop width=100000 height=100000 cudafx:quantize gegl:crop width=64 height=64
+# A filter that reads only its window takes an unbounded input.
+out=$work/median-unbounded.png
+if timeout 20 gegl -o "$out" -- gegl:checkerboard cudafx:median radius=1 gegl:crop width=64 height=64 >"$out.log" 2>&1 &&
+   ! grep -q cudafx: "$out.log" && ! is_error_pattern "$out" >/dev/null 2>&1; then
+  pass "median on an unbounded input: filtered, no warning"
+else
+  fail "median unbounded" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+fi
+# Palette files.
+mkfifo "$work/fifo.gpl"
+: >"$work/empty.gpl"
+printf 'GIMP Palette\n# none\n' >"$work/none.gpl"
+{ echo "GIMP Palette"; for i in $(seq 0 256); do echo "$((i % 256)) 0 0"; done; } >"$work/257.gpl"
+printf 'GIMP Palette\n1 2 300\n' >"$work/range.gpl"
+head -c 2000 /dev/urandom >"$work/binary.gpl"
+error_case "palette a FIFO" "fifo.gpl: not a regular file" "$colour" -- cudafx:quantize "palette=$work/fifo.gpl"
+error_case "palette /dev/zero" "/dev/zero: not a regular file" "$colour" -- cudafx:quantize palette=/dev/zero
+error_case "palette a directory" "is a directory" "$colour" -- cudafx:quantize "palette=$work"
+error_case "palette missing" "cannot open the palette" "$colour" -- cudafx:quantize "palette=$work/missing.gpl"
+error_case "palette empty" "empty file" "$colour" -- cudafx:quantize "palette=$work/empty.gpl"
+error_case "palette of no colours" "has no colors" "$colour" -- cudafx:quantize "palette=$work/none.gpl"
+error_case "palette of 257 colours" "more than 256 entries" "$colour" -- cudafx:quantize "palette=$work/257.gpl"
+error_case "palette value 300" "out of range 0..255" "$colour" -- cudafx:quantize "palette=$work/range.gpl"
+error_case "palette binary" "not a GIMP palette" "$colour" -- cudafx:quantize "palette=$work/binary.gpl"
+error_case "colour palette on grey" "is not grey" "$grey" -- cudafx:quantize "palette=$work/four.gpl"
+# Settings only the engine can judge together.
+error_case "divisor 1e-300" "divisor 1e-300 is too small" "$grey" -- cudafx:convolve preset=custom kernel=1 divisor=1e-300
+error_case "kernel with preset gaussian" "a kernel is given with preset gaussian" "$grey" -- \
+  cudafx:convolve preset=gaussian "kernel=$sharpen"
+# backend=cuda (the setting wins over CUDAFX_BACKEND) where there is no device.
+if "$cli" info | grep -q '^CUDA devices: none'; then
+  error_case "backend=cuda without a device" "backend cuda" "$grey" -- cudafx:median backend=cuda
+else
+  pass "backend=cuda without a device: not tried (this machine has one)"
+fi
+# Refused where set: a kernel text that does not parse, a σ out of range.
+out=$work/kernel-kept.png
+if timeout 20 gegl "$grey" -o "$out" -- cudafx:convolve preset=custom "kernel=$sharpen" "kernel=1,2;3" \
+     >"$out.log" 2>&1 && grep -qF "kernel must be square: row 2 has 1 values, row 1 has 2; the kernel stays \"$sharpen\"" "$out.log" &&
+   "$cli" convolve --kernel "$sharpen" "$grey" "$work/kernel-kept.ref.png" 2>/dev/null &&
+   "$py" "$compare" same "$work/kernel-kept.ref.png" "$out" 0 >/dev/null 2>&1; then
+  pass "kernel=1,2;3 refused where set, with the reason: the kernel keeps its last valid value"
 else
   fail "bad kernel" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
 fi
+for kernel in 1e309 1e-320 "$(seq -s, 1000 | sed 's/,$//')"; do
+  timeout 20 gegl "$grey" -o "$out" -- cudafx:convolve preset=custom "kernel=$kernel" >"$out.log" 2>&1
+  grep -qE "cudafx:convolve: kernel(:| has more).*the kernel stays" "$out.log" && pass "kernel=${kernel:0:12}...: refused where set" ||
+    fail "kernel ${kernel:0:12}" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+done
+# A Gaussian σ up to the table's 50: filtered as the CLI filters it.
+out=$work/sigma20.png
+if timeout 60 gegl "$grey" -o "$out" -- cudafx:convolve preset=gaussian sigma=20 >"$out.log" 2>&1 &&
+   ! grep -q cudafx: "$out.log" && "$cli" convolve --preset gaussian --sigma 20 "$grey" "$work/sigma20.ref.png" &&
+   "$py" "$compare" same "$work/sigma20.ref.png" "$out" 0 >/dev/null 2>&1; then
+  pass "Gaussian σ 20 (the range is 0.1..50 in every host): equals the CLI"
+else
+  fail "sigma 20" "$(grep -v -e leaked -e cache_queue "$out.log" | head -n 2)"
+fi
+# Out of memory (address space capped): the whole-input filters refuse at
+# once, a window filter still filters its small region.
+for op in cudafx:quantize cudafx:nl-means; do
+  ( ulimit -v 1000000
+    error_case "${op#cudafx:}, memory short" "not enough memory for the whole 20000" -- \
+      gegl:color value=red gegl:crop width=20000 height=20000 "gegl:convert-format" "format=R'G'B' u8" \
+      "$op" gegl:crop width=64 height=64 ) | tee "$work/memory.log"
+  grep -q '^PASS' "$work/memory.log" && passed=$((passed + 1)) || failed=$((failed + 1))
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -17,7 +17,10 @@
  * - a zoomed-out render (level 1) shows that level's σ until the full-size
  *   image is rendered; zooming out again keeps the full-size σ;
  * - the first σ found is announced even when it is the property's initial
- *   0 (a flat image), since GIMP's dialog may have started with another.
+ *   0 (a flat image), since GIMP's dialog may have started with another;
+ * - without a main loop (the gegl command, scripts), a node's operation is
+ *   freed with its graph: the announcement waiting for the loop holds
+ *   neither it nor its region memory.
  *
  *   test-gegl-sigma IMAGE SIGMA   SIGMA: what `cudafx nl-means --json` finds on IMAGE
  *                                 (GEGL_PATH must reach the module); prints PASS/FAIL lines */
@@ -217,6 +220,32 @@ main (int argc, char **argv)
   g_snprintf (what, sizeof what, "flat image: one notify, σ %.6g = 0", p.value);
   check (p.notified == 1 && p.value == 0, what);
   g_object_unref (graph);
+
+  /* No main loop ever runs: each operation goes with its graph. */
+  {
+    int alive = 0;
+
+    for (int i = 0; i < 3; i++)
+      {
+        gpointer operation;
+
+        p = (probe) { 0 };
+        graph = graph_for (image, &op, &p);
+        render (op, 1.0);
+        operation = gegl_node_get_gegl_operation (op);
+        g_object_add_weak_pointer (G_OBJECT (operation), &operation);
+        g_object_unref (graph);
+        if (operation)
+          {
+            alive++;
+            g_object_remove_weak_pointer (G_OBJECT (operation), &operation);
+          }
+      }
+    g_snprintf (what, sizeof what, "no main loop: every operation freed with its graph (%d of 3 kept)", alive);
+    check (alive == 0 && p.notified == 0, what);
+    run_main_loop ();
+    check (p.notified == 0, "no main loop: their announcements, run late, reach no freed node");
+  }
 
   gegl_exit ();
   return failed ? 1 : 0;

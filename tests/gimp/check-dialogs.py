@@ -28,6 +28,7 @@ import numpy as np
 SETTINGS = {
     "median": [],
     "nl-means": [],
+    "nl-bayes": [],
     "quantize": [],
     "convolve": ["--preset", "sharpen-5x5"],
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Creates (or reuses) a Debian 13 "trixie" chroot with GIMP 3 and its
-# development files, kept outside the clone between runs, and runs commands in
-# it. The mirror comes from the host's apt configuration at run time.
+# Creates (or reuses) a Debian chroot with GIMP 3 and its development files,
+# kept outside the clone between runs, and runs commands in it. The mirror
+# comes from the host's apt configuration at run time. CUDAFX_GIMP3_VERSION
+# picks the GIMP: 3.0 (default; Debian 13 "trixie") or 3.2 (Debian "forky",
+# testing), each in a chroot of its own.
 #
 #   tests/gimp/chroot.sh ensure [PKG...] create or reuse; prints the directory.
 #                                        PKGs (e.g. Xvfb for the screenshots) are
@@ -16,16 +18,26 @@
 #                                        WORK/data/gegl-0.4/plug-ins; GIMP then runs with
 #                                        GIMP3_DIRECTORY=WORK/profile XDG_DATA_HOME=WORK/data
 #
-# CUDAFX_GIMP3_CHROOT overrides the directory (default /var/cache/cudafx-gimp3-chroot).
+# CUDAFX_GIMP3_CHROOT overrides the directory (default /var/cache/cudafx-gimp3-chroot
+# for 3.0, /var/cache/cudafx-gimp32-chroot for 3.2).
 # Needs root (debootstrap, chroot, mount).
 set -euo pipefail
 
-root=${CUDAFX_GIMP3_CHROOT:-/var/cache/cudafx-gimp3-chroot}
+die() { echo "chroot.sh: $*" >&2; exit 1; }
+
+# Debian 12's debootstrap has no script for forky; sid's makes it (testing
+# and unstable share their layout). The testing snapshot a mirror serves can
+# be past its Release file's Valid-Until, which apt then refuses.
+case ${CUDAFX_GIMP3_VERSION:-3.0} in
+  3.0) suite=trixie script= no_valid_until=0 default_root=/var/cache/cudafx-gimp3-chroot ;;
+  3.2) suite=forky script=/usr/share/debootstrap/scripts/sid no_valid_until=1
+       default_root=/var/cache/cudafx-gimp32-chroot ;;
+  *) die "CUDAFX_GIMP3_VERSION must be 3.0 or 3.2, not ${CUDAFX_GIMP3_VERSION}" ;;
+esac
+root=${CUDAFX_GIMP3_CHROOT:-$default_root}
 packages="gimp libgimp-3.0-dev gcc make pkg-config"
 # Bump when the package list or the setup below changes: a stale chroot is rebuilt.
-stamp="cudafx-gimp3 v1 trixie: $packages"
-
-die() { echo "chroot.sh: $*" >&2; exit 1; }
+stamp="cudafx-gimp3 v1 $suite: $packages"
 
 host_mirror() {
   # First URIs: of a stanza that is not the security archive.
@@ -54,12 +66,14 @@ create() {
   mirror=$(host_mirror)
   tmp="$root.tmp"
   rm -rf "$tmp"
-  echo "chroot.sh: creating $root from $mirror (a few minutes, once)" >&2
-  debootstrap --variant=minbase trixie "$tmp" "$mirror" >"$tmp.log" 2>&1 \
+  echo "chroot.sh: creating $root ($suite) from $mirror (a few minutes, once)" >&2
+  debootstrap --variant=minbase "$suite" "$tmp" "$mirror" $script >"$tmp.log" 2>&1 \
     || { tail -n 20 "$tmp.log" >&2; die "debootstrap failed (log: $tmp.log)"; }
   printf '#!/bin/sh\nexit 101\n' > "$tmp/usr/sbin/policy-rc.d"
   chmod +x "$tmp/usr/sbin/policy-rc.d"
   echo force-unsafe-io > "$tmp/etc/dpkg/dpkg.cfg.d/force-unsafe-io"
+  [ "$no_valid_until" -eq 0 ] ||
+    echo 'Acquire::Check-Valid-Until "false";' > "$tmp/etc/apt/apt.conf.d/99cudafx-no-valid-until"
   mount -t proc proc "$tmp/proc"
   if ! { in_chroot "$tmp" apt-get update -qq &&
          in_chroot "$tmp" apt-get install -y -qq --no-install-recommends $packages; } >>"$tmp.log" 2>&1; then

@@ -60,7 +60,7 @@ batch="(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE \"$dir/noisy.png\")))
          (plug-in-cudafx-median #:run-mode RUN-NONINTERACTIVE #:image img
                                 #:drawables (vector layer) #:radius 3)
          (gimp-file-save RUN-NONINTERACTIVE img \"$dir/merged.png\"))"
-gimp-3.0 --no-splash --batch-interpreter=plug-in-script-fu-eval -b "$batch" >"$dir/gimp.log" 2>&1 &
+gimp --no-splash --batch-interpreter=plug-in-script-fu-eval -b "$batch" >"$dir/gimp.log" 2>&1 &
 gimp=$!
 
 wait_for() { # seconds command...: until the command succeeds

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Headless GIMP 3 tests of the cudafx plug-in: installs BUILD/gimp3/cudafx into
 # a throw-away profile inside the Debian 13 chroot (tests/gimp/chroot.sh),
-# drives gimp-console-3.0 with Script-Fu, and compares what GIMP exports with
+# drives gimp-console (3.0 or 3.2) with Script-Fu, and compares what GIMP exports with
 # the engine's output for the same parameters (the CLI BUILD/cudafx when it
 # exists, else the engine library through bench/pycudafx.py). A filter the
 # engine rejects must fail in GIMP with the engine's message and leave the
@@ -38,7 +38,7 @@ echo "chroot $root, engine reference: ${cli:-$CUDAFX_LIB (pycudafx)}"
 # chroot paths: $inside/...
 gimp() {
   timeout 120 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
-    gimp-console-3.0 -i --batch-interpreter=plug-in-script-fu-eval \
+    gimp-console -i --batch-interpreter=plug-in-script-fu-eval \
     -b "(begin $2)" --quit >"$work/out/$1.log" 2>&1
 }
 
@@ -53,7 +53,7 @@ save() { echo "(gimp-file-save RUN-NONINTERACTIVE img \"$inside/out/$1\")"; }
 # test profile; the log goes to out/NAME.log.
 gimp_py() {
   timeout 120 "$here/chroot.sh" run /usr/bin/env GIMP3_DIRECTORY="$inside/profile" \
-    gimp-console-3.0 -i --batch-interpreter=python-fu-eval -b "$2" --quit >"$work/out/$1.log" 2>&1
+    gimp-console -i --batch-interpreter=python-fu-eval -b "$2" --quit >"$work/out/$1.log" 2>&1
 }
 
 # Procedure arguments name=value as Script-Fu named arguments: numbers as
@@ -93,8 +93,8 @@ reference() {
       case $name=$value in
         create-palette=*|convert-indexed=*|remove-unused=*) ;; # the GIMP hosts' own arguments
         palette=*) opts+=(--palette "$root$palettes/$value.gpl") ;;
-        auto=true) opts+=(--auto) ;;
-        auto=false) opts+=(--no-auto) ;;
+        *=true) opts+=("--$name") ;;
+        *=false) opts+=("--no-$name") ;;
         kernel=*) opts+=(--kernel "$("$py" -c "import sys,math; v=sys.argv[1].split(','); n=math.isqrt(len(v)); print(';'.join(','.join(v[i*n:(i+1)*n]) for i in range(n)))" "$value")") ;;
         *) opts+=("--$name" "$value") ;;
       esac
@@ -266,6 +266,14 @@ filter_test convolve camera.png 0 convolve preset=custom kernel=0,0.25,0,0.25,0,
 # A selection: only it changes, and its edge sees the real pixels around it.
 SEL="100 120 61 47" PRE="(gimp-image-select-rectangle img CHANNEL-OP-REPLACE 100 120 61 47)" \
   filter_test selection astronaut.png 0 median radius=3
+# nl-bayes on crops (its CPU takes seconds a quarter megapixel): manual on
+# colour, automatic on grey, and a selection, whose edge sees the real pixels
+# around it and whose reference grid is the whole layer's.
+nlb_crop="(gimp-image-crop img 160 130 150 100)"
+PRE=$nlb_crop filter_test nl-bayes astronaut.png 0 nl-bayes auto=false sigma=15
+PRE=$nlb_crop filter_test nl-bayes-auto camera.png 0 nl-bayes flat-area=false
+SEL="50 40 41 33" PRE="$nlb_crop (gimp-image-select-rectangle img CHANNEL-OP-REPLACE 50 40 41 33)" \
+  filter_test nl-bayes-selection astronaut.png 0 nl-bayes auto=false sigma=15
 # Alpha (part of the layer cleared to transparent black: PNG keeps no colour
 # under transparency, so the file must hold what GIMP filtered) and 16 bits
 # per channel (processed as float).
@@ -289,6 +297,7 @@ RUN=run_py_case filter_test python-fu camera.png 0 median radius=2 percentile=25
 # Arguments: out of range (Script-Fu or the plug-in rejects it), and a kernel
 # that is not square (only the plug-in can tell).
 error_test range camera.png "out of range" median radius=101
+error_test nl-bayes-range camera.png "out of range" nl-bayes auto=false sigma=0
 error_test kernel camera.png "kernel has 8 values" convolve preset=custom kernel=1,1,1,1,1,1,1,1
 # Asked to stay live where GEGL has no cudafx module (this profile has
 # none): the procedure asks GIMP for the operation, GIMP has none, and the
@@ -314,7 +323,7 @@ for locale in es_ES el_GR; do
   mkdir -p "$work/profile-$lang/plug-ins"
   cp -R "$work/profile/plug-ins/cudafx" "$work/profile-$lang/plug-ins/"
   timeout 120 "$here/chroot.sh" run /usr/bin/env LANG="$locale.UTF-8" GIMP3_DIRECTORY="$inside/profile-$lang" \
-    gimp-console-3.0 -i --batch-interpreter=python-fu-eval -b "$query" --quit >"$work/out/i18n-$lang.log" 2>&1
+    gimp-console -i --batch-interpreter=python-fu-eval -b "$query" --quit >"$work/out/i18n-$lang.log" 2>&1
   for what in LABEL:"_Median (GPU)..." BLURB:"Median or percentile filter over a square or circular window"; do
     key=${what%%:*} msgid=${what#*:}
     want=$(translated "$lang" "$msgid")

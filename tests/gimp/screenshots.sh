@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Screenshots of the four GIMP 3 dialogs: runs the GUI gimp-3.0 of the Debian
+# Screenshots of the five GIMP 3 dialogs: runs the GUI gimp-3.0 of the Debian
 # 13 chroot (tests/gimp/chroot.sh) under Xvfb with the plug-in in a throw-away
 # profile. One GIMP session opens each filter's dialog in turn (Script-Fu,
 # RUN-INTERACTIVE) on a photo from tests/data, waits until the preview has
@@ -42,6 +42,7 @@ cp tests/data/astronaut.png tests/data/coffee.png "$work/"
 dialogs=(
   "median:Median (GPU):astronaut-impulse.png:"
   "nl-means:Non-Local Means (GPU):astronaut-gaussian.png:"
+  "nl-bayes:Non-Local Bayes (GPU):astronaut-gaussian.png:"
   "quantize:Color Quantize (GPU):coffee.png:"
   "convolve:Convolution (GPU):astronaut.png:alt+t Up Up Up Up Up"
 )
@@ -62,7 +63,7 @@ dir=$1 both=$2 locale=$3; shift 3
 suffix=
 [ -z "$locale" ] || { export LANG=$locale.UTF-8; suffix=-${locale%_*}; }
 cd "$dir"
-# Noisy copies of the photo show what median and nl-means remove (fixed seeds).
+# Noisy copies of the photo show what median and the denoisers remove (fixed seeds).
 magick astronaut.png -seed 1 -attenuate 0.3 +noise Impulse astronaut-impulse.png
 magick astronaut.png -seed 1 -attenuate 1.2 +noise Gaussian astronaut-gaussian.png
 
@@ -85,7 +86,7 @@ for d in "$@"; do
                                       #:drawables (car (gimp-image-get-layers img)))))"
 done
 batch="$batch)"
-gimp-3.0 --no-splash --batch-interpreter=plug-in-script-fu-eval -b "$batch" --quit \
+gimp --no-splash --batch-interpreter=plug-in-script-fu-eval -b "$batch" --quit \
   >"$dir/gimp.log" 2>&1 &
 gimp=$!
 

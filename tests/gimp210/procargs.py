@@ -3,7 +3,7 @@
 """Procedure arguments given by name, as GIMP 2.10 Script-Fu or CLI arguments,
 read from the plug-in's own procedure table ($CUDAFX_PROC_LIB, default
 build/libcudafx-procedures.so: the engine's arguments, then the GIMP hosts'
-own from plugin/common/procedures.c) so the order and defaults are the plug-in's.
+own from ui/common/procedures.c) so the order and defaults are the plug-in's.
 
   procargs.py scheme FILTER [name=value ...]
       The arguments after run-mode, image and drawable, positional, in table
@@ -34,7 +34,8 @@ INT, DOUBLE, BOOLEAN, CHOICE, ARRAY, PALETTE = range(6)
 class FilterDesc(C.Structure):
     _fields_ = [("name", C.c_char_p), ("procedure", C.c_char_p), ("menu_label", C.c_char_p),
                 ("menu_path", C.c_char_p), ("blurb", C.c_char_p), ("help", C.c_char_p),
-                ("args", C.POINTER(ArgDesc)), ("n_args", C.c_int)]
+                ("args", C.POINTER(ArgDesc)), ("n_args", C.c_int),
+                ("params_offset", C.c_size_t), ("params_size", C.c_size_t)]
 
 
 class Choice(C.Structure):

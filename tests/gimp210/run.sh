@@ -185,6 +185,14 @@ add_case quantize astronaut.png 0 quantize colors=8 color-space=oklab dither=non
 add_case quantize-given astronaut.png 0 quantize palette=Ega color-space=rgb dither=blue-noise
 add_case quantize-given-fs camera.png 0 quantize palette=Grays dither=floyd-steinberg-reduced-bleeding
 add_case convolve camera.png 0 convolve preset=custom kernel=0,0.25,0,0.25,0,0.25,0,0.25,0 divisor=1 border=clamp
+# nl-bayes on crops (its CPU takes seconds a quarter megapixel): manual on
+# colour, automatic on grey, and a selection, whose edge sees the real pixels
+# around it and whose reference grid is the whole layer's.
+nlb_crop="(gimp-image-crop img 160 130 150 100)"
+PRE=$nlb_crop add_case nl-bayes astronaut.png 0 nl-bayes auto=false sigma=15
+PRE=$nlb_crop add_case nl-bayes-auto camera.png 0 nl-bayes flat-area=false
+SEL="50 40 41 33" PRE="$nlb_crop (gimp-image-select-rectangle img CHANNEL-OP-REPLACE 50 40 41 33)" \
+  add_case nl-bayes-selection astronaut.png 0 nl-bayes auto=false sigma=15
 # Repeat (last values): the values of the previous run, not the call's.
 LAST=1 add_case last-values astronaut.png 0 convolve preset=sharpen-5x5 border=mirror offset=10
 # A selection: only it changes, and its edge sees the real pixels around it.
@@ -206,6 +214,11 @@ add_palette_case to-indexed astronaut.png colors=8 color-space=rgb seed=1 max-it
 # a kernel that is not square; an indexed image. Each: an error, image unchanged.
 ERR="median: radius 101 is out of range 1..100" add_case range camera.png 0 median radius=101
 ERR="median: shape 2 is out of range 0..1" add_case choice camera.png 0 median shape=2
+ERR="nl-bayes: sigma 0 is out of range 0.1..100" add_case nl-bayes-range camera.png 0 nl-bayes auto=false sigma=0
+# A negative seed is reported as given (it was 4294967295, the field's wrap).
+ERR="quantize: seed -1 is out of range 0..2147483647" add_case seed camera.png 0 quantize seed=-1
+# A Gaussian σ up to the table's 50 runs (it was refused above 5 for its 31×31 grid).
+add_case sigma-20 camera.png 0 convolve preset=gaussian sigma=20
 ERR="convolve: kernel has 8 values, not n×n" \
   add_case kernel camera.png 0 convolve preset=custom kernel=1,1,1,1,1,1,1,1
 ERR="median: indexed images are not supported" PRE="(gimp-image-convert-indexed img 0 0 8 FALSE FALSE \"\")" \

@@ -138,7 +138,7 @@ compare_in (int memory, cudafx_type type, int device, cudafx_backend backend, cu
       /* A CPU fallback must equal the CPU exactly; the GPU within tolerance,
        * on the harness's 0..255 scale: f32 within 1e-5 of a 0..1 value, u8
        * within the filter's tolerance and share (nl-means: within 1 of 255,
-       * DESIGN.md, Determinism, and few values off). */
+       * docs/TESTING.md, Determinism, and few values off). */
       const int cpu_ran = report.backend_used == CUDAFX_BACKEND_CPU;
       double tolerance = cpu_ran ? 0 : type == CUDAFX_F32 ? 1e-5 * 255 : gpu_filters[i].tolerance;
       double diff = harness_max_diff (&ref, &out);

@@ -184,9 +184,9 @@ TEST (gpu_nlmeans_fit_counts_equal_cpu)
 }
 
 /* How far the GPU's nl-means may lie from the CPU's (0..255 scale).
- * DESIGN.md allows 1 on u8 and 1/255 of full scale on f32, which alone
- * would pass a kernel whose every u8 value is off by one. The patch
- * distances are the same floats on both backends; the weights are not
+ * docs/TESTING.md's Determinism allows 1 on u8 and 1/255 of full scale on
+ * f32, which alone would pass a kernel whose every u8 value is off by one.
+ * The patch distances are the same floats on both backends; the weights are not
  * (the CPU's polynomial exp, the GPU's ex2: both within 1e-5 of exp,
  * relative), and weights within e of each other move a weighted mean by at
  * most e times the spread of the values it averages. So f32 stays within

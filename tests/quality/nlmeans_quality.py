@@ -36,6 +36,7 @@ The photos are tests/data's copies of shared/data's (the script runs without
 """
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -75,18 +76,27 @@ def noisy_copy(img, sigma, seed):
     return np.clip(np.rint(img + rng.normal(0, sigma, img.shape)), 0, 255).astype(np.uint8)
 
 
+def engine_at(rev, where, what):
+    """The engine of git revision rev, built once (CPU only) into where, with
+    that revision's own binding (its structs may differ from today's)."""
+    lib = os.path.join(where, "build", "libcudafx.so")
+    binding = os.path.join(where, "bench", "pycudafx.py")
+    if not os.path.exists(lib) or not os.path.exists(binding):
+        print(f"building {what} ({rev}) in {where} ...", flush=True)
+        os.makedirs(where, exist_ok=True)
+        archive = subprocess.run(["git", "-C", ROOT, "archive", rev, "core", "Makefile",
+                                  "bench/pycudafx.py"], check=True, stdout=subprocess.PIPE).stdout
+        subprocess.run(["tar", "-x", "-C", where], input=archive, check=True)
+        subprocess.run(["make", "-s", "-j2", "CUDA=0", "build/libcudafx.so"], cwd=where, check=True)
+    spec = importlib.util.spec_from_file_location("pycudafx_" + rev, binding)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Engine(lib)
+
+
 def baseline_engine():
-    """The engine of BASELINE_REV, built once (CPU only) from git."""
-    lib = os.path.join(BASELINE_DIR, "build", "libcudafx.so")
-    if not os.path.exists(lib):
-        print(f"building today's engine ({BASELINE_REV}) in {BASELINE_DIR} ...", flush=True)
-        os.makedirs(BASELINE_DIR, exist_ok=True)
-        archive = subprocess.run(["git", "-C", ROOT, "archive", BASELINE_REV, "core", "Makefile"],
-                                 check=True, stdout=subprocess.PIPE).stdout
-        subprocess.run(["tar", "-x", "-C", BASELINE_DIR], input=archive, check=True)
-        subprocess.run(["make", "-s", "-j2", "CUDA=0", "build/libcudafx.so"], cwd=BASELINE_DIR,
-                       check=True)
-    return pycudafx.Engine(lib)
+    """The engine of BASELINE_REV."""
+    return engine_at(BASELINE_REV, BASELINE_DIR, "today's engine")
 
 
 class Cache:

@@ -114,6 +114,11 @@ expect 2 "--h 0 is out of range 0.1..100" nl-means --h 0 "$rgb" "$out"
 expect 2 "--patch-radius 6 is out of range 1..5" nl-means --patch-radius 6 "$rgb" "$out"
 expect 2 "--search-radius 21 is out of range 1..20" nl-means --search-radius 21 "$rgb" "$out"
 expect 2 "--auto cannot be combined" nl-means --auto --h 5 "$rgb" "$out"
+expect 2 "--sigma 0 is out of range 0.1..100" nl-bayes --sigma 0 "$rgb" "$out"
+expect 2 "--sigma 100.5 is out of range 0.1..100" nl-bayes --sigma 100.5 "$rgb" "$out"
+expect 2 "--sigma 'x' is not a number" nl-bayes --sigma x "$rgb" "$out"
+expect 2 "--auto cannot be combined with --sigma" nl-bayes --auto --sigma 5 "$rgb" "$out"
+expect 2 "--flat-area takes no value" nl-bayes --flat-area=1 "$rgb" "$out"
 expect 2 "--colors 1 is out of range 2..256" quantize --colors 1 "$rgb" "$out"
 expect 2 "--colors 257 is out of range 2..256" quantize --colors 257 "$rgb" "$out"
 expect 2 "--dither 'sideways' is not one of" quantize --dither sideways "$rgb" "$out"
@@ -154,7 +159,7 @@ for args in "median $tmp/missing.png" "median --radius 0 $rgb" "median $tmp/text
 done
 
 echo "-- help and info"
-for cmd in "" median nl-means quantize convolve info; do
+for cmd in "" median nl-means quantize convolve nl-bayes info; do
   # shellcheck disable=SC2086
   if "$cli" $cmd --help >"$tmp/help" 2>&1 && grep -q "Usage: cudafx" "$tmp/help"; then ok
   else bad "cudafx $cmd --help"; fi
@@ -174,6 +179,11 @@ done
 for opt in preset kernel sigma divisor offset border; do
   "$cli" convolve --help | grep -q -- "--$opt" || missing="$missing --$opt"
 done
+for opt in auto no-auto sigma flat-area no-flat-area backend output-dir; do
+  "$cli" nl-bayes --help | grep -q -- "--$opt" || missing="$missing nl-bayes --$opt"
+done
+"$cli" nl-bayes --help | tr -s '\n ' '  ' | grep -q "Number 0.1..100, default 10." || missing="$missing (nl-bayes sigma range)"
+"$cli" --help | grep -q "nl-bayes" || missing="$missing (nl-bayes in the commands)"
 [ -z "$missing" ] && ok || bad "--help does not list:$missing"
 run_ok "info" info && grep -q "^cudafx " "$tmp/stdout" && ok || bad "info prints no version"
 run_ok "info --json" info --json && json_ok "info --json" "'version' in j and 'backends' in j"
@@ -187,6 +197,22 @@ run_ok "nl-means manual" nl-means --h 12 --patch-radius 1 --search-radius 3 --js
   json_ok "nl-means --json" "j['filter'] == 'nl-means' and j['auto'] is False and j['h'] == 12 and j['search_radius'] == 3 and j['patch_sigma'] == 0 and j['centre_weight'] == '1'"
 run_ok "nl-means auto" nl-means --json "$grey" "$out" && image_is "$out" "512 512 8 1" "nl-means auto" &&
   json_ok "nl-means auto --json" "j['auto'] is True and j['sigma'] >= 0 and 1 <= j['patch_radius'] <= 5 and 1 <= j['search_radius'] <= 20 and j['h'] > 0 and j['patch_sigma'] >= 0 and j['centre_weight'] in ('1', 'max')"
+# nl-bayes on small crops: its CPU takes seconds a quarter megapixel.
+"$py" -c "from PIL import Image
+Image.open('$rgb').crop((100, 80, 196, 160)).save('$tmp/nlb-rgb.png')
+Image.open('$grey').crop((200, 200, 290, 270)).save('$tmp/nlb-grey.png')"
+run_ok "nl-bayes auto" nl-bayes --json "$tmp/nlb-rgb.png" "$out" && image_is "$out" "96 80 8 3" "nl-bayes auto" &&
+  json_ok "nl-bayes auto --json" "j['filter'] == 'nl-bayes' and j['auto'] is True and j['sigma'] > 0 and j['flat_area'] is True and len(j['patch_size']) == len(j['group_size']) == len(j['search_size']) == 2 and all(3 <= k <= 7 for k in j['patch_size']) and all(n % 2 == 1 for n in j['search_size']) and j['noise_model']['kind'] in ('flat', 'signal-dependent')"
+run_ok "nl-bayes manual grey" nl-bayes --sigma 20 --no-flat-area --json "$tmp/nlb-grey.png" "$out" &&
+  image_is "$out" "90 70 8 1" "nl-bayes grey" &&
+  json_ok "nl-bayes manual --json" "j['auto'] is False and j['sigma'] == 20 and j['flat_area'] is False and j['noise_model'] == {'kind': 'flat', 'sigma': 20} and j['patch_size'] == [5, 5]"
+cp "$out" "$tmp/nlb-grey-manual.png"
+run_ok "nl-bayes --no-auto" nl-bayes --no-auto --json "$tmp/nlb-grey.png" "$out" &&
+  json_ok "nl-bayes --no-auto --json" "j['auto'] is False and j['sigma'] == 10"
+mkdir -p "$tmp/nlb-batch"
+run_ok "nl-bayes batch" nl-bayes --sigma 20 --no-flat-area --json --output-dir "$tmp/nlb-batch" "$tmp/nlb-grey.png" "$tmp/nlb-rgb.png" &&
+  [ "$(grep -c '"filter": "nl-bayes"' "$tmp/stdout")" -eq 2 ] && cmp -s "$tmp/nlb-batch/nlb-grey.png" "$tmp/nlb-grey-manual.png" && ok ||
+  bad "nl-bayes --output-dir: not two JSON lines, or the grey file unlike a one-file run"
 run_ok "quantize" quantize --colors 8 --seed 3 --palette-out "$tmp/pal.gpl" --json "$rgb" "$out" &&
   image_is "$out" "451 300 8 3" "quantize" &&
   json_ok "quantize --json" "j['filter'] == 'quantize' and 2 <= len(j['palette']) <= 8 and all(len(c) == 3 for c in j['palette']) and j['iterations'] >= 1"
@@ -492,6 +518,132 @@ else
   chmod 555 "$tmp/ro"
   expect 1 "Permission denied" median "$rgb" "$tmp/ro/out.png"
   echo "   (not root: the full-disk cases need a tmpfs mount; skipped)"
+fi
+
+echo "-- hostile and careless use: refused at once, nothing lost, nothing left behind"
+# Palettes: only a regular file of at most 1 MiB is read, so a FIFO or a
+# device never blocks the run (timeout: a hang fails, never waits).
+mkfifo "$tmp/fifo.gpl"
+for p in "$tmp/fifo.gpl" /dev/zero; do
+  timeout 10 "$cli" quantize --palette "$p" "$rgb" "$out" >/dev/null 2>"$tmp/stderr"; rc=$?
+  [ "$rc" -eq 2 ] && grep -qF "$p: not a regular file" "$tmp/stderr" && [ ! -e "$out" ] && ok ||
+    bad "quantize --palette $p: exit $rc (124: it hung): $(cat "$tmp/stderr")"
+done
+expect 2 "$tmp: is a directory, not a palette file" quantize --palette "$tmp" "$rgb" "$out"
+{ echo "GIMP Palette"; head -c 1100000 /dev/zero | tr '\0' '#'; echo; } >"$tmp/huge.gpl"
+expect 2 "huge.gpl: larger than 1024 KiB" quantize --palette "$tmp/huge.gpl" "$rgb" "$out"
+: >"$tmp/empty.gpl"
+expect 2 "empty.gpl: empty file" quantize --palette "$tmp/empty.gpl" "$rgb" "$out"
+# --palette-out naming IN or OUT: refused before anything is written.
+cp "$rgb" "$tmp/keep.png"
+expect 2 "--palette-out '$tmp/keep.png' is the input image IN" \
+  quantize --palette-out "$tmp/keep.png" "$tmp/keep.png" "$out"
+cmp -s "$rgb" "$tmp/keep.png" && ok || bad "--palette-out IN changed the input"
+expect 2 "--palette-out '$tmp/out.png' is the output image OUT" \
+  quantize --palette-out "$tmp/out.png" "$rgb" "$out"
+expect 2 "is the output image OUT" quantize --palette-out "$tmp/./out.png" "$rgb" "$out"
+ln -sf keep.png "$tmp/keep-link.png"
+expect 2 "is the input image IN" quantize --palette-out "$tmp/keep-link.png" "$tmp/keep.png" "$out"
+cmp -s "$rgb" "$tmp/keep.png" && ok || bad "--palette-out through a link changed the input"
+# An output name that fits but leaves no room for the temporary file's 15
+# bytes more: the message says so.
+long=$(printf 'n%.0s' $(seq 237)).png
+expect 1 "its name is 241 bytes, and the temporary file" median "$rgb" "$tmp/$long"
+# SIGINT, SIGTERM, SIGHUP while filtering (the output's temporary file
+# exists), one file and a batch: the temporary files are removed and the
+# process ends by the signal. Started from Python, so that SIGINT is not
+# ignored as in a shell script's background job.
+mkdir -p "$tmp/sig"
+cp "$data/astronaut.png" "$tmp/sig/in.png"
+if "$py" - "$cli" "$tmp/sig" <<'EOF'
+import os, signal, subprocess, sys, time
+cli, d = sys.argv[1], sys.argv[2]
+slow = ['nl-means', '--threads', '1', '--h', '10', '--patch-radius', '5', '--search-radius', '20']
+os.makedirs(d + '/batch'); os.makedirs(d + '/b')
+os.system("cp '%s/in.png' '%s/b/in2.png'" % (d, d))
+failed = 0
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for args in ([d + '/in.png', d + '/out.png'], ['--output-dir', d + '/batch', d + '/in.png', d + '/b/in2.png']):
+        p = subprocess.Popen([cli] + slow + args, stderr=subprocess.PIPE)
+        for _ in range(600):  # until a temporary file exists (or the run ended)
+            if p.poll() is not None or any('.cudafx-' in n for _, _, f in os.walk(d) for n in f):
+                break
+            time.sleep(0.05)
+        p.send_signal(sig)
+        err = p.communicate()[1].decode()
+        left = [n for _, _, f in os.walk(d) for n in f if '.cudafx-' in n]
+        if p.returncode != -sig or left or 'interrupted by ' + sig.name not in err:
+            print('%s %s: exit %s, left %s: %s' % (sig.name, args[-1], p.returncode, left, err))
+            failed += 1
+sys.exit(failed)
+EOF
+then ok; else bad "a signal left temporary files or did not end the run by that signal"; fi
+
+# --json prints one valid JSON object whatever happens: a usage error, a
+# failed single file, a refused output; names not in UTF-8 as U+FFFD.
+json_lines() { # WHAT PYTHON-EXPR-OVER-LINES ARGS...: every stdout line is JSON, and EXPR holds for ls
+  local what=$1 expr=$2; shift 2
+  "$cli" "$@" >"$tmp/stdout" 2>/dev/null
+  if "$py" -c "import json, sys
+d = open(sys.argv[1], 'rb').read()
+ls = [json.loads(l) for l in d.decode('utf-8').splitlines()]
+sys.exit(0 if ($expr) else 1)" "$tmp/stdout" 2>/dev/null
+  then ok; else bad "$what: --json printed '$(cat "$tmp/stdout")'"; fi
+}
+json_lines "usage error" "len(ls) == 1 and 'out of range' in ls[0]['error'] and ls[0]['status'] == 2" \
+  median --json --radius 0 "$rgb" "$out"
+json_lines "usage error before --json" "len(ls) == 1 and 'unknown option' in ls[0]['error']" \
+  median --frobnicate --json "$rgb" "$out"
+json_lines "missing input" "len(ls) == 1 and ls[0]['input'] == '$tmp/missing.png' and 'no such file' in ls[0]['error']" \
+  median --json "$tmp/missing.png" "$out"
+json_lines "no saver" "len(ls) == 1 and 'no saver' in ls[0]['error']" median --json "$rgb" "$tmp/out.xyz"
+json_lines "batch into a missing directory" "len(ls) == 2 and all('cannot write to' in l['error'] for l in ls)" \
+  median --json --output-dir "$tmp/no-such-dir" "$rgb" "$grey"
+cp "$rgb" "$tmp/$(printf 'bad\377name.png')"
+json_lines "a name with byte 0xFF" "len(ls) == 1 and ls[0]['input'].endswith('bad\ufffdname.png') and ls[0]['output'].endswith('o\ufffd\u00e9.png') and 'filter' in ls[0]" \
+  median --radius 1 --json "$tmp/$(printf 'bad\377name.png')" "$tmp/$(printf 'o\377\303\251.png')"
+# Messages that name what is wrong.
+expect 2 "--sigma 1e309 is out of range 0.1..50" convolve --sigma 1e309 "$rgb" "$out"
+expect 2 "--divisor 1e-320 is too small to be told from 0" convolve --kernel 1 --divisor 1e-320 "$rgb" "$out"
+expect 2 "--kernel: value 1 of row 1, '1e309', is too large" convolve --kernel 1e309 "$rgb" "$out"
+expect 2 "--kernel: value 2 of row 1, '1e-320', is too small" convolve --kernel "1,1e-320,1;1,1,1;1,1,1" "$rgb" "$out"
+expect 2 "'-': standard input and output are not supported" median - "$out"
+expect 2 "'-': standard input and output are not supported" median "$rgb" -
+printf 'GIMP Palette\n1 2 3\n' >"$tmp/as-image.gpl"
+expect 1 "it is a GIMP palette, not an image" median "$tmp/as-image.gpl" "$out"
+grep -q gegl-magick "$tmp/stderr" && bad "a .gpl as IN mentions GEGL's temporary file" || ok
+# A Gaussian up to the table's σ 50 runs in every host (the GEGL tests run σ 20).
+run_ok "convolve --sigma 20" convolve --preset gaussian --sigma 20 "$grey" "$out"
+
+# EXIF orientation 6 (turn 90° clockwise to display): JPEG, PNG and WebP
+# keep the tag; TIFF writes it as its own Orientation tag; EXR (through
+# GEGL, no tag) gets the pixels turned; --strip leaves it out everywhere.
+if "$py" -c "
+from PIL import Image
+import numpy as np
+a = np.zeros((40, 60, 3), np.uint8); a[:10, :20] = 255
+ex = Image.Exif(); ex[0x0112] = 6
+Image.fromarray(a).save('$tmp/orient.jpg', exif=ex.tobytes(), quality=95)" 2>/dev/null; then
+  for ext in png tif exr; do run_ok "orientation -> .$ext" median --radius 1 "$tmp/orient.jpg" "$tmp/orient-out.$ext"; done
+  run_ok "orientation --strip -> .tif" median --radius 1 --strip "$tmp/orient.jpg" "$tmp/orient-strip.tif"
+  run_ok "EXR read back" convolve --kernel 1 "$tmp/orient-out.exr" "$tmp/orient-exr.png"
+  if "$py" - "$tmp" <<'EOF'
+import sys
+from PIL import Image
+import numpy as np
+d = sys.argv[1]
+png = Image.open(d + '/orient-out.png'); tif = Image.open(d + '/orient-out.tif')
+assert png.getexif().get(0x0112) == 6 and png.size == (60, 40), 'PNG: tag kept, pixels as they were'
+assert tif.tag_v2.get(274) == 6 and tif.size == (60, 40), 'TIFF: Orientation tag %s' % tif.tag_v2.get(274)
+assert Image.open(d + '/orient-strip.tif').tag_v2.get(274, 1) == 1, '--strip: no orientation'
+exr = np.asarray(Image.open(d + '/orient-exr.png')).astype(int)
+exr = exr // 257 if exr.max() > 255 else exr
+turned = np.rot90(np.asarray(png).astype(int), -1)
+assert exr.shape == turned.shape and np.abs(exr - turned).max() <= 1, 'EXR: pixels not turned upright'
+EOF
+  then ok; else bad "EXIF orientation not kept consistently (see above)"; fi
+else
+  bad "could not make the orientation test file (python3-pil)"
 fi
 
 echo "-- metadata: ICC profile, EXIF and XMP carried; --strip drops them"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Test runner: see harness.h. Usage: test-unit [--list] [NAME-PART | =NAME |
- * =NAME@I/N ...]; an argument that selects no test counts as a failed test. */
+ * =NAME@I/N ...]; an argument that selects no test counts as a failed test;
+ * --help prints the usage. */
 #include "harness.h"
 
 #include <math.h>
@@ -254,6 +255,20 @@ main (int argc, char **argv)
    * process per test or shard). */
   int list = argc > 1 && strcmp (argv[1], "--list") == 0;
   int first = list ? 2 : 1;
+  /* No test name starts with '-': an option other than --list (--help
+   * included) is a request for the usage, not a name that selects nothing. */
+  for (int a = first; a < argc; a++)
+    if (argv[a][0] == '-')
+      {
+        int help = !strcmp (argv[a], "--help") || !strcmp (argv[a], "-h");
+        fprintf (help ? stdout : stderr,
+                 "Usage: %s [--list] [NAME-PART | =NAME | =NAME@I/N]...\n"
+                 "Runs the tests whose names contain a NAME-PART (all without one), the test\n"
+                 "named NAME, or shard I of N of it; --list names them instead. An argument\n"
+                 "that selects no test counts as a failure. Ends with \"N passed, N failed\".\n",
+                 argv[0]);
+        return help ? 0 : 2;
+      }
   /* Arguments select the tests whose names contain any of them. An argument
    * that selects nothing is a failure: a misspelt or renamed test in the
    * Makefile or tests/run.sh would otherwise pass by running nothing. */

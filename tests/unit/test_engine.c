@@ -8,8 +8,9 @@
 
 TEST (engine_table_has_every_filter)
 {
-  const char *names[] = { "median", "nl-means", "quantize", "convolve" };
-  for (int i = 0; i < 4; i++)
+  const char *names[] = { "median", "nl-means", "quantize", "convolve", "nl-bayes" };
+  CHECK (CUDAFX_N_FILTERS == 5, "%d filters in the table, this test knows 5", CUDAFX_N_FILTERS);
+  for (int i = 0; i < 5; i++)
     {
       const cudafx_filter_desc *f = cudafx_filter_find (names[i]);
       CHECK (f != NULL, "filter %s missing", names[i]);
@@ -19,9 +20,20 @@ TEST (engine_table_has_every_filter)
       const cudafx_arg *b = cudafx_arg_find (f, "backend");
       CHECK (b && b->type == CUDAFX_ARG_CHOICE && b->n_choices == 3, "%s lacks backend", names[i]);
       for (int a = 0; a < f->n_args; a++)
-        CHECK ((f->args[a].min <= f->args[a].def && f->args[a].def <= f->args[a].max)
-               || f->args[a].type == CUDAFX_ARG_DOUBLE_ARRAY,
-               "%s %s default outside its range", names[i], f->args[a].name);
+        {
+          CHECK ((f->args[a].min <= f->args[a].def && f->args[a].def <= f->args[a].max)
+                 || f->args[a].type == CUDAFX_ARG_DOUBLE_ARRAY,
+                 "%s %s default outside its range", names[i], f->args[a].name);
+          /* What automatic mode chooses: numbers of a filter that has it. */
+          CHECK (!f->args[a].chosen_by_auto
+                 || (cudafx_arg_find (f, "auto")
+                     && (f->args[a].type == CUDAFX_ARG_INT || f->args[a].type == CUDAFX_ARG_DOUBLE)),
+                 "%s %s: chosen by an automatic mode it has not", names[i], f->args[a].name);
+        }
+      const cudafx_arg *automatic = cudafx_arg_find (f, "auto"), *sigma = cudafx_arg_find (f, "sigma");
+      CHECK (!automatic || automatic->type == CUDAFX_ARG_BOOLEAN, "%s: auto is not a boolean", names[i]);
+      if (!strcmp (names[i], "nl-bayes"))
+        CHECK (automatic && sigma && sigma->chosen_by_auto, "nl-bayes: auto, or sigma chosen by it, missing");
     }
   CHECK (cudafx_filter_find ("nope") == NULL, "unknown filter found");
 }
@@ -66,6 +78,80 @@ TEST (engine_defaults_follow_the_table)
   cudafx_convolve_params_init (&c);
   CHECK (c.preset == CUDAFX_PRESET_GAUSSIAN && c.sigma == 2 && c.divisor == 0 &&
          c.border == CUDAFX_BORDER_CLAMP, "convolve defaults");
+  cudafx_nlbayes_params b;
+  cudafx_nlbayes_params_init (&b);
+  CHECK (b.automatic == 1 && b.sigma == 10 && b.flat_area == 1 && b.estimate == 0 && b.origin_x == 0
+         && b.origin_y == 0, "nl-bayes defaults");
+}
+
+/* What the hosts do with cudafx_nlbayes_halo: a part of the image read with
+ * that halo and filtered with its origin equals the same part of the whole
+ * run, manual (grey) and automatic with the whole image's noise given
+ * (colour); without an estimate the halo is the largest. */
+TEST (engine_nlbayes_halo_makes_parts_equal)
+{
+  const int w = 160, h = 150, px = 66, py = 62, pw = 23, ph = 19;
+  for (int colours = 1; colours <= 3; colours += 2)
+    {
+      cudafx_image src = harness_image_new (w, h, colours, 0, CUDAFX_U8, 0);
+      cudafx_image whole = harness_image_new (w, h, colours, 0, CUDAFX_U8, 0);
+      harness_rng rng = { 77u + colours };
+      for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+          for (int c = 0; c < colours; c++)
+            {
+              double v = 60 + 0.8 * x + 0.5 * y + 30 * c + 6 * (harness_uniform (&rng) - 0.5) * 3.4;
+              harness_set (&src, x, y, c, v < 0 ? 0 : v > 255 ? 255 : (int) v);
+            }
+      cudafx_nlbayes_params p;
+      cudafx_nlbayes_params_init (&p);
+      p.automatic = colours == 3;
+      p.sigma = 12;
+      cudafx_options o = harness_cpu_options ();
+      cudafx_nlbayes_info info;
+      CHECK (cudafx_nlbayes (&src, &whole, &p, &o, &info) == CUDAFX_OK, "whole run: %s", cudafx_error_message ());
+      int largest = cudafx_nlbayes_halo (&p, colours);
+      if (p.automatic)
+        {
+          p.estimate = info.sigma;
+          p.noise = info.noise;
+          CHECK (largest >= cudafx_nlbayes_halo (&p, colours), "the largest halo %d is below the estimate's", largest);
+        }
+      int halo = cudafx_nlbayes_halo (&p, colours);
+      if (!(halo > 0 && halo <= px && halo <= py && halo <= w - px - pw && halo <= h - py - ph))
+        {
+          CHECK (0, "%d colours: halo %d too large for the test's image", colours, halo);
+          harness_image_free (&src);
+          harness_image_free (&whole);
+          continue;
+        }
+      int x0 = px - halo, y0 = py - halo, rw = pw + 2 * halo, rh = ph + 2 * halo;
+      cudafx_image part = src, out = harness_image_new (rw, rh, colours, 0, CUDAFX_U8, 0);
+      part.data = (uint8_t *) src.data + (size_t) y0 * src.stride + (size_t) x0 * colours;
+      part.width = rw;
+      part.height = rh;
+      p.origin_x = x0;
+      p.origin_y = y0;
+      CHECK (cudafx_nlbayes (&part, &out, &p, &o, NULL) == CUDAFX_OK, "part: %s", cudafx_error_message ());
+      int differ = 0;
+      for (int y = 0; y < ph; y++)
+        for (int x = 0; x < pw; x++)
+          for (int c = 0; c < colours; c++)
+            differ += harness_get (&out, x + halo, y + halo, c) != harness_get (&whole, px + x, py + y, c);
+      CHECK (differ == 0, "%d colours: %d values of the part differ from the whole run", colours, differ);
+      /* The grid matters: the part at origin 0 0 differs. */
+      p.origin_x = p.origin_y = 0;
+      CHECK (cudafx_nlbayes (&part, &out, &p, &o, NULL) == CUDAFX_OK, "part: %s", cudafx_error_message ());
+      differ = 0;
+      for (int y = 0; y < ph; y++)
+        for (int x = 0; x < pw; x++)
+          for (int c = 0; c < colours; c++)
+            differ += harness_get (&out, x + halo, y + halo, c) != harness_get (&whole, px + x, py + y, c);
+      CHECK (differ > 0, "%d colours: the origin made no difference", colours);
+      harness_image_free (&src);
+      harness_image_free (&whole);
+      harness_image_free (&out);
+    }
 }
 
 /* Found by tests/fuzz: an f32 view whose stride is not a multiple of 4 made

@@ -1424,4 +1424,23 @@ TEST (gpl_errors_name_the_file_and_line)
   CHECK (cudafx_gpl_load ("/nonexistent/dir/x.gpl", &pal) == CUDAFX_ERR_INVALID_ARG
            && strstr (cudafx_error_message (), "/nonexistent/dir/x.gpl: cannot open"),
          "missing file: '%s'", cudafx_error_message ());
+  /* The text ends where its length says, without a NUL: the last line's
+   * Columns is read within it (the file fuzzer found strtol reading on;
+   * ASan sees this heap copy's end in make check-asan). */
+  static const char columns[] = "GIMP Palette\n1 2 3\nColumns: 4";
+  char *exact = malloc (sizeof columns - 1);
+  memcpy (exact, columns, sizeof columns - 1);
+  CHECK (cudafx_gpl_parse (exact, sizeof columns - 1, "end.gpl", &pal) == CUDAFX_OK && pal.colors == 1,
+         "Columns on the unterminated last line: '%s'", cudafx_error_message ());
+  CHECK (cudafx_gpl_parse (exact, sizeof columns - 2, "end.gpl", &pal) == CUDAFX_ERR_INVALID_ARG
+           && strstr (cudafx_error_message (), "end.gpl:3: Columns"),
+         "Columns: with its number cut: '%s'", cudafx_error_message ());
+  free (exact);
+  /* Not a regular file, or too large: refused without reading (a FIFO would block). */
+  CHECK (cudafx_gpl_load ("/dev/zero", &pal) == CUDAFX_ERR_INVALID_ARG
+           && strstr (cudafx_error_message (), "/dev/zero: not a regular file"),
+         "/dev/zero: '%s'", cudafx_error_message ());
+  CHECK (cudafx_gpl_load ("/", &pal) == CUDAFX_ERR_INVALID_ARG
+           && strstr (cudafx_error_message (), "/: is a directory"),
+         "a directory: '%s'", cudafx_error_message ());
 }

@@ -37,8 +37,8 @@ cudafx_dialog_backend_text (void)
 }
 
 gchar *
-cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, double *sigma,
-                          cudafx_noise_model *noise)
+cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, int filter,
+                          double *sigma, cudafx_noise_model *noise)
 {
   cudafx_nlmeans_info info;
   GError             *error = NULL;
@@ -48,7 +48,7 @@ cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, do
   memset (noise, 0, sizeof *noise);
   if (!selection)
     return g_strdup (_("Noise σ: the selection does not touch the layer"));
-  if (!cudafx_region_noise (source, selection, &info, &error))
+  if (!cudafx_region_noise (source, selection, filter, &info, &error))
     {
       text = g_strdup_printf (_("Noise σ could not be estimated: %s"), error->message);
       g_error_free (error);
@@ -56,6 +56,14 @@ cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, do
     }
   *sigma = info.sigma;
   *noise = info.noise;
+  /* nl-bayes' plan follows the noise alone: no parameters to show. */
+  if (filter == CUDAFX_FILTER_NLBAYES && info.noise.signal_dependent)
+    return g_strdup_printf (_("Estimated noise σ: %.1f in the shadows … %.1f in the highlights "
+                              "(camera noise, stronger in the dark) — automatic mode evens it out "
+                              "and denoises what is left"),
+                            info.noise.sigma_dark, info.noise.sigma_light);
+  if (filter == CUDAFX_FILTER_NLBAYES)
+    return g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode denoises with it"), info.sigma);
   if (info.noise.signal_dependent)
     return g_strdup_printf (_("Estimated noise σ: %.1f in the shadows … %.1f in the highlights "
                               "(camera noise, stronger in the dark) — automatic mode evens it out "

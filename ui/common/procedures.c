@@ -18,17 +18,17 @@ static const cudafx_arg quantize_host_args[] = {
   { "create-palette", N_("Create p_alette"),
     N_("Also create a GIMP palette of the colors found, named \"cudafx N colors\" "
        "(GIMP makes the name unique); quantize returns it"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
   { "convert-indexed", N_("Convert to _indexed"),
     N_("Then convert the whole image to 8-bit indexed mode with that palette (creating it), "
        "without dithering, as Image ▸ Mode ▸ Indexed does: every layer is converted, pixels "
        "outside a selection become their nearest palette color, and partial transparency "
        "becomes opaque or transparent"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
   { "remove-unused", N_("Remove _unused colors"),
     N_("Leave out of the palette created (and so of the indexed image's color map) the colors "
        "no pixel of the filtered area takes"),
-    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0 },
+    CUDAFX_ARG_BOOLEAN, 0, 1, 0, NULL, 0, CUDAFX_FIELD_NONE, 0, 0 },
 };
 
 static const struct {
@@ -163,11 +163,37 @@ filter_params (const cudafx_proc_args *args, cudafx_filter_params *p, GError **e
                    args->kernel_length);
       return FALSE;
     }
+  /* Ranges checked on the values as the host gave them: once stored, a
+   * value no field holds is changed (a seed of -1 became 4294967295 in
+   * the engine's message). */
+  for (int i = 0; i < desc_of (args)->n_args; i++)
+    {
+      const cudafx_arg *a = &desc_of (args)->args[i];
+      double            v = args->values[i];
+
+      if ((a->type != CUDAFX_ARG_INT && a->type != CUDAFX_ARG_DOUBLE) || (v >= a->min && v <= a->max))
+        continue;
+      if (a->type == CUDAFX_ARG_DOUBLE)
+        g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG, _("%s: %s %g is out of range %g..%g"),
+                     desc_of (args)->name, a->name, v, a->min, a->max);
+      else
+        g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                     _("%s: %s %.0f is out of range %.0f..%.0f"), desc_of (args)->name, a->name, v,
+                     a->min, a->max);
+      return FALSE;
+    }
   cudafx_filter_params_from_values (args->filter, args->values, n ? args->kernel : NULL, n, p);
   if (args->filter == CUDAFX_FILTER_NLMEANS)
     {
       p->nlmeans.sigma = args->nlmeans_sigma;
       p->nlmeans.noise = args->nlmeans_noise;
+    }
+  if (args->filter == CUDAFX_FILTER_NLBAYES)
+    {
+      p->nlbayes.estimate = args->nlmeans_sigma;
+      p->nlbayes.noise = args->nlmeans_noise;
+      p->nlbayes.origin_x = args->origin_x;
+      p->nlbayes.origin_y = args->origin_y;
     }
   if (args->filter == CUDAFX_FILTER_QUANTIZE && args->has_palette)
     p->quantize.palette = &args->palette;
@@ -198,11 +224,39 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
       *halo = 0;
       return TRUE;
 
+    case CUDAFX_FILTER_NLBAYES:
+      {
+        cudafx_filter_params p;
+
+        if (!filter_params (args, &p, error))
+          return FALSE;
+        /* The image's colour channels are not known here: the larger of
+         * grey's halo and colour's (GIMP's images have one or three). */
+        *halo = MAX (cudafx_nlbayes_halo (&p.nlbayes, 1), cudafx_nlbayes_halo (&p.nlbayes, 3));
+        return TRUE;
+      }
+
     case CUDAFX_FILTER_CONVOLVE:
       {
         double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
         int size;
+        cudafx_filter_params p;
 
+        /* The Gaussian preset reaches ceil (3σ) pixels (core/convolve.c),
+         * up to the table's largest σ: more than the n×n matrix below
+         * holds (31×31, σ 5), which is only what a dialog's grid shows. */
+        if (!filter_params (args, &p, error))
+          return FALSE;
+        if (p.convolve.preset == CUDAFX_PRESET_GAUSSIAN)
+          {
+            const cudafx_arg *sigma = cudafx_arg_find (desc_of (args), "sigma");
+
+            /* Out of range: the engine's message for it. */
+            if (!(p.convolve.sigma >= sigma->min && p.convolve.sigma <= sigma->max))
+              return engine_error (cudafx_convolve_kernel (&p.convolve, taps, &size), error);
+            *halo = (int) ceil (3 * p.convolve.sigma);
+            return TRUE;
+          }
         if (!cudafx_proc_kernel (args, taps, &size, error))
           return FALSE;
         *halo = size / 2;
@@ -210,6 +264,13 @@ cudafx_proc_halo (const cudafx_proc_args *args, int *halo, GError **error)
       }
     }
   g_return_val_if_reached (FALSE);
+}
+
+gboolean
+cudafx_proc_halo_follows_noise (const cudafx_proc_args *args)
+{
+  return args->filter == CUDAFX_FILTER_NLBAYES && !(args->nlmeans_sigma > 0)
+         && args->values[bound_index (args, BOUND (nlbayes.automatic))] != 0;
 }
 
 gboolean

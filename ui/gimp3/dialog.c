@@ -5,8 +5,9 @@
  * path as the final run (region.c: the preview's area plus the filter's
  * halo; quantize's palette from the whole selection, as a run makes it), and
  * lines naming the backend available and the one that rendered the preview.
- * Non-local means shows the noise σ its automatic mode will find; convolution
- * adds an editable kernel grid and a normalise switch for the divisor.
+ * Non-local means and Bayes show the noise σ their automatic mode will find;
+ * convolution adds an editable kernel grid and a normalise switch for the
+ * divisor.
  * Follows GIMP 3's own filters with previews (plug-ins/common/despeckle.c). */
 #include "dialog.h"
 
@@ -161,7 +162,8 @@ noise_estimate_text (dialog_state *state)
   GeglRectangle bounds;
   GeglBuffer   *source = gimp_drawable_get_buffer (state->drawable);
   gchar        *text = cudafx_dialog_noise_text (source, selection_of (state->drawable, &bounds),
-                                                 &state->nlmeans_sigma, &state->nlmeans_noise);
+                                                 state->filter, &state->nlmeans_sigma,
+                                                 &state->nlmeans_noise);
 
   g_object_unref (source);
   return text;
@@ -481,14 +483,11 @@ set_dependencies (GimpProcedureDialog *dialog, dialog_state *state)
       gimp_procedure_dialog_set_sensitive (dialog, "palette", TRUE, G_OBJECT (state->config),
                                            CUDAFX_USE_PALETTE, FALSE);
     }
-  if (state->filter == CUDAFX_FILTER_NLMEANS)
-    {
-      static const char *const manual[] = { "h", "patch-radius", "search-radius" };
-
-      for (gsize i = 0; i < G_N_ELEMENTS (manual); i++)
-        gimp_procedure_dialog_set_sensitive (dialog, manual[i], TRUE, G_OBJECT (state->config),
-                                             "auto", TRUE);
-    }
+  /* What automatic mode chooses, while it is on. */
+  for (int i = 0; i < cudafx_filters[state->filter].n_args; i++)
+    if (cudafx_filters[state->filter].args[i].chosen_by_auto)
+      gimp_procedure_dialog_set_sensitive (dialog, cudafx_filters[state->filter].args[i].name, TRUE,
+                                           G_OBJECT (state->config), "auto", TRUE);
   if (state->filter == CUDAFX_FILTER_CONVOLVE)
     {
       const cudafx_arg *preset = cudafx_arg_find (&cudafx_filters[state->filter], "preset");
@@ -551,7 +550,7 @@ cudafx_dialog_run (GimpProcedure *procedure, GimpProcedureConfig *config,
           options = g_list_append (options, (gpointer) kernel_id);
           kernel_id = NULL;
         }
-      if (filter == CUDAFX_FILTER_NLMEANS && !strcmp (arg->name, "auto"))
+      if (arg->type == CUDAFX_ARG_BOOLEAN && !strcmp (arg->name, "auto"))
         {
           text = noise_estimate_text (&state);
           add_note (dialog, "noise-estimate", text);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Builds the GIMP 3 plug-in inside the Debian 13 chroot (GIMP 3's libraries
-# are newer than the host's) against the engine library built on the host.
-#   tests/gimp/build-plugin.sh [--module] OUT ENGINE_LIB "ENGINE_LINK_FLAGS" "INCLUDE_FLAGS" FILE...
-#   tests/gimp/build-plugin.sh --dialogs OUT "INCLUDE_FLAGS" FILE...
+# are newer than the host's) against the engine library built on the host;
+# the chroot is the one the GIMP 3 tests run in (tests/gimp/chroot.sh).
+#   tools/build-gimp3.sh [--module] OUT ENGINE_LIB "ENGINE_LINK_FLAGS" "INCLUDE_FLAGS" FILE...
+#   tools/build-gimp3.sh --dialogs OUT "INCLUDE_FLAGS" FILE...
 # The FILEs (the host's sources and headers, .c ones compiled) and the public
 # headers of core/ are copied into the chroot, keeping their paths. The
 # plug-in links libgimp without its UI, the whole engine, and exports its
@@ -24,8 +25,8 @@ case "${1:-}" in
     set -- "$out" "" "" "$includes" "$@" ;;
 esac
 out=$1 lib=$2 libs=$3 includes=$4; shift 4
-here=$(cd "$(dirname "$0")" && pwd)
-root=$("$here/chroot.sh" ensure)
+chroot=$(cd "$(dirname "$0")/.." && pwd)/tests/gimp/chroot.sh
+root=$("$chroot" ensure)
 
 work=$(mktemp -d "$root/tmp/cudafx-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -42,7 +43,7 @@ if [[ $libs =~ ([^ ]*/libcudart_static.a) ]]; then
 fi
 inside=${work#"$root"}
 
-"$here/chroot.sh" run /bin/sh -c "cd $inside && gcc -O2 -g -std=gnu11 -Wall -Wextra \
+"$chroot" run /bin/sh -c "cd $inside && gcc -O2 -g -std=gnu11 -Wall -Wextra \
   -Wno-unused-parameter -Werror=implicit-function-declaration $includes $link \
   \$(pkg-config --cflags $pkg) ${sources[*]} $whole \$(pkg-config --libs $pkg) $libs -o product"
 mkdir -p "$(dirname "$out")"

@@ -112,17 +112,35 @@ cudafx_region_input (GeglBuffer *source, const GeglRectangle *area,
   return TRUE;
 }
 
+/* The noise of image as nl-means' estimator (automatic nl-means' and nl-bayes') finds it. */
+static gboolean
+estimate_noise (const cudafx_image *image, cudafx_nlmeans_info *info, GError **error)
+{
+  cudafx_options options;
+  cudafx_status  status;
+
+  cudafx_options_init (&options);
+  status = cudafx_nlmeans_estimate (image, &options, info);
+  if (status != CUDAFX_OK)
+    {
+      g_set_error_literal (error, CUDAFX_PROC_ERROR, status, cudafx_error_message ());
+      return FALSE;
+    }
+  return TRUE;
+}
+
 gboolean
 cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectangle *area,
                        const cudafx_proc_args *args, cudafx_progress_fn progress,
                        void *user_data, cudafx_run_result *result, GError **error)
 {
-  const Babl    *format;
-  GeglRectangle  read;
-  cudafx_image   src = { 0 }, dst = { 0 };
-  cudafx_options options;
-  int            bpp;
-  gboolean       ok = FALSE;
+  const Babl      *format;
+  GeglRectangle    read, part;
+  cudafx_image     all = { 0 }, src, dst = { 0 };
+  cudafx_options   options;
+  cudafx_proc_args own = *args;
+  int              bpp;
+  gboolean         ok = FALSE;
 
   if (area->width <= 0 || area->height <= 0)
     {
@@ -134,21 +152,44 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
   if (!format || !cudafx_region_input (source, area, args, &read, error))
     return FALSE;
   bpp = babl_format_get_bytes_per_pixel (format);
-  if (!cudafx_region_read (source, &read, &src, error))
+  if (!cudafx_region_read (source, &read, &all, error))
     return FALSE;
+  src = all;
+  part = read;
+  /* A halo that follows the noise: the noise of what the largest halo
+   * reads (what the run would estimate it on), then only the part that the
+   * halo of that noise reads is filtered. */
+  if (cudafx_proc_halo_follows_noise (args))
+    {
+      cudafx_nlmeans_info info;
+
+      if (!estimate_noise (&all, &info, error))
+        goto out;
+      own.nlmeans_sigma = info.sigma;
+      own.nlmeans_noise = info.noise;
+      if (!cudafx_region_input (source, area, &own, &part, error))
+        goto out;
+      src.data = (guint8 *) all.data + (gsize) (part.y - read.y) * all.stride
+                 + (gsize) (part.x - read.x) * bpp;
+      src.width = part.width;
+      src.height = part.height;
+    }
+  own.origin_x = part.x - gegl_buffer_get_extent (source)->x;
+  own.origin_y = part.y - gegl_buffer_get_extent (source)->y;
   dst = src;
-  /* same size as src, whose size was checked */
-  if (!(dst.data = g_try_malloc (src.stride * (gsize) src.height)))
+  dst.stride = (gsize) src.width * bpp;
+  /* no larger than all, whose size was checked */
+  if (!(dst.data = g_try_malloc (dst.stride * (gsize) src.height)))
     {
       g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_NO_MEMORY,
-                   _("not enough memory for a %d×%d region"), read.width, read.height);
+                   _("not enough memory for a %d×%d region"), part.width, part.height);
       goto out;
     }
 
   cudafx_options_init (&options);
   options.progress = progress;
   options.user_data = user_data;
-  if (!cudafx_proc_run (args, &src, &dst, &options, result, error))
+  if (!cudafx_proc_run (&own, &src, &dst, &options, result, error))
     goto out;
   /* The colours of the filtered rectangle: the palette a run creates. */
   if (result && cudafx_proc_removes_unused (args))
@@ -156,13 +197,13 @@ cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow, const GeglRectang
 
   /* Only the selection's rectangle goes back; the halo was context. */
   gegl_buffer_set (shadow, area, 0, format,
-                   (guint8 *) dst.data + (gsize) (area->y - read.y) * dst.stride
-                                       + (gsize) (area->x - read.x) * bpp,
+                   (guint8 *) dst.data + (gsize) (area->y - part.y) * dst.stride
+                                       + (gsize) (area->x - part.x) * bpp,
                    dst.stride);
   ok = TRUE;
 
 out:
-  g_free (src.data);
+  g_free (all.data);
   g_free (dst.data);
   return ok;
 }
@@ -201,27 +242,20 @@ cudafx_region_preview (GeglBuffer *source, const GeglRectangle *selection,
 }
 
 gboolean
-cudafx_region_noise (GeglBuffer *source, const GeglRectangle *selection,
+cudafx_region_noise (GeglBuffer *source, const GeglRectangle *selection, int filter,
                      cudafx_nlmeans_info *info, GError **error)
 {
   cudafx_proc_args args;
   GeglRectangle    read;
   cudafx_image     image;
-  cudafx_options   options;
-  cudafx_status    status;
+  gboolean         ok;
 
-  cudafx_proc_args_init (&args, CUDAFX_FILTER_NLMEANS);
-  args.values[cudafx_proc_arg_index (CUDAFX_FILTER_NLMEANS, "auto")] = 1;
+  cudafx_proc_args_init (&args, filter);
+  args.values[cudafx_proc_arg_index (filter, "auto")] = 1;
   if (!cudafx_region_input (source, selection, &args, &read, error) ||
       !cudafx_region_read (source, &read, &image, error))
     return FALSE;
-  cudafx_options_init (&options);
-  status = cudafx_nlmeans_estimate (&image, &options, info);
+  ok = estimate_noise (&image, info, error);
   g_free (image.data);
-  if (status != CUDAFX_OK)
-    {
-      g_set_error_literal (error, CUDAFX_PROC_ERROR, status, cudafx_error_message ());
-      return FALSE;
-    }
-  return TRUE;
+  return ok;
 }

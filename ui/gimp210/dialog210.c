@@ -5,8 +5,8 @@
  * beyond, combo boxes for choices, check buttons for booleans. The preview
  * is rendered by the same region path as the final run (region.c), so what
  * the preview shows is what OK gives. Extras: the backend line; nl-means
- * shows the estimated noise σ and greys out the manual parameters in
- * automatic mode; convolution has a kernel grid (editing it makes the kernel
+ * and nl-bayes show the estimated noise σ and grey out the manual
+ * parameters in automatic mode; convolution has a kernel grid (editing it makes the kernel
  * custom), a normalise switch for the divisor and sigma greyed out unless the
  * preset is Gaussian. Follows GIMP 2.10's filters with previews
  * (plug-ins/common/despeckle.c). */
@@ -107,17 +107,14 @@ set_sensitive (dialog_state *state, const char *name, gboolean sensitive)
 static void
 update_sensitivity (dialog_state *state)
 {
+  const cudafx_filter_desc *desc = &cudafx_filters[state->args->filter];
+
+  /* What automatic mode chooses, while it is on. */
+  for (int i = 0; i < desc->n_args; i++)
+    if (desc->args[i].chosen_by_auto)
+      set_sensitive (state, desc->args[i].name, value_of (state, "auto") == 0);
   switch (state->args->filter)
     {
-    case CUDAFX_FILTER_NLMEANS:
-      {
-        gboolean manual = value_of (state, "auto") == 0;
-
-        set_sensitive (state, "h", manual);
-        set_sensitive (state, "patch-radius", manual);
-        set_sensitive (state, "search-radius", manual);
-        break;
-      }
     case CUDAFX_FILTER_CONVOLVE:
       set_sensitive (state, "sigma", value_of (state, "preset") == CUDAFX_PRESET_GAUSSIAN);
       set_sensitive (state, "divisor", value_of (state, "divisor") != 0);
@@ -628,7 +625,7 @@ add_note (GtkTable *table, int row, const gchar *text)
   return label;
 }
 
-/* The noise σ automatic mode will find, under nl-means' automatic toggle;
+/* The noise σ automatic mode will find, under the automatic toggle;
  * kept for the preview, which filters only a part of the selection. */
 static gchar *
 noise_text (dialog_state *state)
@@ -636,7 +633,8 @@ noise_text (dialog_state *state)
   GeglRectangle bounds;
   GeglBuffer   *source = gimp_drawable_get_buffer (state->drawable);
   gchar        *text = cudafx_dialog_noise_text (source, selection_of (state->drawable, &bounds),
-                                                 &state->nlmeans_sigma, &state->nlmeans_noise);
+                                                 state->args->filter, &state->nlmeans_sigma,
+                                                 &state->nlmeans_noise);
 
   g_object_unref (source);
   return text;

@@ -43,8 +43,9 @@ gboolean cudafx_region_input (GeglBuffer *source, const GeglRectangle *area,
                               const cudafx_proc_args *args, GeglRectangle *read,
                               GError **error);
 
-/* Filters area (in buffer coordinates) of source into shadow. progress may be
- * NULL; result may be NULL. */
+/* Filters area (in buffer coordinates) of source into shadow, as that part
+ * of a whole-buffer run (the filter's origin_x, origin_y set to where the
+ * pixels read lie). progress may be NULL; result may be NULL. */
 gboolean cudafx_region_process (GeglBuffer *source, GeglBuffer *shadow,
                                 const GeglRectangle *area, const cudafx_proc_args *args,
                                 cudafx_progress_fn progress, void *user_data,
@@ -60,10 +61,11 @@ GeglBuffer *cudafx_region_preview (GeglBuffer *source, const GeglRectangle *sele
                                    const GeglRectangle *area, const cudafx_proc_args *args,
                                    GeglBuffer **whole, cudafx_run_result *run, GError **error);
 
-/* The noise σ nl-means' automatic mode finds for a run on selection (which
- * estimates it on what it reads: selection and halo) and the parameters it
+/* The noise σ that automatic mode of filter (nl-means or nl-bayes) finds
+ * for a run on selection (which estimates it on what it reads: selection and
+ * the filter's halo; nl-bayes' largest) and, for nl-means, the parameters it
  * picks from it. */
-gboolean cudafx_region_noise (GeglBuffer *source, const GeglRectangle *selection,
+gboolean cudafx_region_noise (GeglBuffer *source, const GeglRectangle *selection, int filter,
                               cudafx_nlmeans_info *info, GError **error);
 
 #endif /* CUDAFX_REGION_H */

@@ -28,10 +28,15 @@ typedef struct {
   /* The one array argument (convolution kernel), row-major n*n values. */
   double kernel[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
   int    kernel_length;                /* 0: the engine's default kernel */
-  /* Automatic nl-means: > 0 is the noise sigma of the whole run's area, so
-   * that a dialog's preview of part of it filters as the run will. */
+  /* Automatic nl-means and nl-bayes: > 0 is the noise sigma nl-means'
+   * estimator found on the whole run's area, so that a dialog's preview or a
+   * GEGL region of part of it filters as the run will. */
   double nlmeans_sigma;
   cudafx_noise_model nlmeans_noise; /* the noise model found with nlmeans_sigma */
+  /* Where the pixels filtered lie in the whole image (their top-left), for a
+   * filter whose output depends on the position (nl-bayes' grid of reference
+   * patches): a part then equals the same part of a whole-image run. */
+  int    origin_x, origin_y;
   /* Quantize's palette argument, when one was given: the colours to map to,
    * and the host's name for them (GIMP 2.10 keeps it with the last values). */
   cudafx_palette palette;
@@ -51,6 +56,12 @@ void cudafx_proc_args_init (cudafx_proc_args *args, int filter);
 
 /* Position of an argument among the procedure's, or -1. */
 int cudafx_proc_arg_index (int filter, const char *name);
+
+/* Whether the filter's halo follows the noise it finds and the noise is not
+ * known yet (automatic nl-bayes without nlmeans_sigma): its halo is then the
+ * largest any noise gives, and a host that estimates the noise first (on what
+ * that halo reads, as the run would) can read less. */
+gboolean cudafx_proc_halo_follows_noise (const cudafx_proc_args *args);
 
 /* Stores the kernel; more values than the largest kernel holds is an error naming "kernel". */
 gboolean cudafx_proc_set_kernel (cudafx_proc_args *args, const double *values, gsize length,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* cudafx — a GIMP 3 procedure config read back into argument values, walking
  * the procedure's arguments (core/params.c, then the host's in
- * plugin/common/procedures.c) by name. */
+ * ui/common/procedures.c) by name. */
 #include "args.h"
 
 #include "i18n.h"

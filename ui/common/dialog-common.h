@@ -19,13 +19,13 @@ gchar *cudafx_dialog_title (const cudafx_filter_desc *desc);
 /* "Backend available: CUDA: <device>" or "… CPU, N threads — no CUDA device (why)". */
 gchar *cudafx_dialog_backend_text (void);
 
-/* The noise σ nl-means' automatic mode will find on selection of source
- * (NULL: the selection does not touch the drawable) and what it makes of it,
- * or why it could not be estimated. *sigma is that σ, 0 when unknown, and
- * *noise the noise model found with it (σ in the shadows and highlights when
- * it follows brightness): a preview of part of the selection filters with
- * them, as the run will. */
-gchar *cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection,
+/* The noise σ that automatic mode of filter (nl-means, nl-bayes) will find
+ * on selection of source (NULL: the selection does not touch the drawable)
+ * and what it makes of it, or why it could not be estimated. *sigma is that
+ * σ, 0 when unknown, and *noise the noise model found with it (σ in the
+ * shadows and highlights when it follows brightness): a preview of part of
+ * the selection filters with them, as the run will. */
+gchar *cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, int filter,
                                  double *sigma, cudafx_noise_model *noise);
 
 /* Why the kernel grid cannot show a size×size kernel, or NULL when it can. */

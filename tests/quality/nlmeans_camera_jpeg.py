@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""NL-means on camera-pipeline JPEGs: PSNR of cudafx's automatic mode, and
+the noise it estimates, beside G'MIC `nlmeans` at its best strength per
+image, on tests/data's photos put through bench/camera_pipeline.py (raw
+mosaic, Poisson-Gaussian raw noise, two demosaicking methods, a colour
+matrix, sRGB, JPEG 85-95). A measurement, not a test: it asserts nothing and
+CI does not run it.
+
+    make quality                                   (after make)
+    /usr/bin/python3 tests/quality/nlmeans_camera_jpeg.py [--no-gmic] [--lib build/libcudafx.so]
+
+Corpus: 4 photos (astronaut, chelsea, coffee; camera, grey, developed as a
+grey scene in colour) x LEVELS raw noise levels x both demosaicking
+methods; JPEG quality 85, 90, 95 in turn; seed 7000 level + 10 image +
+method. PSNR against the pipeline's output without noise and JPEG.
+G'MIC: `gmic in.png nlmeans 4,4,T round cut 0,255 o out.png`, T =
+GMIC_K x level; the best per image, '*' when on the grid's edge (results
+cached in build/quality-cache, as nlmeans_quality.py's).
+"""
+import argparse
+import os
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import cv2
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pycudafx  # noqa: E402
+from camera_pipeline import DEMOSAIC, camera_jpeg, clean_reference  # noqa: E402
+from nlmeans_quality import Cache, gmic_best, psnr  # noqa: E402
+
+PHOTOS = ["astronaut", "chelsea", "coffee", "camera"]
+LEVELS = [3, 6, 12]  # raw noise: bench/camera_noise.py's camera_model(level) on the mosaic
+QUALITIES = [85, 90, 95]
+GMIC_K = [0.7, 1.0, 1.4, 2.0, 2.8, 4.0]
+
+
+def corpus():
+    """(name, level, method, quality, clean reference, noisy JPEG) of every case."""
+    k = 0
+    for level in LEVELS:
+        for i, name in enumerate(PHOTOS):
+            photo = cv2.imread(os.path.join(ROOT, "tests", "data", name + ".png"), cv2.IMREAD_UNCHANGED)
+            for j, method in enumerate(DEMOSAIC):
+                quality = QUALITIES[k % len(QUALITIES)]
+                k += 1
+                noisy = camera_jpeg(photo, level, method, quality, seed=7000 * level + 10 * i + j)
+                yield name, level, method, quality, clean_reference(photo, method), noisy
+
+
+def model_text(info):
+    m = info.noise
+    kind = "camera" if m.signal_dependent else "flat"
+    return f"{kind} sigma {info.sigma:5.2f} corr {m.correlation:4.2f}{'*' if m.correlated else ' '} " \
+           f"ch {m.channel_corr:4.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--no-gmic", action="store_true", help="skip G'MIC (also when not installed)")
+    ap.add_argument("--lib", help="the engine to measure (default build/libcudafx.so)")
+    args = ap.parse_args()
+    engine = pycudafx.Engine(args.lib)
+    use_gmic = not args.no_gmic and shutil.which("gmic") is not None
+    if not use_gmic and not args.no_gmic:
+        print("G'MIC not found (apt-get install gmic): its column is nan")
+    cache, pool = Cache(), ThreadPoolExecutor(2)
+    print("camera-pipeline JPEGs: per image the estimate (flat or camera model, sigma, nearest-neighbour "
+          "correlation, * when reported correlated, channel correlation) and PSNR (dB)")
+    rows = {}
+    for name, level, method, quality, clean, noisy in corpus():
+        out, _, info = engine.nlmeans(noisy, automatic=True)
+        if use_gmic:
+            g_p, g_t, _, g_edge = gmic_best(noisy, clean, level, cache, pool, GMIC_K)
+        else:
+            g_p, g_t, g_edge = float("nan"), 0, False
+        n_p, o_p = psnr(clean, noisy), psnr(clean, out)
+        rows.setdefault(level, []).append((n_p, o_p, g_p))
+        print(f"  {name:9s} level {level:2d} {method:10s} q{quality}: {model_text(info)}  noisy {n_p:5.2f}  "
+              f"ours {o_p:5.2f}  G'MIC {g_p:5.2f} (T {g_t:g}{'*' if g_edge else ''})", flush=True)
+    print(f"\ncamera-pipeline JPEGs: mean PSNR (dB) over {len(PHOTOS)} photos x {len(DEMOSAIC)} demosaicking "
+          "methods; ours --auto, G'MIC nlmeans at its best T per image")
+    print("level  noisy   ours  G'MIC  ours-noisy  G'MIC-noisy  ours-G'MIC")
+    for level in LEVELS:
+        n, o, g = np.mean(rows[level], axis=0)
+        print(f"{level:5d}  {n:5.2f}  {o:5.2f}  {g:5.2f}  {o - n:+10.2f}  {g - n:+11.2f}  {o - g:+10.2f}")
+
+
+if __name__ == "__main__":
+    main()
