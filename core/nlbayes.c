@@ -802,6 +802,25 @@ cudafx_nlbayes_cpu (const cudafx_image *src, cudafx_image *dst, const nlbayes_pl
 
 /* ---- the engine's side ----------------------------------------------------- */
 
+/* How much higher than the whole noise's sigma noise found correlated
+ * (core/nlmeans.c: demosaicked and compressed camera noise) is denoised:
+ * the Wiener estimates assume white noise, to which noise smoothed over
+ * neighbouring pixels looks like signal. On the camera-pipeline JPEGs of
+ * tests/quality 2.5 gave the best mean PSNR of 1, 1.3 ... 4.5
+ * (docs/BENCHMARKS.md). */
+#define CORRELATED_SCALE 2.5
+
+/* The sigma the plan is made for: the noise's (behind the transform, the
+ * transform's), correlated noise's scaled, and at least the table's
+ * smallest, so that a noiseless image still gets a plan. */
+static double
+plan_sigma (double sigma, const cudafx_noise_model *m)
+{
+  if (m->correlated)
+    sigma *= CORRELATED_SCALE;
+  return sigma >= 0.1 ? sigma : 0.1;
+}
+
 typedef struct {
   const cudafx_image *src;
   cudafx_image       *dst;
@@ -870,14 +889,11 @@ cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst, const cudafx_nlbayes
   else if (p->estimate > 0.0)
     {
       est.sigma = p->estimate;
-      if (p->noise.signal_dependent)
-        {
-          if (p->noise.channels != colours)
-            return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
-                                "nl-bayes: the noise model has %d channels, the image %d colour channels",
-                                p->noise.channels, colours);
-          est.noise = p->noise;
-        }
+      if (p->noise.signal_dependent && p->noise.channels != colours)
+        return cudafx_fail (CUDAFX_ERR_INVALID_ARG,
+                            "nl-bayes: the noise model has %d channels, the image %d colour channels",
+                            p->noise.channels, colours);
+      est.noise = p->noise;
     }
   else
     {
@@ -900,10 +916,7 @@ cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst, const cudafx_nlbayes
       sigma = vst->scale;
       call.vst = vst;
     }
-  /* A noiseless image still gets a plan: the smallest sigma of the table. */
-  if (!(sigma >= 0.1))
-    sigma = 0.1;
-  choose_plan (sigma, colours, p->flat_area != 0, &call.plan);
+  choose_plan (plan_sigma (sigma, &est.noise), colours, p->flat_area != 0, &call.plan);
   call.plan.origin_x = p->origin_x;
   call.plan.origin_y = p->origin_y;
 
@@ -965,8 +978,7 @@ cudafx_nlbayes_halo (const cudafx_nlbayes_params *p, int colours)
           free (vst);
         }
     }
-  if (!(sigma >= 0.1))
-    sigma = 0.1;
-  choose_plan (sigma, colours, p->flat_area != 0, &plan);
+  static const cudafx_noise_model given = { 0 }; /* manual mode: the sigma given, white */
+  choose_plan (plan_sigma (sigma, p->automatic ? &p->noise : &given), colours, p->flat_area != 0, &plan);
   return nlbayes_halo (&plan);
 }

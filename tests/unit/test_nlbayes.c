@@ -602,13 +602,29 @@ TEST (nlbayes_keeps_non_finite_values_to_themselves)
   harness_image_free (&dst);
 }
 
+/* Flat 30 x 30 blocks of different colours plus Gaussian noise of sigma:
+ * the weak-texture patches the noise estimate looks for. */
+static void
+fill_blocks (cudafx_image *img, double sigma, harness_rng *rng)
+{
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      for (int c = 0; c < img->channels; c++)
+        {
+          double u = harness_uniform (rng), v = harness_uniform (rng);
+          double g = sqrt (-2 * log (1 - u)) * cos (2 * M_PI * v);
+          double clean = 60 + ((x / 30) * 37 + (y / 30) * 53 + c * 29) % 140;
+          harness_set (img, x, y, c, fmin (255, fmax (0, clean + sigma * g)));
+        }
+}
+
 TEST (nlbayes_auto_reports_the_estimate)
 {
   harness_rng rng = { 3 };
   cudafx_image src = harness_image_new (120, 90, 3, 0, CUDAFX_U8, 0);
   cudafx_image dst = harness_image_new (120, 90, 3, 0, CUDAFX_U8, 0);
   cudafx_image given = harness_image_new (120, 90, 3, 0, CUDAFX_U8, 0);
-  fill_noisy (&src, 12, &rng);
+  fill_blocks (&src, 12, &rng);
   cudafx_nlbayes_params p;
   cudafx_nlbayes_params_init (&p);
   cudafx_nlbayes_info info;
