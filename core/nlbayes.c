@@ -807,7 +807,7 @@ cudafx_nlbayes_cpu (const cudafx_image *src, cudafx_image *dst, const nlbayes_pl
  * the Wiener estimates assume white noise, to which noise smoothed over
  * neighbouring pixels looks like signal. On the camera-pipeline JPEGs of
  * tests/quality 2.5 gave the best mean PSNR of 1, 1.3 ... 4.5
- * (docs/BENCHMARKS.md). */
+ * (docs/BENCHMARKS.md, "Non-Local Bayes"). */
 #define CORRELATED_SCALE 2.5
 
 /* The sigma the plan is made for: the noise's (behind the transform, the
