@@ -5,7 +5,7 @@
 
 CC        ?= gcc
 # A packaged binary must run on any x86-64: no -march=native unless asked
-# (`make ARCHFLAGS=-march=native`; docs/BENCHMARKS.md has what it changes).
+# (`make ARCHFLAGS=-march=native`; docs/BENCHMARKS.md, "CPU vector paths").
 ARCHFLAGS ?=
 # CFLAGS and LDLIBS are the user's (`make CFLAGS=-O2`); what correctness
 # needs is added to them whatever they say (override), so that no command
@@ -255,7 +255,7 @@ bench-gpu: $(SHLIB)
 	-$(MAKE) --no-print-directory $(BUILD)/bench_npp
 	python3 bench/bench_gpu.py
 
-# The CUDA backend's whole call against a bare pinned round trip (issue 18).
+# The CUDA backend's whole call against a bare pinned round trip.
 $(BUILD)/bench-call: bench/bench_call.c $(LIB)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include $< $(LIB) $(LIB_LIBS) -lpthread -o $@
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Issue 18's batch target, whole batches timed from outside: bench_e2e.py's
-distinct 12 MP JPEGs through `nl-means --output-dir` (automatic mode,
---backend auto) against the same command with CUDAFX_BENCH_CODECS_ONLY=1,
+"""A batch against its codecs alone (the target: at most 1.2x), whole
+batches timed from outside: bench_e2e.py's distinct 12 MP JPEGs through
+`nl-means --output-dir` (automatic mode, --backend auto) against the same command with CUDAFX_BENCH_CODECS_ONLY=1,
 for one or more builds, the runs interleaved (build by build, round by
 round), each with CUDAFX_BATCH_TIMELINE and its summary
 (bench/batch_timeline.py) kept.

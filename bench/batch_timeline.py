@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Where a batch's wall time went, from the CLI's CUDAFX_BATCH_TIMELINE file
-(cli/timeline.h; issue 18).
+(cli/timeline.h).
 
 Usage: bench/batch_timeline.py TIMELINE.jsonl [--wall SECONDS]
 

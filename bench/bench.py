@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""cudafx benchmarks (issue 2): times each cudafx filter and its peers in one
-process, on the same image, with the same thread count, and prints one table
-(workload, cudafx ms, peer ms, ratio cudafx/peer, target, OK/MISS) and a
-second one checking the results that docs/TESTING.md says must match OpenCV.
+"""cudafx benchmarks against OpenCV: times each cudafx filter and its peers
+in one process, on the same image, with the same thread count, and prints
+one table (workload, cudafx ms, peer ms, ratio cudafx/peer, target, OK/MISS)
+and a second one checking the results that docs/TESTING.md says must match OpenCV.
 
 Timing: the first call of each side is a warm-up (caches, thread pools, lazy
 initialisation) and is not counted; then N timed calls, N chosen from the
@@ -57,8 +57,8 @@ KERNEL_5X5 = custom_kernel_5x5()
 
 
 class Workload:
-    """One benchmarked operation: how cudafx runs it, the target ratio of
-    issue 2 (cudafx time / peer time must be at most this), which image it
+    """One benchmarked operation: how cudafx runs it, its target ratio
+    (cudafx time / peer time must be at most this), which image it
     uses ("12mp" or "1mp") and, when docs/TESTING.md promises it, how far the
     cudafx result may differ from the OpenCV one (max |diff| on u8)."""
 

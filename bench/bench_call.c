@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CUDA backend's whole call (pageable host image in, host image out)
  * against the copy it cannot avoid: a bare host->device->host round trip of
- * the same bytes from pinned memory, in the same run (issue 18's target:
+ * the same bytes from pinned memory, in the same run (the target:
  * u8 <= 1.2x, f32 <= 1.5x). 12 MP RGB (4000x3000), u8 and f32, median r1
  * and three area filters; median wall times of --runs calls after a warm-up,
  * with the report's kernel and transfer times.

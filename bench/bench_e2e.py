@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""End-to-end wall time of the cudafx command, file in to file out (issue 18).
+"""End-to-end wall time of the cudafx command, file in to file out.
 
 Prints one table, wall milliseconds per image:
   1. one 12 MP JPEG -> JPEG, `median --radius 1 --backend cpu`, beside OpenCV's
@@ -13,7 +13,7 @@ Prints one table, wall milliseconds per image:
      and beside an OpenCV loop of imread + fastNlMeansDenoisingColored(h=10,
      hColor=10, 7, 21) + imwrite on --opencv-threads threads over the first
      few images, extrapolated per image;
-  4. with several GPUs (issue 24): the batch on the first GPU only
+  4. with several GPUs: the batch on the first GPU only
      (CUDA_VISIBLE_DEVICES) and on all of them, for nl-means automatic (where
      the codecs may be the limit) and for nl-means with the largest search
      window (--search-radius 20: four times the GPU's work, so the GPUs are

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Automatic nl-means and its noise model (issue 22), a benchmark, never a test:
+"""Automatic nl-means and its camera-noise model, a benchmark, never a test:
 
   speed  what automatic mode's estimate (the noise-model fit, whose
          histograms the backend counts, and with a flat model the one-sigma

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Camera noise for the nl-means quality script and benchmark (issue 22):
+"""Camera noise for the nl-means quality script and benchmark:
 Poisson-Gaussian noise added in linear light to an 8-bit sRGB image, numpy
 only. The sRGB photo is linearised (IEC 61966-2-1), x in 0..1; the noisy
 value is z = a P(x / a) + N(0, b) (P Poisson: variance a x + b, shot noise

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Issues 18 and 24 on the GPU machine, in one run: the CUDA machinery's tests
+# The CLI end to end and on several GPUs, on the GPU machine, in one run: the CUDA machinery's tests
 # (exactness of the pipelined stripes and of every device), the whole call
 # against a bare pinned round trip (bench-call, on every device), then
 # bench_e2e.py (single files, the 64-photo batch on one GPU and on all).

@@ -2,7 +2,7 @@
 // What pinning a 12 MP RGB image's 36 MB costs each way the CUDA runtime offers (cudaHostAlloc;
 // cudaHostRegister on malloc'd memory, on 2 MB-aligned huge-page memory untouched and touched),
 // freeing it, and whether pinning on one thread holds up another thread's GPU call (36 MB up, a
-// kernel, 36 MB down). Issue 18; results in docs/BENCHMARKS.md, 2026-11-26, "the fixed second".
+// kernel, 36 MB down). Results in docs/BENCHMARKS.md, "Pinned memory and huge pages".
 // Build: nvcc -O2 -std=c++17 -gencode arch=compute_90,code=sm_90 bench/pin_cost.cu -o pin_cost
 #include <cuda_runtime.h>
 #include <chrono>

@@ -3,7 +3,7 @@
  *
  * CUDA costs a process about 150 ms of wall time even when its start-up
  * overlaps the first file's decoding (driver, context, kernels, device
- * buffers, teardown: docs/BENCHMARKS.md, "CLI end to end"). That is more
+ * buffers, teardown: docs/BENCHMARKS.md, "The CLI's backend rule"). That is more
  * than the CPU needs for median or convolve on a photo, far less than it
  * needs for nl-means or quantize. So --backend auto decides twice:
  *   - at launch, from the job's estimated CPU time (files x the first file's
@@ -17,7 +17,7 @@
  *     the GPU's whole call would take, moves to CUDA; a file of a batch waits
  *     for CUDA instead, as the codec threads use every core meanwhile and
  *     several workers racing on the CPU would take them (docs/BENCHMARKS.md,
- *     "Several GPUs and the whole call").
+ *     "The CLI's backend rule").
  * The JSON output's "backend_reason" says which case applied. */
 #include "backend.h"
 #include "batch.h"
@@ -32,11 +32,11 @@
 enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
 
 /* What CUDA adds to one file's wall time when its start overlaps the decode
- * (measured: docs/BENCHMARKS.md, "CLI end to end"). */
+ * (measured: docs/BENCHMARKS.md, "The CLI's backend rule"). */
 #define CUDA_COST_MS 150.0
 /* What a device's first call on a photo adds to a warm one: device buffers
  * and pinned staging sized for it, kernels the start-up run did not load
- * (measured: docs/BENCHMARKS.md, "Several GPUs and the whole call"). */
+ * (measured: docs/BENCHMARKS.md, "The CLI's backend rule"). */
 #define FIRST_CALL_MS 160.0
 
 /* Process-wide, like the CUDA context it stands for: CUDA starts once per
@@ -156,13 +156,13 @@ backend_from_env (void)
   return env && (!strcmp (env, "cpu") || !strcmp (env, "cuda")) ? env : NULL;
 }
 
-/* CPU milliseconds a megapixel takes with 16 threads, from the engine's
- * own times for median radius 1, automatic nl-means and quantize K=16
- * (docs/BENCHMARKS.md, "CLI end to end") and nl-bayes' on the CPU; the other parameters scale with
- * the work the CPU implementations do (median with
- * the radius, nl-means with the search window, quantize with the colours,
- * a custom convolution with its taps). Rough on purpose: it separates jobs
- * that need tens of milliseconds from those that need seconds. */
+/* CPU milliseconds a megapixel takes with 16 threads, from the engine's own
+ * times for median radius 1, automatic nl-means and quantize K=16
+ * (docs/BENCHMARKS.md, "The CLI's backend rule") and nl-bayes' on the CPU;
+ * the other parameters scale with the work the CPU implementations do (median
+ * with the radius, nl-means with the search window, quantize with the
+ * colours, a custom convolution with its taps). Rough on purpose: it
+ * separates jobs that need tens of milliseconds from those that need seconds. */
 static double
 cpu_ms_per_mp (int filter, const cudafx_filter_params *p)
 {

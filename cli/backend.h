@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CLI's choice of backend: CUDA started on its own thread while the
  * first file decodes, and the rule --backend auto follows (backend.c says
- * it, docs/BENCHMARKS.md has the measurements behind it). */
+ * it, docs/BENCHMARKS.md, "The CLI's backend rule", the measurements behind it). */
 #ifndef CUDAFX_CLI_BACKEND_H
 #define CUDAFX_CLI_BACKEND_H
 

@@ -8,7 +8,7 @@
  * whatever order their stages end. The codec threads start first; the
  * engine workers once the stages' engine callback has said how many (CUDA
  * counting its devices takes about 0.1 s, which the first decodes overlap:
- * docs/BENCHMARKS.md, 2026-11-26, "decoding from main's start"). */
+ * docs/BENCHMARKS.md, "Batch pipeline"). */
 #include "batch.h"
 
 #include "../core/i18n.h"

@@ -1090,7 +1090,7 @@ plan_outputs (const cli_command *c, cli_file *files)
  * busy, and a worker woken by the GPU's end of a step may wait for a core's
  * time slice before it gives the GPU its next step; with the codecs at a
  * lower priority it runs first (what that gains: docs/BENCHMARKS.md,
- * 2026-11-26, run D). CUDAFX_BENCH_CODEC_NICE sets the levels, for that
+ * "Batch pipeline"). CUDAFX_BENCH_CODEC_NICE sets the levels, for that
  * comparison. */
 static int
 codec_nice (void)
@@ -1105,7 +1105,7 @@ codec_nice (void)
  * several files on CUDA get a worker per lane of each device, so that two
  * files are on a device at once and one's copies and host work overlap the
  * other's kernels (a lone worker left the GPU idle for those:
- * docs/BENCHMARKS.md, "two files on the GPU at once"); --workers may ask
+ * docs/BENCHMARKS.md, "Batch pipeline"); --workers may ask
  * for other numbers, or for workers on the CPU. One file needs one worker.
  * Counting the devices waits for CUDA's driver to start. */
 static int

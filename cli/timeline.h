@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* A batch's timeline, for finding where its wall time goes (issue 18):
+/* A batch's timeline, for finding where its wall time goes:
  * with CUDAFX_BATCH_TIMELINE=FILE the CLI writes FILE, one JSON object a
  * line, times in ms since main began (CLOCK_MONOTONIC). The stamps are taken
  * always (a clock read each); only the writing depends on the variable.
  * bench/batch_timeline.py summarises the file; docs/BENCHMARKS.md
- * (2026-11-26, "the fixed second") lists the lines. */
+ * ("Batch") says what the parts are. */
 #ifndef CUDAFX_CLI_TIMELINE_H
 #define CUDAFX_CLI_TIMELINE_H
 

@@ -158,7 +158,8 @@ void cudafx_backend_warm_up (void);
  * pinning fails. It never waits for CUDA's start-up. An image (src or dst of
  * a filter) lying wholly in one pinned block skips the backend's own staging
  * copy on the way in and out. Pinning costs time (the pages cleared, then
- * registered with the driver; docs/BENCHMARKS.md has the figures): a host
+ * registered with the driver; docs/BENCHMARKS.md, "Pinned memory and huge
+ * pages", has the figures): a host
  * keeps such memory across calls rather than allocating it per call. NULL when there
  * is not enough memory. */
 void *cudafx_host_alloc (size_t bytes);

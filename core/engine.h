@@ -33,7 +33,8 @@ void   cudafx_field_set (const cudafx_arg *a, void *field, double value);
  * AVX2 (x86-64-v3) and AVX-512 (x86-64-v4), and the best the processor runs
  * is chosen when the library loads (GCC's function multi-versioning), so a
  * packaged binary runs on any x86-64 without giving up the vector units
- * (docs/BENCHMARKS.md has what each path is worth). Every path computes the
+ * (docs/BENCHMARKS.md, "CPU vector paths", has what each path is worth).
+ * Every path computes the
  * same values: -ffp-contract=off keeps fused multiply-adds out and nothing
  * reassociates floating-point sums. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)

@@ -32,7 +32,7 @@
  * for every noisy patch Q of the group. Aggregated as in step 1.
  *
  * Where this differs from the IPOL program, by choice (docs/BENCHMARKS.md,
- * "Non-Local Bayes: quality and CPU time", has each measurement): the
+ * "Non-Local Bayes", has each measurement): the
  * reference patches lie on a fixed grid (every `stride`-th position in each
  * direction, with the first and last added so that the references cover
  * the image) instead of the program's scan that skips every patch already
@@ -108,7 +108,8 @@ choose_plan (double sigma, int colours, int flat_area, nlbayes_plan *p)
       if (s->search > NLBAYES_MAX_SEARCH)
         s->search = NLBAYES_MAX_SEARCH;
       /* Step 1 guides step 2 and may overlap its patches by one pixel;
-       * step 2's tile the image. docs/BENCHMARKS.md has the measurement. */
+       * step 2's tile the image. docs/BENCHMARKS.md, "Non-Local Bayes", has
+       * the measurement. */
       s->stride = i == 0 && s->patch > 1 ? s->patch - 1 : s->patch;
     }
   /* Half the paper's 16 per value: as good on the grid, and smaller groups. */
@@ -812,7 +813,7 @@ cudafx_nlbayes_cpu (const cudafx_image *src, cudafx_image *dst, const nlbayes_pl
  * the Wiener estimates assume white noise, to which noise smoothed over
  * neighbouring pixels looks like signal. On the camera-pipeline JPEGs of
  * tests/quality 2.5 gave the best mean PSNR of 1, 1.3 ... 4.5
- * (docs/BENCHMARKS.md). */
+ * (docs/BENCHMARKS.md, "Non-Local Bayes"). */
 #define CORRELATED_SCALE 2.5
 
 /* The sigma the plan is made for: the noise's (behind the transform, the

@@ -570,7 +570,8 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
  * distances vary more than white noise of the same sigma (fewer
  * independent pixels in a patch), so it takes a larger h: on the
  * camera-pipeline JPEGs 1.6 times the whole noise's sigma gained 0.5-2.2 dB
- * over the noisy files where 1.0 gained 0.2-3.0 (docs/BENCHMARKS.md). The
+ * over the noisy files where 1.0 gained 0.2-3.0 (docs/BENCHMARKS.md, "Noise
+ * estimate"). The
  * transform's plan (camera noise) keeps the table as it is. */
 #define LOW_SIGMA_SCALE 1.1
 #define CORRELATED_SCALE 1.6
@@ -701,7 +702,7 @@ stabilise (nlmeans_call *call)
  * correlated: on tests/data's photos white noise (Gaussian or camera) of
  * sigma 5 to 30 measures at most 0.33 (what is left of texture in the
  * weak-texture patches), the camera-pipeline JPEGs of tests/quality 0.65
- * or more (docs/BENCHMARKS.md). */
+ * or more (docs/BENCHMARKS.md, "Noise estimate"). */
 #define CORRELATED_FROM 0.5
 
 /* The noise of the host image (core/noise_estimate.c, for every backend)

@@ -29,7 +29,8 @@
  * backend counts where the image is. 3x3 neighbourhoods free of clipped
  * values reach much further into noisy shadows than 7x7 patches do; fitted
  * to the patches' levels alone, a photo with few bright-enough shadows had
- * its shadows' sigma extrapolated twice too high (docs/BENCHMARKS.md).
+ * its shadows' sigma extrapolated twice too high (docs/BENCHMARKS.md,
+ * "Noise estimate").
  *
  * Two models are fitted to the levels of every channel by iteratively
  * reweighted least squares on the variances: flat (v = constant, the
@@ -40,7 +41,8 @@
  * photos, whose residual is texture and compression, neither model does)
  * and its sigma varies by CAMERA_SPREAD or more over the levels it was
  * fitted to; otherwise nl-means runs on the one sigma. Measured on
- * tests/data's photos (docs/BENCHMARKS.md): the camera model's cost is at
+ * tests/data's photos (docs/BENCHMARKS.md, "Noise estimate"): the camera
+ * model's cost is at
  * least the flat one's on Gaussian noise and clean photos alike, at most
  * 0.4 times it on camera noise; the strongest camera noise, whose dark
  * levels are too noisy to keep, spreads its sigma by only 1.09-1.14 over

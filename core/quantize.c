@@ -153,7 +153,7 @@
 /* Lloyd updates of each attempt on the sample: enough to rank the attempts,
  * since the image's own passes refine the winner; more bought no palette
  * quality on the test photos and cost a small photo most of its time
- * (docs/BENCHMARKS.md, session 16). */
+ * (docs/BENCHMARKS.md, "Quantize: distinct colours, seeding and the sample"). */
 #define SAMPLE_ITERATIONS 20
 #define FILTER        "quantize"
 /* The Oklab feature cache costs 4 bytes per feature per pixel: kept up to
@@ -1234,7 +1234,8 @@ seed_reference (const sample_set *smp, const quantize_seeding *job, const cudafx
  * then to write them. 2 bytes per voting pixel for the time of the build,
  * and no atomics: the same speed per core on 2 cores or 16. The arrays are
  * cudafx_host_alloc_plain's, in huge pages: on a virtual machine the 4 KB
- * pages' faults cost more than the build itself (docs/BENCHMARKS.md). */
+ * pages' faults cost more than the build itself (docs/BENCHMARKS.md,
+ * "Quantize: distinct colours, seeding and the sample"). */
 
 #define DISTINCT_CHUNKS 1024   /* most chunks of rows in the partition */
 #define DISTINCT_LOW    65536  /* keys per bucket: the low 16 bits */
@@ -1577,8 +1578,8 @@ done:
 /* The pieces in which a u8 image without alpha is handed to the backend
  * (quantize_rows), which can then take the seeding sample itself: the CUDA
  * one gathers it on the device from the uploaded rows, where the host's
- * one thread held up the seeding (docs/BENCHMARKS.md, 2026-11-26:
- * "quantize's palette phase"). When the host provides src's rows as they
+ * one thread held up the seeding (docs/BENCHMARKS.md, "Quantize: distinct
+ * colours, seeding and the sample"). When the host provides src's rows as they
  * are asked for (options.rows_needed: only on the CUDA backend,
  * cudafx_dispatch asks for all of them before any other run), pieces of at
  * least STREAM_PIECE_BYTES, at most STREAM_PIECES, each asked for and handed

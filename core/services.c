@@ -87,7 +87,7 @@ cudafx_source_rows (const cudafx_options *o, const char *filter, int y)
  * 2 MB ones, and on virtual machines each fault is dear; the driver pins a
  * block of them, its pages there, far quicker than cudaHostAlloc makes one,
  * which holds every other thread's CUDA calls meanwhile (docs/BENCHMARKS.md,
- * 2026-11-26: page faults; "the fixed second"). */
+ * "Pinned memory and huge pages"). */
 #define HUGE_PAGE ((size_t) 2 << 20)
 
 void *

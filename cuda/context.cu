@@ -216,8 +216,8 @@ cudafx_cuda_host_pinnable (void)
  * 2 MB pages: cudafx_host_alloc_plain), registered with the driver:
  * cudaHostAlloc holds the driver up for the whole of its work, and every
  * other thread's CUDA calls wait for it, while registering pages already
- * there is an order of magnitude quicker (docs/BENCHMARKS.md, 2026-11-26,
- * "the fixed second"). */
+ * there is an order of magnitude quicker (docs/BENCHMARKS.md, "Pinned
+ * memory and huge pages"). */
 extern "C" int
 cudafx_cuda_host_register (void *p, size_t bytes)
 {
@@ -612,7 +612,7 @@ constexpr int CFX_COPY_THREADS = 16;
  * for every one of them, so in a CLI batch, whose codec threads keep every
  * core busy, each of a call's copy rounds waited for descheduled team
  * members and the copies took most of the call (docs/BENCHMARKS.md,
- * "The 64-photo batch on one GPU"). These
+ * "Host copies on the context's threads"). These
  * watch briefly for the next round, then sleep on a condition variable
  * (CFX_COPY_SPIN); the caller copies too and
  * waits only for the rows a helper has taken, never for a helper that has
@@ -661,8 +661,8 @@ copy_chunks (cfx_copy_pool *p, unsigned round, const host_rows *job, int rows, i
 /* How long a helper watches for the next round before it sleeps: the
  * rounds of one call follow each other within tens of microseconds (a
  * chunk's time on the copy engine), and waking a sleeping helper costs about
- * as long as a u8 round's copying (docs/BENCHMARKS.md has what helpers that
- * always slept cost a lone call). */
+ * as long as a u8 round's copying (docs/BENCHMARKS.md, "Host copies on the
+ * context's threads", has what helpers that always slept cost a lone call). */
 constexpr auto CFX_COPY_SPIN = std::chrono::microseconds (100);
 
 static void
@@ -1045,23 +1045,21 @@ struct pipe_memory
   bool           src_direct, dst_direct;
 };
 
-/* Stripe k of n_stripes through the pipeline: the rows it adds to the
- * device (the input stripe with its lower halo; the first also its upper
- * halo) are copied into pinned memory by threads and uploaded on the side
- * stream; fn waits for them on its kernel stream, then its rows go back
- * into pinned memory on the download stream while the next stripe's kernel
- * runs (on the kernel's stream the copy held that kernel up:
- * docs/BENCHMARKS.md, "The stripe pipeline's downloads on a stream of their
- * own"). Even stripes' kernels run on the call's stream, odd ones' on the
- * odd stream (pipe_alternates), each stream's with its own scratch, so that
- * a stripe's kernel starts while the last blocks of the one before still
- * run, where on one stream most multiprocessors idled through each
- * stripe's last part-filled wave (docs/BENCHMARKS.md, "The stripe
- * pipeline's kernels on two streams"). A stripe's kernels write only its
- * own rows of the destination and read rows uploaded before them and never
- * again, so no copy or kernel touches bytes another one in flight writes.
- * The whole image stays on the device, so each stripe's upper halo is
- * already there from the stripe before. */
+/* Stripe k of n_stripes through the pipeline: the rows it adds to the device
+ * (the input stripe with its lower halo; the first also its upper halo) are
+ * copied into pinned memory by threads and uploaded on the side stream; fn
+ * waits for them on its kernel stream, then its rows go back into pinned
+ * memory on the download stream while the next stripe's kernel runs (on the
+ * kernel's stream the copy held that kernel up: docs/BENCHMARKS.md, "Stripe
+ * pipeline"). Even stripes' kernels run on the call's stream, odd ones' on
+ * the odd stream (pipe_alternates), each stream's with its own scratch, so
+ * that a stripe's kernel starts while the last blocks of the one before still
+ * run, where on one stream most multiprocessors idled through each stripe's
+ * last part-filled wave (docs/BENCHMARKS.md, "Stripe pipeline"). A stripe's
+ * kernels write only its own rows of the destination and read rows uploaded
+ * before them and never again, so no copy or kernel touches bytes another one
+ * in flight writes. The whole image stays on the device, so each stripe's
+ * upper halo is already there from the stripe before. */
 static cudafx_status
 pipe_issue (cfx_context *cx, const char *filter, const cudafx_image *src, cudafx_image *dst, cudafx_border border,
             int k, int rows, size_t scratch_row_bytes, cfx_stripe st, const pipe_memory *m, cfx_stripe_fn fn,

@@ -64,7 +64,8 @@
  * that also finishes the pixel. Rows beyond the image come from the stripe
  * runner; kernels map columns through the border policy.
  *
- * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md. */
+ * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md,
+ * "Convolution kernels" (earlier runs in its history). */
 #include "context.cuh"
 #include "../core/convolve.h"
 
@@ -1307,7 +1308,7 @@ launch (const convolve_ctx *cx, const cfx_stripe *s)
       const size_t row_bytes = sizeof (float) * CH * tile_width (DIRECT_P, pl.size);
       size_t shared;
       const int warps = warps_that_fit (cx->cx, row_bytes * (pl.size - 1), row_bytes * DIRECT_R, &shared);
-      /* Built for the presets' sizes and the 15x15 of issue #4's targets;
+      /* Built for the presets' sizes and the benchmarks' 15x15;
        * f32 kernels with zero taps, which must be skipped, take the generic
        * one, which tests every tap. */
       auto kernel = skip_zero ? convolve_direct_kernel<T, CH, ALPHA, 0>

@@ -55,7 +55,8 @@
  *   half-height. Bound by latency: the histograms' shared memory allows 24
  *   warps an SM, which keep about two thirds of the issue slots busy.
  * Borders clamp: the stripe runner makes up rows, kernels clamp columns.
- * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md. */
+ * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md,
+ * "Median kernels" (earlier runs in its history). */
 #include "context.cuh"
 #include "median_network.h"
 
@@ -323,7 +324,8 @@ fma_compare (unsigned a, unsigned b, unsigned &lo, unsigned &hi)
  * the FMA pipe (fma_compare, 3 instructions) rather than as 2 integer
  * min/max in the ALU pipe, which issues every other cycle: FMA_EIGHTHS of
  * every 8 (by position in the network). Half balances the two limits, the
- * issue slots and the ALU pipe (docs/BENCHMARKS.md times other shares). */
+ * issue slots and the ALU pipe (docs/BENCHMARKS.md, "Median kernels", times
+ * other shares). */
 constexpr int FMA_EIGHTHS = 4;
 
 /* A pruned network (median_network::half_network: min/max halves and
@@ -593,7 +595,7 @@ tile_row_words (const unsigned *row, int k, unsigned *v, std::integer_sequence<i
  * conditional stores off one pointer that the caller keeps from step to
  * step: with the address worked out from the row inside, the compiler
  * recomputed it for every store, each behind its own branch
- * (docs/BENCHMARKS.md). */
+ * (docs/BENCHMARKS.md, "Median kernels"). */
 template <int CH, int FAR>
 __device__ __forceinline__ void
 store_tile_row (unsigned char *d, int left, unsigned l, unsigned r)

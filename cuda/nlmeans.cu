@@ -452,7 +452,7 @@ horizontal_sums (hsum<P, NA, KIND == U8_FLAT> *Hs, int hplane, int hs, const uns
  * with flat patches and search radii up to SEARCH_SMALL (every automatic
  * colour plan's), faster than two though their registers and four sum
  * images hold an SM to 4 blocks where two allowed 5 (docs/BENCHMARKS.md,
- * session 16). Two for the other u8 kernels: with four the Gaussian-patch
+ * "nl-means kernels"). Two for the other u8 kernels: with four the Gaussian-patch
  * kernels would spill, the grey ones fall from 7 blocks an SM to 4, larger
  * radii's shared memory to 2 or 3. One for f32. */
 __host__ __device__ constexpr int

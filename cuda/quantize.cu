@@ -257,7 +257,8 @@ assign_kernel (stripe_view v, int k, const lloyd_state *st, long long *partials)
 /* totals[i] += the blocks' partials[.][i], launched with one block per
  * counter: the threads split the column, CUB adds their sums (one thread
  * per counter, adding every block's slot in turn, was a serial chain;
- * docs/BENCHMARKS.md). Integer sums: the same in any order. With
+ * docs/BENCHMARKS.md, "Quantize: distinct colours, seeding and the sample").
+ * Integer sums: the same in any order. With
  * max_iterations > 0 the device runs Lloyd's loop: the last block then
  * updates st (lloyd_state) from the totals and clears them for the next
  * pass. */
@@ -404,7 +405,8 @@ label_colours_kernel (const float *plane0, const float *plane1, const float *pla
  * A warp's colours are neighbours in key order, mostly of one centre: CUB
  * sums each run of equal centres first, so one lane per run meets the
  * shared counters rather than 32 lanes queueing on one 64-bit counter
- * (docs/BENCHMARKS.md). Integer sums: the same in any order. */
+ * (docs/BENCHMARKS.md, "Quantize: distinct colours, seeding and the sample").
+ * Integer sums: the same in any order. */
 __global__ void __launch_bounds__ (THREADS)
 assign_colours_kernel (const float *plane0, const float *plane1, const float *plane2, const unsigned *count, int n,
                        int dims, int k, const lloyd_state *st, long long *partials)
@@ -491,7 +493,8 @@ write_entry (const stripe_view &v, int dims, int x, int y, const unsigned char *
  * must through global memory. An attempt that stops early leaves the
  * others alone. (One launch per step, with the
  * block that finished last doing the step's tail, spent the seeding's time
- * in launch gaps, tickets and tails: docs/BENCHMARKS.md.) All sums are of
+ * in launch gaps, tickets and tails: docs/BENCHMARKS.md, "Quantize: distinct
+ * colours, seeding and the sample".) All sums are of
  * integers (int64 squared distances, integer features), so they depend on
  * neither the order, the group nor the block size.
  *
@@ -533,7 +536,7 @@ constexpr size_t SEED_SAMPLE_BYTES = sizeof (long long) + 3 * sizeof (float); /*
 constexpr int SEED_MAX_LANES = 32;
 /* Blocks resident on a multiprocessor, and so the groups' size: two (64
  * registers a thread) hid the rounds' latencies better than one
- * (docs/BENCHMARKS.md). */
+ * (docs/BENCHMARKS.md, "Quantize: distinct colours, seeding and the sample"). */
 constexpr int SEED_BLOCKS_PER_SM = 2;
 static_assert ((long long) SEED_MAX_LANES * 32 * QUANTIZE_FEATURE_MAX < 2147483648LL,
                "a warp's int32 Lloyd sums could overflow");
@@ -983,7 +986,8 @@ map_table_kernel (stripe_view v, const unsigned *bins, unsigned char *dst, size_
  * itself. Hence the branch-free nearest search over many entries at once
  * (the CPU's search pruned by sorted first features, core/quantize.h, is
  * slower here: the lanes' searches diverge and each step waits for the
- * longest; docs/BENCHMARKS.md has the measurements), the pixels loaded a
+ * longest; docs/BENCHMARKS.md, "Floyd–Steinberg on the GPU", has the
+ * measurements), the pixels loaded a
  * step ahead and prefetched into L1, and for larger palettes the search
  * shared by the block's DITHER_SEARCH_WARPS warps: each warp runs the whole
  * step for the same 32 rows (the same arithmetic, so the same values),

@@ -1163,7 +1163,7 @@ clear_part (gint i, gint n, gpointer data)
  * registering them with the driver then only pins pages already there,
  * several times quicker than pages it must make itself, and GEGL's threads
  * clear them several times faster than one (docs/BENCHMARKS.md,
- * 2026-11-26, "The first call in a process"). */
+ * "GEGL operations: region memory and the first call"). */
 static void
 clear_region (guint8 *p, gsize bytes)
 {
@@ -1229,7 +1229,7 @@ region_memory (CudafxOp *self, int i, gboolean locked, gsize bytes, gsize whole,
  * on GEGL's threads: far less than the engine spent making pinned staging
  * of the image's size for this call and copying through it, after which
  * the node's next call took its scratch again, pinned (docs/BENCHMARKS.md,
- * 2026-11-26: "The first call in a process"). Once a
+ * "GEGL operations: region memory and the first call"). Once a
  * node, under scratch_lock; TRUE when src and dst are then pinned. */
 static gboolean
 pin_scratch (CudafxOp *self, const cudafx_image *src, const cudafx_image *dst, gsize bytes, gsize src_written)
@@ -1260,12 +1260,12 @@ pin_scratch (CudafxOp *self, const cudafx_image *src, const cudafx_image *dst, g
  * tiles, so that no tile is shared: a band of rows a few tall on each
  * thread, as the GPU's stripes written one by one would have it, had
  * several threads write each tile of a new buffer and took twice as long
- * as the whole region at once (docs/BENCHMARKS.md, 2026-11-26: "each
- * stripe as the GPU finishes it").
+ * as the whole region at once (docs/BENCHMARKS.md, "GEGL operations:
+ * moving rows").
  * On the CPU, where the filter keeps every core busy and the moves are a
  * small part, one thread moves them: threads making the tiles of a new
  * output buffer contend, and on a busy machine of few cores that set took
- * ten times longer (docs/BENCHMARKS.md, 2026-11-26). */
+ * ten times longer (docs/BENCHMARKS.md, "GEGL operations: moving rows"). */
 typedef struct
 {
   GeglBuffer          *buffer;
@@ -1337,22 +1337,22 @@ move_region (GeglBuffer *buffer, const GeglRectangle *rect, int level, const Bab
     move_band (rect, &m);
 }
 
-/* The region's rows in and out: the input's rows read as the engine asks
- * for them (its rows_needed), so that with the GPU each stripe's rows are
- * read while the stripes above are computed, and the engine's finished rows
+/* The region's rows in and out: the input's rows read as the engine asks for
+ * them (its rows_needed), so that with the GPU each stripe's rows are read
+ * while the stripes above are computed, and the engine's finished rows
  * written into the output as they come (its rows_ready), each stripe while
- * the stripes below it are still computed and copied back; the operation
- * then takes little more than its reading and writing, or its GPU work
- * (docs/BENCHMARKS.md, 2026-11-26: "each stripe as the GPU finishes it",
- * and "the input read as the GPU asks for it"). Rows move whole tile rows at
- * a time, the rest with the next ask or report: a tile moved in two parts
- * costs its copy twice. Finished rows are set an eighth of the region at a
- * time at the least: each set is a round of GEGL's threads, and one per
- * stripe (16 on a large region) cost the whole call more than the later
- * start of the first (docs/BENCHMARKS.md, 2026-11-26: "sets of an
- * eighth"). Where the engine needs all of the input first (the
- * CPU, the wrap border, quantize but of a large u8 region without alpha,
- * which it asks for in a few pieces), it asks for all rows at once. */
+ * the stripes below it are still computed and copied back; the operation then
+ * takes little more than its reading and writing, or its GPU work
+ * (docs/BENCHMARKS.md, "GEGL operations: rows as the GPU asks for them and
+ * finishes them"). Rows move whole tile rows at a time, the rest with the
+ * next ask or report: a tile moved in two parts costs its copy twice.
+ * Finished rows are set an eighth of the region at a time at the least: each
+ * set is a round of GEGL's threads, and one per stripe (16 on a large region)
+ * cost the whole call more than the later start of the first
+ * (docs/BENCHMARKS.md, "GEGL operations: rows as the GPU asks for them and
+ * finishes them"). Where the engine needs all of the input first (the CPU,
+ * the wrap border, quantize but of a large u8 region without alpha, which it
+ * asks for in a few pieces), it asks for all rows at once. */
 typedef struct
 {
   GeglBuffer          *input, *output;
@@ -1494,21 +1494,21 @@ filter_region (CudafxOp *self, GeglBuffer *input, GeglBuffer *output, const Gegl
   /* A parallel region ends when its last thread does: on a busy machine of
    * few cores, a thread waiting to be scheduled held up the engine's call on
    * the small chunks GIMP's merge starts with many times longer than one
-   * thread takes for them (docs/BENCHMARKS.md, 2026-11-26). */
+   * thread takes for them (docs/BENCHMARKS.md, "GEGL operations: moving rows"). */
   if ((gint64) read.width * read.height < 2 * MOVE_THREAD_COST)
     options.threads = 1;
   g_object_get (output, "tile-height", &rows.tile_height, NULL);
   g_object_get (input, "tile-height", &rows.in_tile_height, NULL);
   rows.tile_height = MAX (rows.tile_height, 1);
   rows.in_tile_height = MAX (rows.in_tile_height, 1);
-  /* nl-means' kernels take several times longer than reading its input:
-   * the engine asks for the rows stripe by stripe and the read hides behind
-   * them. Quantize asks for a large region in a few pieces, each uploaded
-   * and sampled while the next is read. Median's and the convolutions'
-   * kernels are shorter than the read and hide nothing, while a read per
-   * stripe costs more than one read of the region (docs/BENCHMARKS.md,
-   * 2026-11-26: "the input read as the GPU asks for it"), so they read it
-   * all first. */
+  /* nl-means' kernels take several times longer than reading its input: the
+   * engine asks for the rows stripe by stripe and the read hides behind them.
+   * Quantize asks for a large region in a few pieces, each uploaded and
+   * sampled while the next is read. Median's and the convolutions' kernels
+   * are shorter than the read and hide nothing, while a read per stripe costs
+   * more than one read of the region (docs/BENCHMARKS.md, "GEGL operations:
+   * rows as the GPU asks for them and finishes them"), so they read it all
+   * first. */
   if (filter == CUDAFX_FILTER_NLMEANS || filter == CUDAFX_FILTER_QUANTIZE)
     options.rows_needed = read_rows;
   else
@@ -1746,7 +1746,7 @@ class_init (gpointer klass, gpointer class_data)
    * set into tiles that exist; with one, a render sets its rows into the
    * tiles of the render before, and a region drawn again at the same
    * settings (the canvas scrolled back) comes from the cache
-   * (docs/BENCHMARKS.md, 2026-11-26: "every operation's output cached").
+   * (docs/BENCHMARKS.md, "GEGL operations: every output cached").
    * The cost is the output's memory, in GEGL's tile cache, which GIMP
    * bounds and swaps. */
   operation_class->get_cached_region = get_cached_region;

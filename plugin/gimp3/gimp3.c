@@ -100,7 +100,8 @@ add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
 /* Runs the filter's dialog from CUDAFX_DIALOGS_MODULE beside the executable.
  * GIMP starts a plug-in process for every call: linked with libgimpui, every
  * call, Script-Fu's included, would load and link GTK and the rest of the
- * dialogs' 27 libraries, a quarter of a call's CPU time (docs/BENCHMARKS.md).
+ * dialogs' 27 libraries, a quarter of a call's CPU time (docs/BENCHMARKS.md,
+ * "GIMP plug-in process").
  * *chosen: the user's OK. FALSE with an error when the module cannot load. */
 static gboolean
 run_dialog (GimpProcedure *procedure, GimpProcedureConfig *config, GimpDrawable *drawable,

@@ -195,7 +195,7 @@ TEST (gpu_nlmeans_fit_counts_equal_cpu)
  * Behind the camera-noise transform (its inverse stretches the shadows'
  * differences) f32 gets the contract's 1/255, and at most NLM_SHARE of
  * its values may lie further than NLM_F32_DIFF. Measured over these tests
- * (docs/BENCHMARKS.md, 2026-11-26): f32 within 4e-6 of full scale, at most
+ * (docs/BENCHMARKS.md, "nl-means kernels"): f32 within 4e-6 of full scale, at most
  * 6 u8 values of an image off by one, the largest share 0.018 % (1 value
  * of 5650); the kernel with its exponent 0.1 % too large fails them (u8
  * off by 1 in 1.07 % of an image's values, f32 by 0.02 to 0.08 of 255). */

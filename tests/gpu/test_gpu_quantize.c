@@ -234,7 +234,7 @@ TEST (gpu_quantize_distinct_colours_match_cpu)
   harness_image_free (&rgba);
 }
 
-/* Seeding on the device: every K of the issue, seeds 1..5, both spaces, on
+/* Seeding on the device: every K the seeding tests name, seeds 1..5, both spaces, on
  * a sample smaller than the image's 65536 cap with transparent pixels; one
  * Lloyd iteration (the starting centres decide the palette) or ten. */
 TEST_SHARDED (gpu_quantize_seeding_matches_cpu, 8)

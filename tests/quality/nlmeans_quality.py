@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""NL-means quality (issues 11 and 22): PSNR of cudafx's automatic mode
+"""NL-means quality: PSNR of cudafx's automatic mode
 against the best settings of G'MIC `nlmeans` and OpenCV
 `fastNlMeansDenoisingColored` (`fastNlMeansDenoising` for grey), and against
-`--auto` as it was before issue 22 ("today"), on the test photos with two
+`--auto` as it was before the camera-noise model ("today"), on the test photos with two
 kinds of noise, plus the speed of --auto against OpenCV on a 1-megapixel
 photo. A measurement, not a test: it asserts nothing and CI does not run it.
 
@@ -13,7 +13,7 @@ photo. A measurement, not a test: it asserts nothing and CI does not run it.
 
 Gaussian noise: sigma 10, 20, 30 added to the 8-bit sRGB values, seed
 1000 sigma + image index, rounded and clipped to u8.
-Camera noise (issue 22, bench/camera_noise.py): Poisson-Gaussian noise in
+Camera noise (bench/camera_noise.py): Poisson-Gaussian noise in
 linear light, variance a x + b (shot noise plus read noise), encoded back
 to 8-bit sRGB; seed 5000 level + image index. Three levels: the sRGB sigma
 at mid grey (128) is 8, 16, 28 units, nine tenths of the linear variance
@@ -26,8 +26,8 @@ mid-grey sigma for camera noise):
          per run, 2 at a time);
   OpenCV h = 0.5, 0.6, ... 1.3 s (h = hColor), 7x7 patches, 21x21 search
          (Gaussian noise only).
-"Today" is the engine of commit BASELINE_REV below (the last before issue
-22), built once with CUDA=0 into build/quality-baseline.
+"Today" is the engine of commit BASELINE_REV below (the last before the
+camera-noise model), built once with CUDA=0 into build/quality-baseline.
 A best value on the edge of its grid is marked with '*'. Peer results are
 cached in build/quality-cache (keyed by the noisy image's bytes and the
 setting), so re-running after a change to cudafx recomputes only cudafx.
@@ -356,7 +356,7 @@ def local_variance(noisy, model):
 
 
 def local_h(engine, today):
-    """Issue 22's second way, measured against the one kept: nl-means whose
+    """The other way to follow camera noise, measured against the one kept: nl-means whose
     weights follow the local noise level (numpy, the parameters today's
     --auto picks) beside the same numpy nl-means with one sigma (which should
     match today's --auto) and ours (the transform)."""

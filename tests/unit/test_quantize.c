@@ -1204,7 +1204,7 @@ grey_ramp (cudafx_palette *pal, int levels)
 
 /* The defining property of a positioned dither: over whole periods of its
  * pattern, a flat grey comes out with its own mean, within 1/levels of the
- * range (the issue's bound); an evenly spaced ramp in RGB does much better
+ * range (the bound asked of it); an evenly spaced ramp in RGB does much better
  * (a step over the pattern's size), which is checked too. */
 TEST (quantize_positioned_dither_keeps_a_flat_grey)
 {
