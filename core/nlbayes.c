@@ -834,32 +834,19 @@ typedef struct {
   const nlmeans_vst  *vst;  /* camera noise: denoise behind it */
 } nlbayes_call;
 
-/* Behind the transform: src's colour channels into an f32 image whose noise
- * is the plan's sigma, denoised on backend b, and transformed back. */
+/* Behind the transform (nlmeans_vst_run): backend b's nl-bayes of the
+ * transformed image. */
+typedef struct {
+  const cudafx_backend_ops *b;
+  const nlbayes_call       *call;
+  const cudafx_options     *o;
+} nlbayes_transformed;
+
 static cudafx_status
-run_stabilised (const cudafx_backend_ops *b, const nlbayes_call *call, const cudafx_options *o)
+denoise_transformed (const cudafx_image *t, cudafx_image *u, void *ctx)
 {
-  const cudafx_image *src = call->src;
-  const int colours = call->plan.colours;
-  size_t row = (size_t) src->width * colours * sizeof (float), bytes;
-  if (__builtin_mul_overflow (row, (size_t) src->height, &bytes))
-    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-bayes: image too large");
-  float *t = malloc (bytes), *u = malloc (bytes);
-  cudafx_status s = CUDAFX_OK;
-  if (!t || !u)
-    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-bayes: out of memory for the transformed image");
-  else
-    {
-      cudafx_image ti = { t, src->width, src->height, colours, 0, CUDAFX_F32, row };
-      cudafx_image ui = ti;
-      ui.data = u;
-      nlmeans_vst_forward (call->vst, src, &ti, o);
-      if (!(s = b->nlbayes (&ti, &ui, &call->plan, o)))
-        nlmeans_vst_inverse (call->vst, &ui, src, call->dst, o);
-    }
-  free (t);
-  free (u);
-  return s;
+  const nlbayes_transformed *x = ctx;
+  return x->b->nlbayes (t, u, &x->call->plan, x->o);
 }
 
 static cudafx_status
@@ -867,7 +854,10 @@ nlbayes_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
 {
   const nlbayes_call *call = call_;
   if (call->vst)
-    return run_stabilised (b, call, o);
+    {
+      nlbayes_transformed x = { b, call, o };
+      return nlmeans_vst_run (call->vst, call->src, call->dst, "nl-bayes", denoise_transformed, &x, o);
+    }
   return b->nlbayes (call->src, call->dst, &call->plan, o);
 }
 

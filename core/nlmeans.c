@@ -59,7 +59,7 @@
  * plan carries the variance-stabilising transform: the backend transforms
  * the colour channels into f32 whose noise is one sigma, denoises that with
  * the parameters for that sigma and transforms the result back
- * (denoise_stabilised here, on the device there). Correlated noise
+ * (nlmeans_vst_run here, on the device there). Correlated noise
  * (demosaicked, compressed) is denoised as flat noise of its whole sigma. */
 #include "cpu.h"
 #include "nlmeans_noise.h"
@@ -623,40 +623,29 @@ cudafx_nlmeans_cpu_count_levels (nlmeans_session *ses, int stride, uint64_t *his
   return count_bins (ses->src, ses->colours, 1, stride, ses->o, hist);
 }
 
-/* Behind the transform: the colour channels into an f32 image whose noise
- * is one sigma, denoised, and transformed back. */
+/* Behind the transform (nlmeans_vst_run): the plan's denoise of the
+ * transformed image. */
+typedef struct {
+  const nlmeans_plan   *plan;
+  const cudafx_options *o;
+} nlmeans_transformed;
+
 static cudafx_status
-denoise_stabilised (nlmeans_session *ses, const nlmeans_plan *plan, cudafx_image *dst)
+denoise_transformed (const cudafx_image *t, cudafx_image *u, void *ctx)
 {
-  const cudafx_image *src = ses->src;
-  const int colours = ses->colours;
-  size_t row, bytes;
-  if (size_mul ((size_t) src->width * colours, sizeof (float), &row) || size_mul (row, (size_t) src->height, &bytes))
-    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: image too large");
-  float *t = malloc (bytes), *u = malloc (bytes);
-  cudafx_status s = CUDAFX_OK;
-  if (!t || !u)
-    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory for the transformed image");
-  else
-    {
-      cudafx_image ti = { t, src->width, src->height, colours, 0, CUDAFX_F32, row };
-      cudafx_image ui = ti;
-      ui.data = u;
-      nlmeans_vst_forward (plan->vst, src, &ti, ses->o);
-      nlmeans_job job = { &ti, &ui, colours, *plan };
-      if (!(s = denoise_cpu (&job, ses->o)))
-        nlmeans_vst_inverse (plan->vst, &ui, src, dst, ses->o);
-    }
-  free (t);
-  free (u);
-  return s;
+  const nlmeans_transformed *x = ctx;
+  nlmeans_job job = { t, u, t->channels, *x->plan };
+  return denoise_cpu (&job, x->o);
 }
 
 cudafx_status
 cudafx_nlmeans_cpu_denoise (nlmeans_session *ses, const nlmeans_plan *plan, cudafx_image *dst)
 {
   if (plan->vst)
-    return denoise_stabilised (ses, plan, dst);
+    {
+      nlmeans_transformed x = { plan, ses->o };
+      return nlmeans_vst_run (plan->vst, ses->src, dst, "nl-means", denoise_transformed, &x, ses->o);
+    }
   nlmeans_job job = { ses->src, dst, ses->colours, *plan };
   return denoise_cpu (&job, ses->o);
 }

@@ -441,3 +441,28 @@ nlmeans_vst_inverse (const nlmeans_vst *v, const cudafx_image *u, const cudafx_i
           }
     }
 }
+
+cudafx_status
+nlmeans_vst_run (const nlmeans_vst *v, const cudafx_image *src, cudafx_image *dst, const char *filter,
+                 nlmeans_vst_denoise_fn fn, void *ctx, const cudafx_options *o)
+{
+  size_t row = (size_t) src->width * v->colours * sizeof (float), bytes;
+  if (__builtin_mul_overflow (row, (size_t) src->height, &bytes))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "%s: image too large", filter);
+  float *t = malloc (bytes), *u = malloc (bytes);
+  cudafx_status s = CUDAFX_OK;
+  if (!t || !u)
+    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "%s: out of memory for the transformed image", filter);
+  else
+    {
+      cudafx_image ti = { t, src->width, src->height, v->colours, 0, CUDAFX_F32, row };
+      cudafx_image ui = ti;
+      ui.data = u;
+      nlmeans_vst_forward (v, src, &ti, o);
+      if (!(s = fn (&ti, &ui, ctx)))
+        nlmeans_vst_inverse (v, &ui, src, dst, o);
+    }
+  free (t);
+  free (u);
+  return s;
+}

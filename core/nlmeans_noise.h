@@ -29,6 +29,14 @@ void nlmeans_vst_make (const cudafx_noise_model *m, int colours, nlmeans_vst *v)
 /* src's colour channels into t (f32, colours channels, no alpha), transformed. */
 void nlmeans_vst_forward (const nlmeans_vst *v, const cudafx_image *src, cudafx_image *t,
                           const cudafx_options *o);
+/* A denoiser of the transformed image t into u (f32, colours channels, no
+ * alpha), for nlmeans_vst_run. */
+typedef cudafx_status (*nlmeans_vst_denoise_fn) (const cudafx_image *t, cudafx_image *u, void *ctx);
+/* src's colour channels forward into an f32 image whose noise is v's one
+ * sigma, denoised there by fn, and back into dst (alpha from src); filter
+ * names the call in messages. */
+cudafx_status nlmeans_vst_run (const nlmeans_vst *v, const cudafx_image *src, cudafx_image *dst, const char *filter,
+                               nlmeans_vst_denoise_fn fn, void *ctx, const cudafx_options *o);
 /* The exact unbiased inverse of u (as made by forward and denoised) into
  * dst; alpha from src. */
 void nlmeans_vst_inverse (const nlmeans_vst *v, const cudafx_image *u, const cudafx_image *src,
