@@ -47,11 +47,13 @@
  *
  * Order of the sums, which cuda/nlbayes.cu follows where it can: a group's
  * patches in the order of their position in the window (row by row), a
- * distance over the channels, then the patch's rows, then its columns, and
- * the aggregation of the references in fixed tiles on the whole image's
- * grid (tiles of reference positions, even columns of tiles then odd
- * within each row of tiles, rows in order), so that the output depends
- * neither on the thread count nor on which part of the image is filtered.
+ * distance over the channels, then the patch's rows, then its columns. The
+ * aggregation's sums are fixed point (NLBAYES_FIXED in nlbayes.h), the same
+ * in any order, so that the output depends neither on the thread count nor
+ * on which part of the image is filtered, and the GPU's atomics give the
+ * CPU's sums; threads take tiles of reference positions, even columns of
+ * tiles then odd within each row of tiles, so that no two add to one pixel
+ * at once.
  *
  * Automatic mode asks nl-means' estimator (cudafx_nlmeans_estimate) for the
  * noise: flat noise is denoised with its sigma, correlated noise with a
@@ -129,7 +131,7 @@ typedef struct {
   int          w, h, colours;
   const float *noisy;  /* colours planes */
   const float *basic;  /* step 2: the basic estimate's planes; NULL in step 1 */
-  float       *num;    /* colours planes of sums of restored values */
+  long long   *num;    /* colours planes of sums of restored values, fixed point (NLBAYES_FIXED) */
   float       *den;    /* one plane of weights */
 } nlb_images;
 
@@ -534,9 +536,9 @@ aggregate (const nlb_images *im, int k, int n, const nlb_work *t)
       for (int c = 0, d = 0; c < im->colours; c++)
         for (int i = 0; i < k; i++)
           {
-            float *o = im->num + c * plane + t->pos[g] + (size_t) i * w;
+            long long *o = im->num + c * plane + t->pos[g] + (size_t) i * w;
             for (int j = 0; j < k; j++, d++)
-              o[j] += t->noisy[(size_t) d * n + g];
+              o[j] += NLBAYES_FIXED (t->noisy[(size_t) d * n + g]);
           }
       for (int i = 0; i < k; i++)
         for (int j = 0; j < k; j++)
@@ -668,11 +670,11 @@ run_step (const nlb_images *im, const nlbayes_plan *p, int step, const cudafx_op
 /* out = num / den, plane by plane (every pixel has a weight: the grid
  * covers the image). */
 static void
-divide (const float *num, const float *den, int colours, size_t plane, float *out)
+divide (const long long *num, const float *den, int colours, size_t plane, float *out)
 {
   for (int c = 0; c < colours; c++)
     for (size_t i = 0; i < plane; i++)
-      out[c * plane + i] = num[c * plane + i] / den[i];
+      out[c * plane + i] = NLBAYES_UNFIXED (num[c * plane + i], den[i]);
 }
 
 /* The orthonormal opponent transform of three channels and its transpose. */
@@ -762,11 +764,13 @@ cudafx_nlbayes_cpu (const cudafx_image *src, cudafx_image *dst, const nlbayes_pl
   const int colours = p->colours;
   const size_t plane = (size_t) src->width * src->height;
   size_t bytes;
-  if (__builtin_mul_overflow (plane, (size_t) (3 * colours + 1) * sizeof (float), &bytes))
+  /* noisy and basic planes of floats, num's of fixed-point sums, one plane of weights */
+  if (__builtin_mul_overflow (plane, (size_t) colours * (2 * sizeof (float) + sizeof (long long)) + sizeof (float),
+                              &bytes))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-bayes: image too large");
   float *noisy = malloc (plane * colours * sizeof (float));
   float *basic = malloc (plane * colours * sizeof (float));
-  float *num = calloc (plane * colours, sizeof (float));
+  long long *num = calloc (plane * colours, sizeof (long long));
   float *den = calloc (plane, sizeof (float));
   cudafx_status s = CUDAFX_OK;
   if (!noisy || !basic || !num || !den)
@@ -789,7 +793,7 @@ cudafx_nlbayes_cpu (const cudafx_image *src, cudafx_image *dst, const nlbayes_pl
       if (!(s = run_step (&im, &plan, 0, o, 0.0, 0.5)))
         {
           divide (num, den, colours, plane, basic);
-          memset (num, 0, plane * colours * sizeof (float));
+          memset (num, 0, plane * colours * sizeof (long long));
           memset (den, 0, plane * sizeof (float));
           im.basic = basic;
           if (!(s = run_step (&im, &plan, 1, o, 0.5, 1.0)))

@@ -15,6 +15,23 @@
  * above them in a selection key, the squared offset from the reference. */
 #define NLBAYES_INDEX_BITS 13
 
+/* The aggregation's sums are fixed point, NLBAYES_FIXED_ONE to a value of
+ * the 0..255 scale: an integer sum is the same in any order, so the GPU's
+ * atomics give step 1's basic estimate as the CPU's tiles do, bit for bit,
+ * and with it step 2's groups. 2^-18 is finer than a float's step at any
+ * value above 32. A restored value is clamped to +-NLBAYES_FIXED_MAX (about
+ * four million on a float image's 0..1 scale) so that no pixel's sum
+ * overflows: fewer than 2^14 restored patches cover a pixel in any plan of
+ * the table (the references within a search window and a patch of the
+ * pixel, each group holding at most k^2 patches over it), 2^62 in all. */
+#define NLBAYES_FIXED_ONE 262144.0f   /* 2^18 */
+#define NLBAYES_FIXED_MAX 1073741824.0f /* 2^30 */
+#define NLBAYES_FIXED(v) \
+  ((long long) llrintf (fminf (fmaxf ((v), -NLBAYES_FIXED_MAX), NLBAYES_FIXED_MAX) * NLBAYES_FIXED_ONE))
+/* A pixel's value from its fixed-point sum and its weight, in double on
+ * both backends so that the division rounds once. */
+#define NLBAYES_UNFIXED(sum, weight) ((float) ((double) (sum) / ((double) (weight) * NLBAYES_FIXED_ONE)))
+
 /* One of the two steps. */
 typedef struct {
   int   patch;   /* patch side k */

@@ -29,7 +29,8 @@
  *      group unless a large sigma's group does not fit), the factor of
  *      C_B + beta sigma^2 I by one warp, then a second pass over the chunks
  *      that solves each noisy patch's column and forms its estimate;
- *   4. every restored value added to num with float atomics, and each
+ *   4. every restored value added to num with integer atomics (fixed
+ *      point, NLBAYES_FIXED: the CPU's sums in any order), and each
  *      restored patch counted once at its top-left corner in den (a
  *      pixel's weight, the patches that cover it, is summed from those
  *      counts when dividing).
@@ -40,13 +41,12 @@
  * the inverse transform, rounded and clamped on u8, alpha and non-finite
  * f32 values copied from src.
  *
- * Where the GPU's values differ from the CPU's: the atomics add a pixel's
- * estimates in another order than the CPU's fixed tiles, and step 2's
- * means and covariances are summed in another order (nvcc --fmad=false
- * keeps every other operation the CPU's). The basic estimates then differ
- * in their last bits, and a step-2 group can differ where two candidates'
- * distances, or a distance and tau, are that close. docs/TESTING.md has
- * the tolerance and what was measured.
+ * Where the GPU's values differ from the CPU's: step 2's means and
+ * covariances are summed in another order (nvcc --fmad=false keeps every
+ * other operation the CPU's), so its restored values, and the output, can
+ * differ in their last bits. Step 1's basic estimate, and so step 2's
+ * groups, are the CPU's. docs/TESTING.md has the tolerance and what was
+ * measured.
  *
  * Stripes: an image that fits the device runs as one piece; a larger one in
  * stripes with nlbayes_halo rows above and below, each stripe's real rows
@@ -110,7 +110,8 @@ struct nlb_args
 {
   const float *planes;  /* the planes the distances and statistics read: noisy (step 1), basic (step 2) */
   const float *noisy;   /* the planes restored */
-  float       *num, *den;
+  unsigned long long *num; /* fixed-point sums (NLBAYES_FIXED), two's complement */
+  float       *den;
   int          w, h, colours;
   size_t       plane;
   nlb_axis     ax, ay;
@@ -349,7 +350,7 @@ restore_step1 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
                 const float xd = a.noisy[c * a.plane + p + off] - mean[d];
                 v = mean[d] + (xd - a.bs2 * x[d * cs]);
               }
-            atomicAdd (&a.num[c * a.plane + p + off], v);
+            atomicAdd (&a.num[c * a.plane + p + off], (unsigned long long) NLBAYES_FIXED (v));
           }
       if (c == 0)
         atomicAdd (&a.den[p], 1.0f); /* one more patch at p (coverage: divide_kernel) */
@@ -455,7 +456,7 @@ restore_step2 (const nlb_args &a, int n, float *s_mem, const nlb_layout &L)
                     }
                   else
                     v = a.noisy[at];
-                  atomicAdd (&a.num[at], v);
+                  atomicAdd (&a.num[at], (unsigned long long) NLBAYES_FIXED (v));
                 }
           atomicAdd (&a.den[p], 1.0f);
         }
@@ -637,7 +638,8 @@ nlbayes_kernel (const nlb_args a)
       for (int t = tid; t < dims; t += THREADS)
         {
           const int c = t / kk, off = t % kk / k * w + t % k;
-          atomicAdd (&a.num[c * a.plane + s_pos[0] + off], a.noisy[c * a.plane + s_pos[0] + off]);
+          atomicAdd (&a.num[c * a.plane + s_pos[0] + off],
+                     (unsigned long long) NLBAYES_FIXED (a.noisy[c * a.plane + s_pos[0] + off]));
         }
       if (tid == 0)
         atomicAdd (&a.den[s_pos[0]], 1.0f);
@@ -685,7 +687,7 @@ load_kernel (const unsigned char *src, size_t pitch, int first, int width, int r
  * atomics); the counts are whole numbers, so their sum is the CPU's
  * weight exactly, in any order. */
 __global__ void
-divide_kernel (const float *num, const float *cnt, int k, int w, int h, int colours, float *out)
+divide_kernel (const unsigned long long *num, const float *cnt, int k, int w, int h, int colours, float *out)
 {
   const size_t plane = (size_t) w * h;
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < plane; i += (size_t) gridDim.x * blockDim.x)
@@ -696,7 +698,7 @@ divide_kernel (const float *num, const float *cnt, int k, int w, int h, int colo
         for (int dx = 0; dx < k && dx <= x; dx++)
           den += cnt[i - (size_t) dy * w - dx];
       for (int c = 0; c < colours; c++)
-        out[c * plane + i] = num[c * plane + i] / den;
+        out[c * plane + i] = NLBAYES_UNFIXED ((long long) num[c * plane + i], den);
     }
 }
 
@@ -757,8 +759,8 @@ loop_blocks (const nlb_ctx *m, size_t n)
 /* One step on the planes of a piece of w x h pixels whose top row is row
  * `top` of the image; progress from `from` to `to` of the call. */
 static cudafx_status
-run_step (const nlb_ctx *m, int step, int w, int h, int top, const float *noisy, const float *basic, float *num,
-          float *den, cudaStream_t stream, double from, double to)
+run_step (const nlb_ctx *m, int step, int w, int h, int top, const float *noisy, const float *basic,
+          unsigned long long *num, float *den, cudaStream_t stream, double from, double to)
 {
   const nlbayes_plan *p = &m->plan;
   const nlbayes_step *st = &p->step[step];
@@ -808,7 +810,7 @@ run_step (const nlb_ctx *m, int step, int w, int h, int top, const float *noisy,
   a.chunk_stride = a.chunk | 1; /* odd: a warp's rows of one column in distinct banks */
   void (*kernel) (nlb_args) = step ? nlbayes_kernel<1> : nlbayes_kernel<0>;
   cudafx_status s = cfx_allow_shared (m->cx, (const void *) kernel, bytes, "nl-bayes");
-  if (s || (s = cfx_check (cudaMemsetAsync (num, 0, plane * p->colours * sizeof (float), stream), "nl-bayes",
+  if (s || (s = cfx_check (cudaMemsetAsync (num, 0, plane * p->colours * sizeof *num, stream), "nl-bayes",
                            "memset")) ||
       (s = cfx_check (cudaMemsetAsync (den, 0, plane * sizeof (float), stream), "nl-bayes", "memset")))
     return s;
@@ -848,8 +850,9 @@ nlbayes_stripe (void *ctx, const cfx_stripe *s)
   const int bottom = s->y0 + s->rows + s->halo < s->height ? s->y0 + s->rows + s->halo : s->height;
   const int h = bottom - top, first = top - (s->y0 - s->halo);
   const size_t plane = (size_t) w * h;
-  float *noisy = (float *) s->d_scratch, *basic = noisy + colours * plane, *num = basic + colours * plane;
-  float *den = num + colours * plane;
+  float *noisy = (float *) s->d_scratch, *basic = noisy + colours * plane;
+  unsigned long long *num = (unsigned long long *) (basic + colours * plane); /* 8-aligned: 2 colours planes before */
+  float *den = (float *) (num + colours * plane);
   const bool u8 = s->type == CUDAFX_U8;
   const int blocks = loop_blocks (m, plane);
   if (u8)
@@ -904,10 +907,13 @@ cudafx_nlbayes_cuda (const cudafx_image *src, cudafx_image *dst, const nlbayes_p
       if (st->stride > st->patch)
         st->stride = st->patch;
     }
-  /* noisy, basic and num planes, one of weights */
+  /* noisy and basic planes of floats, num's of fixed-point sums, one plane of weights */
   size_t scratch_row;
-  if (__builtin_mul_overflow ((size_t) src->width, (3 * (size_t) plan->colours + 1) * sizeof (float), &scratch_row))
+  if (__builtin_mul_overflow ((size_t) src->width,
+                              plan->colours * (2 * sizeof (float) + sizeof (unsigned long long)) + sizeof (float),
+                              &scratch_row))
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-bayes: image too large");
+  scratch_row = (scratch_row + 7) & ~(size_t) 7; /* each stripe's scratch 8-aligned, for num */
   /* The whole image in one piece when it fits: no halo to compute twice. */
   cfx_stripe whole;
   int loaded = 0;
