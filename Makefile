@@ -426,10 +426,12 @@ $(BUILD)/gimp3-native/cudafx-dialogs.so: $(GIMP3_UI_SRCS) $(GIMP3_UI_HDRS) core/
 plugin-3-native: $(BUILD)/gimp3-native/cudafx $(BUILD)/gimp3-native/cudafx-dialogs.so locale
 
 # Headless GIMP 3 tests of the plug-in, then of the GEGL operations as live
-# filters (in the chroot); each suite ends with "N passed, N failed".
+# filters, then every bad value a script can give them (in the chroot); each
+# suite ends with "N passed, N failed".
 # `make check-gimp CUDAFX_GIMP3_VERSION=3.2` runs them against GIMP 3.2.
 check-gimp: plugin $(CLI)
-	@tests/gimp/run.sh $(BUILD); status=$$?; tests/gimp/live.sh $(BUILD) && exit $$status
+	@tests/gimp/run.sh $(BUILD); status=$$?; tests/gimp/live.sh $(BUILD) || status=1; \
+	  tests/gimp/hostile.sh $(BUILD) && exit $$status
 
 # GIMP 2.10 plug-in: built natively (Debian 12: libgimp2.0-dev) against the
 # engine library; tests drive gimp-console-2.10 on the host. GTK 2's headers
