@@ -56,10 +56,22 @@
  * at once.
  *
  * Automatic mode asks nl-means' estimator (cudafx_nlmeans_estimate) for the
- * noise: flat noise is denoised with its sigma, correlated noise with a
- * multiple of it (plan_sigma); camera noise behind the same
+ * noise: flat noise is denoised with its sigma; camera noise behind the same
  * variance-stabilising transform nl-means uses (core/nlmeans_noise.c), with
- * the sigma it leaves. Alpha is copied unchanged. Non-finite f32
+ * the sigma it leaves; correlated noise (demosaicked and compressed camera
+ * files) in two scales, after the multiscale scheme of the Noise Clinic
+ * (Lebrun, Colom, Morel, "The Noise Clinic: a blind image denoising
+ * algorithm", IPOL 2015; "Multiscale image blind denoising", IEEE TIP
+ * 2015): noise smoothed over neighbouring pixels is low-frequency noise,
+ * which patches of the image's scale take for signal, but which is closer
+ * to white on the image halved. The image is denoised with a multiple of
+ * the noise's sigma (MULTISCALE_FINE); its half (means of 2x2 blocks on the
+ * whole image's even grid) is denoised with another (MULTISCALE_COARSE),
+ * and the difference between that and the half of the first result,
+ * interpolated bilinearly back to full size, is added to the first result:
+ * the coarse scale's denoising replaces the low frequencies. Both passes
+ * are the backend's nl-bayes, so the GPU runs them as the CPU does; the
+ * halves and the correction are computed on the host (multiscale_run). Alpha is copied unchanged. Non-finite f32
  * values are left as they are, and read as 0 by the patches around them. */
 #include "cpu.h"
 #include "nlbayes.h"
@@ -812,22 +824,26 @@ cudafx_nlbayes_cpu (const cudafx_image *src, cudafx_image *dst, const nlbayes_pl
 
 /* ---- the engine's side ----------------------------------------------------- */
 
-/* How much higher than the whole noise's sigma noise found correlated
- * (core/nlmeans.c: demosaicked and compressed camera noise) is denoised:
- * the Wiener estimates assume white noise, to which noise smoothed over
- * neighbouring pixels looks like signal. On the camera-pipeline JPEGs of
- * tests/quality 2.5 gave the best mean PSNR of 1, 1.3 ... 4.5
- * (docs/BENCHMARKS.md, "Non-Local Bayes"). */
-#define CORRELATED_SCALE 2.5
+/* Correlated noise (core/nlmeans.c: demosaicked and compressed camera
+ * noise): the multiples of the whole noise's sigma that the image and its
+ * half are denoised with (the header). The Wiener estimates assume white
+ * noise, to which noise smoothed over neighbouring pixels looks like
+ * signal, so the image itself takes a sigma well above the noise's, and its
+ * half, where the noise is closer to white and averaged, a smaller one. On
+ * the camera-pipeline JPEGs of tests/quality these gave the best mean PSNR
+ * over fine multiples 1.5 ... 4.5 and coarse 1 ... 3 (docs/BENCHMARKS.md,
+ * "Non-Local Bayes"). The noise model's sigma of correlated noise is the
+ * whole noise at a pixel (core/nlmeans.c's estimate_noise). */
+#define MULTISCALE_FINE   4.0
+#define MULTISCALE_COARSE 1.5
 
-/* The sigma the plan is made for: the noise's (behind the transform, the
- * transform's), correlated noise's scaled, and at least the table's
- * smallest, so that a noiseless image still gets a plan. */
+/* The sigma a plan is made for: the noise's (behind the transform, the
+ * transform's) times scale, and at least the table's smallest, so that a
+ * noiseless image still gets a plan. */
 static double
-plan_sigma (double sigma, const cudafx_noise_model *m)
+plan_sigma (double sigma, double scale)
 {
-  if (m->correlated)
-    sigma *= CORRELATED_SCALE;
+  sigma *= scale;
   return sigma >= 0.1 ? sigma : 0.1;
 }
 
@@ -835,7 +851,9 @@ typedef struct {
   const cudafx_image *src;
   cudafx_image       *dst;
   nlbayes_plan        plan;
-  const nlmeans_vst  *vst;  /* camera noise: denoise behind it */
+  const nlmeans_vst  *vst;    /* camera noise: denoise behind it */
+  int                 coarse; /* correlated noise: the half is denoised with coarse_plan too */
+  nlbayes_plan        coarse_plan;
 } nlbayes_call;
 
 /* Behind the transform (nlmeans_vst_run): backend b's nl-bayes of the
@@ -853,6 +871,164 @@ denoise_transformed (const cudafx_image *t, cudafx_image *u, void *ctx)
   return x->b->nlbayes (t, u, &x->call->plan, x->o);
 }
 
+/* A part of a run's progress: [0, 1] of a pass as [from, to] of the call. */
+typedef struct {
+  const cudafx_options *o;
+  double                from, to;
+} pass_progress;
+
+static int
+report_pass (double fraction, void *user)
+{
+  const pass_progress *pp = user;
+  return pp->o->progress (pp->from + (pp->to - pp->from) * fraction, pp->o->user_data);
+}
+
+/* Options for one pass of a run in passes: its progress as [from, to] of
+ * the call's, and no rows reported (the pass's rows are not final). */
+static cudafx_options
+pass_options (const cudafx_options *o, pass_progress *pp, double from, double to)
+{
+  cudafx_options po = *o;
+  *pp = (pass_progress) { o, from, to };
+  po.progress = o->progress ? report_pass : NULL;
+  po.user_data = pp;
+  po.rows_ready = NULL;
+  return po;
+}
+
+/* Colour channel c of pixel x of row, 0..255 scale; non-finite values
+ * read as 0, as the denoising reads them. */
+static inline float
+colour_value (const cudafx_image *img, const uint8_t *row, int x, int c)
+{
+  const size_t e = (size_t) x * img->channels + c;
+  float v = img->type == CUDAFX_U8 ? row[e] : ((const float *) row)[e] * 255.0f;
+  return isfinite (v) ? v : 0.0f;
+}
+
+/* The 2x2 block means of img's colour channels on the whole image's even
+ * grid (blocks from column ox and row oy, whole blocks only) into out, cw x
+ * ch pixels of colours f32 values on the 0..1 scale less sub (cw x ch x
+ * colours, 0..1; NULL: nothing). */
+static void
+halve (const cudafx_image *img, int colours, int ox, int oy, int cw, int ch, const float *sub, float *out)
+{
+#pragma omp parallel for schedule (static)
+  for (int j = 0; j < ch; j++)
+    {
+      const uint8_t *r0 = cudafx_row (img, oy + 2 * j), *r1 = cudafx_row (img, oy + 2 * j + 1);
+      for (int i = 0; i < cw; i++)
+        for (int c = 0; c < colours; c++)
+          {
+            const int x = ox + 2 * i;
+            const float m = ((colour_value (img, r0, x, c) + colour_value (img, r0, x + 1, c))
+                             + (colour_value (img, r1, x, c) + colour_value (img, r1, x + 1, c)))
+                            * (0.25f / 255.0f);
+            const size_t at = ((size_t) j * cw + i) * colours + c;
+            out[at] = sub ? sub[at] - m : m;
+          }
+    }
+}
+
+/* Where fine pixel x (of a side whose blocks start at o, n of them) falls
+ * among the block centres: the two blocks around it and the weight of the
+ * second; outside the first and last centres, the nearest block alone. */
+static inline void
+block_between (int x, int o, int n, int *b0, int *b1, float *f)
+{
+  float u = (x - o - 0.5f) * 0.5f;
+  u = u < 0.0f ? 0.0f : u > n - 1 ? (float) (n - 1) : u;
+  *b0 = (int) u;
+  *b1 = *b0 + 1 < n ? *b0 + 1 : *b0;
+  *f = u - (float) *b0;
+}
+
+/* Correlated noise in two scales (the header): backend b's nl-bayes of
+ * call->src into call->dst, of src's half with the coarse plan, and the
+ * coarse scale's correction added to dst. */
+static cudafx_status
+multiscale_run (const cudafx_backend_ops *b, const nlbayes_call *call, const cudafx_options *o)
+{
+  const cudafx_image *src = call->src;
+  cudafx_image *dst = call->dst;
+  const int colours = call->plan.colours;
+  /* The whole image's blocks start at its even columns and rows. */
+  const int ox = call->plan.origin_x & 1, oy = call->plan.origin_y & 1;
+  const int cw = (src->width - ox) / 2, ch = (src->height - oy) / 2;
+  pass_progress pp;
+  cudafx_options po = pass_options (o, &pp, 0.0, cw > 0 && ch > 0 ? 0.8 : 1.0);
+  cudafx_status s = b->nlbayes (src, dst, &call->plan, &po);
+  if (s || cw <= 0 || ch <= 0)
+    return s; /* a single row or column: no half to denoise */
+  const size_t values = (size_t) cw * ch * colours;
+  float *half = malloc (values * sizeof *half), *den = malloc (values * sizeof *den);
+  if (!half || !den)
+    s = cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-bayes: out of memory");
+  else
+    {
+      const size_t stride = (size_t) cw * colours * sizeof (float);
+      cudafx_image hi = { half, cw, ch, colours, 0, CUDAFX_F32, stride }, di = hi;
+      di.data = den;
+      nlbayes_plan coarse = call->coarse_plan;
+      coarse.origin_x = (call->plan.origin_x + ox) / 2;
+      coarse.origin_y = (call->plan.origin_y + oy) / 2;
+      halve (src, colours, ox, oy, cw, ch, NULL, half);
+      po = pass_options (o, &pp, 0.8, 1.0);
+      if (!(s = b->nlbayes (&hi, &di, &coarse, &po)))
+        {
+          /* The correction: the denoised half less dst's half, into half. */
+          halve (dst, colours, ox, oy, cw, ch, den, half);
+#pragma omp parallel for schedule (static)
+          for (int y = 0; y < src->height; y++)
+            {
+              int j0, j1;
+              float fy;
+              block_between (y, oy, ch, &j0, &j1, &fy);
+              const float *c0 = half + (size_t) j0 * cw * colours, *c1 = half + (size_t) j1 * cw * colours;
+              const uint8_t *srow = cudafx_row (src, y);
+              uint8_t *drow = cudafx_row (dst, y);
+              for (int x = 0; x < src->width; x++)
+                {
+                  int i0, i1;
+                  float fx;
+                  block_between (x, ox, cw, &i0, &i1, &fx);
+                  for (int c = 0; c < colours; c++)
+                    {
+                      const size_t e = (size_t) x * src->channels + c;
+                      const float a0 = c0[i0 * colours + c] + fx * (c0[i1 * colours + c] - c0[i0 * colours + c]);
+                      const float a1 = c1[i0 * colours + c] + fx * (c1[i1 * colours + c] - c1[i0 * colours + c]);
+                      const float corr = a0 + fy * (a1 - a0);
+                      if (src->type == CUDAFX_U8)
+                        {
+                          float f = drow[e] + 255.0f * corr;
+                          f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
+                          drow[e] = (uint8_t) (f + 0.5f);
+                        }
+                      else if (isfinite (((const float *) srow)[e]))
+                        ((float *) drow)[e] += corr;
+                    }
+                }
+            }
+        }
+    }
+  free (half);
+  free (den);
+  return s;
+}
+
+/* The halo of multiscale_run from its plans' (fine's and coarse's, in
+ * their own pixels): the correction at a pixel interpolates the two blocks
+ * around it (within 2 pixels), each the coarse run's value (coarse halo
+ * blocks of 2 pixels around it, and its own 2) less dst's mean over it
+ * (dst within 3 pixels). */
+static int
+multiscale_halo (int fine, int coarse)
+{
+  int h = 2 * coarse + 6;
+  return fine + 4 > h ? fine + 4 : h;
+}
+
 static cudafx_status
 nlbayes_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
 {
@@ -862,6 +1038,8 @@ nlbayes_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
       nlbayes_transformed x = { b, call, o };
       return nlmeans_vst_run (call->vst, call->src, call->dst, "nl-bayes", denoise_transformed, &x, o);
     }
+  if (call->coarse)
+    return multiscale_run (b, call, o);
   return b->nlbayes (call->src, call->dst, &call->plan, o);
 }
 
@@ -916,7 +1094,12 @@ cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst, const cudafx_nlbayes
       sigma = vst->scale;
       call.vst = vst;
     }
-  choose_plan (plan_sigma (sigma, &est.noise), colours, p->flat_area != 0, &call.plan);
+  /* Correlated noise in two scales (behind the transform, a model given
+   * with both, in one: the transform's sigma is not the whole noise's). */
+  call.coarse = est.noise.correlated && !vst;
+  choose_plan (plan_sigma (sigma, call.coarse ? MULTISCALE_FINE : 1.0), colours, p->flat_area != 0, &call.plan);
+  if (call.coarse)
+    choose_plan (plan_sigma (sigma, MULTISCALE_COARSE), colours, p->flat_area != 0, &call.coarse_plan);
   call.plan.origin_x = p->origin_x;
   call.plan.origin_y = p->origin_y;
 
@@ -956,10 +1139,11 @@ cudafx_nlbayes_halo (const cudafx_nlbayes_params *p, int colours)
 
   if (p->automatic && !(p->estimate > 0.0))
     {
+      /* Correlated noise may be found: its two scales' reach too. */
       for (double s = 0.5; s <= 255.0; s += 0.5)
         {
           choose_plan (s, colours, p->flat_area != 0, &plan);
-          int h = nlbayes_halo (&plan);
+          int h = multiscale_halo (nlbayes_halo (&plan), nlbayes_halo (&plan));
           halo = h > halo ? h : halo;
         }
       return halo;
@@ -978,7 +1162,14 @@ cudafx_nlbayes_halo (const cudafx_nlbayes_params *p, int colours)
           free (vst);
         }
     }
-  static const cudafx_noise_model given = { 0 }; /* manual mode: the sigma given, white */
-  choose_plan (plan_sigma (sigma, p->automatic ? &p->noise : &given), colours, p->flat_area != 0, &plan);
+  /* cudafx_nlbayes's choice: two scales for correlated noise without the transform. */
+  if (p->automatic && p->noise.correlated && !p->noise.signal_dependent)
+    {
+      nlbayes_plan coarse;
+      choose_plan (plan_sigma (sigma, MULTISCALE_FINE), colours, p->flat_area != 0, &plan);
+      choose_plan (plan_sigma (sigma, MULTISCALE_COARSE), colours, p->flat_area != 0, &coarse);
+      return multiscale_halo (nlbayes_halo (&plan), nlbayes_halo (&coarse));
+    }
+  choose_plan (plan_sigma (sigma, 1.0), colours, p->flat_area != 0, &plan);
   return nlbayes_halo (&plan);
 }

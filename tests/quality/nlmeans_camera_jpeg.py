@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""NL-means on camera-pipeline JPEGs: PSNR of cudafx's automatic mode, and
-the noise it estimates, beside G'MIC `nlmeans` at its best strength per
-image, on tests/data's photos put through bench/camera_pipeline.py (raw
+"""NL-means and NL-Bayes on camera-pipeline JPEGs: PSNR of cudafx's
+automatic mode of both, and the noise it estimates, beside G'MIC `nlmeans`
+at its best strength per image, on tests/data's photos put through bench/camera_pipeline.py (raw
 mosaic, Poisson-Gaussian raw noise, two demosaicking methods, a colour
 matrix, sRGB, JPEG 85-95). A measurement, not a test: it asserts nothing and
 CI does not run it.
@@ -75,20 +75,22 @@ def main():
     rows = {}
     for name, level, method, quality, clean, noisy in corpus():
         out, _, info = engine.nlmeans(noisy, automatic=True)
+        nlb, _, _ = engine.nlbayes(noisy, automatic=True)
         if use_gmic:
             g_p, g_t, _, g_edge = gmic_best(noisy, clean, level, cache, pool, GMIC_K)
         else:
             g_p, g_t, g_edge = float("nan"), 0, False
-        n_p, o_p = psnr(clean, noisy), psnr(clean, out)
-        rows.setdefault(level, []).append((n_p, o_p, g_p))
+        n_p, o_p, b_p = psnr(clean, noisy), psnr(clean, out), psnr(clean, nlb)
+        rows.setdefault(level, []).append((n_p, o_p, g_p, b_p))
         print(f"  {name:9s} level {level:2d} {method:10s} q{quality}: {model_text(info)}  noisy {n_p:5.2f}  "
-              f"ours {o_p:5.2f}  G'MIC {g_p:5.2f} (T {g_t:g}{'*' if g_edge else ''})", flush=True)
+              f"ours {o_p:5.2f}  nl-bayes {b_p:5.2f}  G'MIC {g_p:5.2f} (T {g_t:g}{'*' if g_edge else ''})", flush=True)
     print(f"\ncamera-pipeline JPEGs: mean PSNR (dB) over {len(PHOTOS)} photos x {len(DEMOSAIC)} demosaicking "
-          "methods; ours --auto, G'MIC nlmeans at its best T per image")
-    print("level  noisy   ours  G'MIC  ours-noisy  G'MIC-noisy  ours-G'MIC")
+          "methods; ours nl-means --auto, nl-bayes automatic, G'MIC nlmeans at its best T per image")
+    print("level  noisy   ours  nl-bayes  G'MIC  ours-noisy  G'MIC-noisy  ours-G'MIC  nl-bayes-ours")
     for level in LEVELS:
-        n, o, g = np.mean(rows[level], axis=0)
-        print(f"{level:5d}  {n:5.2f}  {o:5.2f}  {g:5.2f}  {o - n:+10.2f}  {g - n:+11.2f}  {o - g:+10.2f}")
+        n, o, g, b = np.mean(rows[level], axis=0)
+        print(f"{level:5d}  {n:5.2f}  {o:5.2f}  {b:8.2f}  {g:5.2f}  {o - n:+10.2f}  {g - n:+11.2f}  {o - g:+10.2f}  "
+              f"{b - o:+13.2f}")
 
 
 if __name__ == "__main__":

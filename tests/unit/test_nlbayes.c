@@ -643,6 +643,109 @@ TEST (nlbayes_auto_reports_the_estimate)
   harness_image_free (&given);
 }
 
+/* clean plus correlated noise: white noise of sigma, averaged over 3 x 3
+ * pixels and scaled back to sigma (a pixel's noise shares 2/3 with each
+ * horizontal or vertical neighbour's), clipped. */
+static void
+add_correlated (const cudafx_image *clean, cudafx_image *noisy, double sigma, harness_rng *rng)
+{
+  const int w = clean->width, h = clean->height, ch = clean->channels;
+  double *white = malloc (sizeof (double) * (w + 2) * (h + 2) * ch);
+  for (long i = 0; i < (long) (w + 2) * (h + 2) * ch; i++)
+    white[i] = harness_gauss (rng);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int c = 0; c < ch; c++)
+        {
+          double n = 0;
+          for (int dy = 0; dy < 3; dy++)
+            for (int dx = 0; dx < 3; dx++)
+              n += white[((size_t) (y + dy) * (w + 2) + x + dx) * ch + c];
+          harness_set (noisy, x, y, c, fmin (255, fmax (0, harness_get (clean, x, y, c) + sigma * n / 3)));
+        }
+  free (white);
+}
+
+/* Correlated noise (automatic mode, the estimate given as a host hands it
+ * back) is denoised in two scales: better than the fine pass alone (a
+ * manual run at its sigma), while white noise keeps the one pass at its
+ * sigma; a part with an odd origin and the halo the engine reports equals
+ * the whole run's. */
+TEST (nlbayes_correlated_noise_in_two_scales)
+{
+  const int w = 240, h = 220;
+  const double sigma = 10;
+  harness_rng rng = { 41 };
+  cudafx_image clean = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+  cudafx_image noisy = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+  cudafx_image two = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+  cudafx_image one = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+  double *ref = malloc (sizeof (double) * w * h * 3);
+  fill_blocks (&clean, 0, &rng);
+  add_correlated (&clean, &noisy, sigma, &rng);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int c = 0; c < 3; c++)
+        ref[((size_t) y * w + x) * 3 + c] = harness_get (&clean, x, y, c);
+  cudafx_nlbayes_params p;
+  cudafx_nlbayes_params_init (&p);
+  p.estimate = sigma;
+  p.noise.channels = 3;
+  p.noise.correlated = 1;
+  cudafx_options o = harness_options ();
+  o.threads = 1;
+  CHECK (cudafx_nlbayes (&noisy, &two, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+  cudafx_nlbayes_params fine = manual (4 * sigma, 1);
+  CHECK (cudafx_nlbayes (&noisy, &one, &fine, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+  const double before = psnr_against (&noisy, ref, 3), p_one = psnr_against (&one, ref, 3);
+  const double p_two = psnr_against (&two, ref, 3);
+  CHECK (p_two > p_one + 0.3 && p_two > before + 3, "PSNR noisy %.2f, one pass %.2f, two scales %.2f dB",
+         before, p_one, p_two);
+
+  cudafx_nlbayes_params white = p;
+  white.noise.correlated = 0;
+  cudafx_nlbayes_params given = manual (sigma, 1);
+  CHECK (cudafx_nlbayes (&noisy, &two, &white, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+  CHECK (cudafx_nlbayes (&noisy, &one, &given, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+  CHECK (harness_diff_share (&two, &one, 0) == 0, "white noise is not denoised as the sigma given");
+
+  cudafx_report rep;
+  o.report = &rep;
+  CHECK (cudafx_nlbayes (&noisy, &two, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+  const int exact = rep.backend_used == CUDAFX_BACKEND_CPU;
+  const int halo = cudafx_nlbayes_halo (&p, 3);
+  const int px0 = 85, px1 = 110, py0 = 81, py1 = 100;
+  const int cx0 = px0 - halo > 0 ? px0 - halo : 0, cy0 = py0 - halo > 0 ? py0 - halo : 0;
+  const int cx1 = px1 + halo < w ? px1 + halo : w, cy1 = py1 + halo < h ? py1 + halo : h;
+  CHECK (halo > 0 && cx0 > 0 && cx0 % 2 == 1 && cy0 % 2 == 1 && cx1 < w && cy1 < h,
+         "the part must lie inside with an odd origin: halo %d", halo);
+  cudafx_image part = noisy;
+  part.data = (uint8_t *) noisy.data + (size_t) cy0 * noisy.stride + (size_t) cx0 * 3;
+  part.width = cx1 - cx0;
+  part.height = cy1 - cy0;
+  cudafx_image pdst = harness_image_new (part.width, part.height, 3, 0, CUDAFX_U8, 0);
+  p.origin_x = cx0;
+  p.origin_y = cy0;
+  CHECK (cudafx_nlbayes (&part, &pdst, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+  double worst = 0;
+  long off = 0, total = 0;
+  for (int y = py0; y < py1; y++)
+    for (int x = px0; x < px1; x++)
+      for (int c = 0; c < 3; c++, total++)
+        {
+          double d = fabs (harness_get (&pdst, x - cx0, y - cy0, c) - harness_get (&two, x, y, c));
+          worst = d > worst ? d : worst;
+          off += d > 1;
+        }
+  CHECK (exact ? worst == 0 : (double) off / total < 0.001, "the part differs from the whole by %g", worst);
+  harness_image_free (&pdst);
+  harness_image_free (&clean);
+  harness_image_free (&noisy);
+  harness_image_free (&two);
+  harness_image_free (&one);
+  free (ref);
+}
+
 static int
 cancel_at_half (double fraction, void *user_data)
 {
