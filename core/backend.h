@@ -55,6 +55,28 @@ median_key_float (uint32_t k)
   return cudafx_bits_float (k & 0x80000000u ? k & 0x7fffffffu : ~k);
 }
 
+/* Non-finite f32 values: left as they are in the output, and kept out of
+ * their neighbours' windows, whose rank is then taken among the finite
+ * values (median_window_rank of their number): a NaN has no place in the
+ * order, and an infinity, ranked, would make a dark or bright spot of the
+ * window's size from one bad value. Both backends rank by
+ * median_known_key, which gives every non-finite value the one key above
+ * all finite ones (a NaN's own key), MEDIAN_UNKNOWN_KEY. */
+#define MEDIAN_UNKNOWN_KEY 0xffffffffu
+
+static inline CUDAFX_HOST_DEVICE uint32_t
+median_known_key (float f)
+{
+  return isfinite (f) ? median_float_key (f) : MEDIAN_UNKNOWN_KEY;
+}
+
+/* The rank round(p/100 (n - 1)) of the value a window of n takes. */
+static inline CUDAFX_HOST_DEVICE int
+median_window_rank (double percentile, int n)
+{
+  return (int) lround (percentile / 100.0 * (n - 1));
+}
+
 typedef struct {
   int          radius;
   cudafx_shape shape;

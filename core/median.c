@@ -5,7 +5,11 @@
  * among the n values of its channel in the window around it. The window is
  * the (2r+1)² square, or the disc of offsets with dx² + dy² ≤ r² (column dx
  * then spans |dy| ≤ floor(sqrt(r² − dx²))). Borders replicate the edge pixels.
- * Channels, alpha included, are filtered independently.
+ * Channels, alpha included, are filtered independently. Non-finite f32
+ * values are left as they are and kept out of their neighbours' windows,
+ * whose rank is then taken among the finite values (core/backend.h,
+ * median_known_key): the network's outputs near one are selected again
+ * (known_row), the histogram counts them in a bin of their own.
  *
  * Three methods, chosen in median_cpu:
  *
@@ -52,6 +56,7 @@ typedef struct {
   const cudafx_image *src;
   cudafx_image       *dst;
   const median_plan  *p;
+  const uint8_t      *unknown_rows; /* f32: 1 for a row holding a non-finite value; NULL: none */
 } median_job;
 
 /* Half-height of window column dx (also half-width of window row dy). */
@@ -94,10 +99,63 @@ window_size (int r, cudafx_shape shape)
   return n;
 }
 
-static int
-window_rank (int n, double percentile)
+/* The output of element (x, y, ch) of an f32 image by the finite values of
+ * its window alone (backend.h, median_known_key): the window's keys sorted
+ * (a few dozen: the network's windows), or the element itself when it is
+ * not finite. */
+static float
+known_select (const median_job *job, int x, int y, int ch)
 {
-  return (int) lround (percentile / 100.0 * (n - 1));
+  const cudafx_image *src = job->src;
+  const median_plan *p = job->p;
+  const int c = src->channels, r = p->radius;
+  const float centre = ((const float *) cudafx_row (src, y))[(size_t) x * c + ch];
+  if (!isfinite (centre))
+    return centre;
+  uint32_t keys[NETWORK_MAX_WINDOW];
+  int m = 0;
+  for (int dx = -r; dx <= r; dx++)
+    for (int dy = -p->half[dx + r]; dy <= p->half[dx + r]; dy++)
+      {
+        const float *row = (const float *) cudafx_row (src, clamp_int (y + dy, 0, src->height - 1));
+        uint32_t k = median_known_key (row[(size_t) clamp_int (x + dx, 0, src->width - 1) * c + ch]);
+        if (k == MEDIAN_UNKNOWN_KEY)
+          continue;
+        int i = m++;
+        for (; i > 0 && keys[i - 1] > k; i--)
+          keys[i] = keys[i - 1];
+        keys[i] = k;
+      }
+  return median_key_float (keys[median_window_rank (p->percentile, m)]);
+}
+
+/* Row y of the network's output, where a window holds a non-finite value:
+ * those outputs again by known_select (the network's order is no order for
+ * NaN). Only f32 images holding one pay for it. */
+static void
+known_row (const median_job *job, int y)
+{
+  const cudafx_image *src = job->src;
+  const int r = job->p->radius, w = src->width, c = src->channels;
+  int any = 0;
+  for (int dy = -r; dy <= r && !any; dy++)
+    any = job->unknown_rows[clamp_int (y + dy, 0, src->height - 1)];
+  if (!any)
+    return;
+  float *out = (float *) cudafx_row (job->dst, y);
+  for (int x = 0; x < w; x++)
+    for (int ch = 0; ch < c; ch++)
+      {
+        int near = 0;
+        for (int dy = -r; dy <= r && !near; dy++)
+          {
+            const float *row = (const float *) cudafx_row (src, clamp_int (y + dy, 0, src->height - 1));
+            for (int dx = -r; dx <= r && !near; dx++)
+              near = !isfinite (row[(size_t) clamp_int (x + dx, 0, w - 1) * c + ch]);
+          }
+        if (near)
+          out[(size_t) x * c + ch] = known_select (job, x, y, ch);
+      }
 }
 
 /* ==== selection network ================================================== */
@@ -466,6 +524,8 @@ network_rows (void *ctx_, int y0, int y1)
         memcpy (cudafx_row (ctx->job->dst, y) + (size_t) x0 * c * net->esize,
                 work + net->out_slot * slot_bytes + net->out_off * net->esize,
                 (size_t) n_out * net->esize);
+        if (ctx->job->unknown_rows && x0 + n_px == src->width)
+          known_row (ctx->job, y);
       }
 }
 
@@ -542,12 +602,36 @@ typedef struct {
   int               levels;
   const int        *extent;    /* half-width of window row dy, index dy + r */
   int               rank;
+  uint32_t          unknown_bin; /* f32: the non-finite values' rank, UINT32_MAX: none */
   histogram        *hists;     /* per thread */
 } hist_ctx;
 
+/* f32: the rank of the output among the window's finite values (the
+ * non-finite ones all count in unknown_bin, above every finite bin). */
+static inline int
+hist_rank_f32 (const hist_ctx *ctx, const histogram *h)
+{
+  if (ctx->unknown_bin == UINT32_MAX)
+    return ctx->rank;
+  int unknown = h->level[h->levels - 1][ctx->unknown_bin];
+  return unknown ? median_window_rank (ctx->job->p->percentile, ctx->job->p->n - unknown) : ctx->rank;
+}
+
+/* f32: the value of a bin, or the source element i of row y when that is
+ * not finite (left as it is). */
+static inline float
+hist_value_f32 (const hist_ctx *ctx, int y, size_t i, uint32_t bin)
+{
+  const uint32_t *ranks = (const uint32_t *) ((const uint8_t *) ctx->bins + (size_t) y * ctx->bin_stride);
+  if (ranks[i] == ctx->unknown_bin)
+    return ((const float *) cudafx_row (ctx->job->src, y))[i];
+  return ctx->values[bin];
+}
+
 /* Huang's sliding window over one output row, per channel. BIN_T is the bin
- * element type; STORE writes the value of a bin to dst element i. */
-#define DEFINE_HIST_ROW(BIN_T, suffix, STORE)                                  \
+ * element type; RANK the rank to select; STORE writes the value of a bin to
+ * dst element i. */
+#define DEFINE_HIST_ROW(BIN_T, suffix, RANK, STORE)                            \
   static void                                                                  \
   hist_row_##suffix (const hist_ctx *ctx, histogram *h, int y)                 \
   {                                                                            \
@@ -565,7 +649,7 @@ typedef struct {
             hist_add (h, rows[dy][clamp_int (dx, 0, w - 1) * c + ch], 1);      \
         for (int x = 0;; x++)                                                  \
           {                                                                    \
-            uint32_t bin = hist_select (h, ctx->rank);                         \
+            uint32_t bin = hist_select (h, RANK);                              \
             STORE (drow, x * c + ch, bin);                                     \
             if (x == w - 1)                                                    \
               break;                                                           \
@@ -583,9 +667,9 @@ typedef struct {
   }
 
 #define STORE_U8(row, i, bin) ((uint8_t *) (row))[i] = (uint8_t) (bin)
-#define STORE_F32(row, i, bin) ((float *) (row))[i] = ctx->values[bin]
-DEFINE_HIST_ROW (uint8_t, u8, STORE_U8)
-DEFINE_HIST_ROW (uint32_t, f32, STORE_F32)
+#define STORE_F32(row, i, bin) ((float *) (row))[i] = hist_value_f32 (ctx, y, i, bin)
+DEFINE_HIST_ROW (uint8_t, u8, ctx->rank, STORE_U8)
+DEFINE_HIST_ROW (uint32_t, f32, hist_rank_f32 (ctx, h), STORE_F32)
 
 CUDAFX_CPU_CLONES static void
 hist_rows (void *ctx_, int y0, int y1)
@@ -604,7 +688,7 @@ hist_rows (void *ctx_, int y0, int y1)
  * gives the float back. */
 static cudafx_status
 rank_transform (const cudafx_image *src, uint32_t **ranks_out, float **values_out,
-                uint32_t *n_distinct)
+                uint32_t *n_distinct, uint32_t *unknown_rank)
 {
   size_t row_n = (size_t) src->width * src->channels, n, bytes;
   if (!mul_size (row_n, src->height, &n) || n > UINT32_MAX || !mul_size (n, 4 * sizeof (uint32_t), &bytes))
@@ -622,7 +706,7 @@ rank_transform (const cudafx_image *src, uint32_t **ranks_out, float **values_ou
       const float *row = (const float *) cudafx_row (src, y);
       for (size_t i = 0; i < row_n; i++)
         {
-          keys[y * row_n + i] = median_float_key (row[i]);
+          keys[y * row_n + i] = median_known_key (row[i]);
           idx[y * row_n + i] = (uint32_t) (y * row_n + i);
         }
     }
@@ -655,6 +739,8 @@ rank_transform (const cudafx_image *src, uint32_t **ranks_out, float **values_ou
       ranks[idx[i]] = d;
     }
   *n_distinct = d + 1;
+  /* every non-finite value has the largest key: the last rank is theirs */
+  *unknown_rank = keys[n - 1] == MEDIAN_UNKNOWN_KEY ? d : UINT32_MAX;
   values = malloc ((size_t) (d + 1) * sizeof *values);
   if (!values)
     goto out;
@@ -687,12 +773,12 @@ median_histogram (const median_job *job, const cudafx_options *o)
   uint32_t *ranks = NULL, n_bins = 256;
   float *values = NULL;
   /* the window is symmetric: row dy's half-width is column dy's half-height */
-  hist_ctx ctx = { job, src->data, src->stride, NULL, 0, p->half, p->rank, NULL };
+  hist_ctx ctx = { job, src->data, src->stride, NULL, 0, p->half, p->rank, UINT32_MAX, NULL };
   cudafx_status status;
 
   if (src->type == CUDAFX_F32)
     {
-      status = rank_transform (src, &ranks, &values, &n_bins);
+      status = rank_transform (src, &ranks, &values, &n_bins, &ctx.unknown_bin);
       if (status)
         return status;
       ctx.bins = ranks;
@@ -883,9 +969,30 @@ cudafx_status
 cudafx_median_cpu (const cudafx_image *src, cudafx_image *dst, const median_plan *plan,
                    const cudafx_options *o)
 {
-  const median_job job = { src, dst, plan };
+  median_job job = { src, dst, plan, NULL };
   if (plan->radius <= NETWORK_MAX_RADIUS)
-    return median_network (&job, o);
+    {
+      /* f32: the rows holding a non-finite value, whose windows known_row
+       * takes again */
+      uint8_t *unknown = NULL;
+      if (src->type == CUDAFX_F32)
+        {
+          int any = 0;
+          if (!(unknown = calloc (src->height, 1)))
+            return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "median: out of memory");
+          for (int y = 0; y < src->height; y++)
+            {
+              const float *row = (const float *) cudafx_row (src, y);
+              for (size_t i = 0; i < (size_t) src->width * src->channels && !unknown[y]; i++)
+                unknown[y] = !isfinite (row[i]);
+              any |= unknown[y];
+            }
+          job.unknown_rows = any ? unknown : NULL;
+        }
+      cudafx_status s = median_network (&job, o);
+      free (unknown);
+      return s;
+    }
   if (src->type == CUDAFX_U8 && plan->shape == CUDAFX_SHAPE_SQUARE)
     return median_columns (&job, o);
   return median_histogram (&job, o);
@@ -924,6 +1031,6 @@ cudafx_median (const cudafx_image *src, cudafx_image *dst,
   for (int dx = -p->radius; dx <= p->radius; dx++)
     call.plan.half[dx + p->radius] = window_extent (p->radius, dx, p->shape);
   call.plan.n = window_size (p->radius, p->shape);
-  call.plan.rank = window_rank (call.plan.n, p->percentile);
+  call.plan.rank = median_window_rank (p->percentile, call.plan.n);
   return cudafx_dispatch ("median", median_run, &call, src, dst, 1, o);
 }

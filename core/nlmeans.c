@@ -23,7 +23,10 @@
  * Buades et al. 2005). In manual mode g is flat, the centre weighs 1 and
  * s = 0, so h means what it means for OpenCV's fastNlMeansDenoising; in
  * automatic mode s is the estimated noise sigma and the rest comes from
- * choose_params below. Alpha is copied unchanged.
+ * choose_params below. Alpha is copied unchanged. Non-finite f32 values are
+ * left as they are; the patches around them read them as 0, and a pixel
+ * holding one weighs 0 as its neighbours' candidate (core/nlmeans.h,
+ * nlmeans_patch_value).
  *
  * Order of the arithmetic, which cuda/nlmeans.cu follows so that its
  * distances are the same floats (no fused multiply-adds on either side):
@@ -103,12 +106,13 @@ size_mul (size_t a, size_t b, size_t *out)
 }
 
 /* Reads channel c of image row y at column x (clamped) on the 0..255 scale
- * into out[0..n), for columns x0 .. x0+n-1. */
-CUDAFX_CPU_CLONES static void
+ * into out[0..n), for columns x0 .. x0+n-1; f32 through nlmeans_patch_value.
+ * Returns whether an f32 value was non-finite. */
+CUDAFX_CPU_CLONES static int
 load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
 {
   const uint8_t *row = cudafx_row (img, y);
-  int ch = img->channels;
+  int ch = img->channels, unknown = 0;
   for (int i = 0; i < n; i++)
     {
       int x = x0 + i;
@@ -116,8 +120,13 @@ load_row (const cudafx_image *img, int y, int c, int x0, int n, float *out)
       if (img->type == CUDAFX_U8)
         out[i] = row[(size_t) x * ch + c];
       else
-        out[i] = ((const float *) row)[(size_t) x * ch + c] * 255.0f;
+        {
+          float v = ((const float *) row)[(size_t) x * ch + c];
+          unknown |= !isfinite (v);
+          out[i] = nlmeans_patch_value (v);
+        }
     }
+  return unknown;
 }
 
 /* The row kernels below are written for a constant channel count n or
@@ -212,14 +221,18 @@ weight_row (const float *const *hrows, const float *g, float *w, int dw, float s
 }
 
 /* acc_c[x] += w[x] nb_c[x] for the n colour planes, the weight plane
- * acc_n[x] += w[x] and the largest weight acc_n+1[x]; x < tw. */
+ * acc_n[x] += w[x] and the largest weight acc_n+1[x]; x < tw. unknown: the
+ * tile holds non-finite values, and a neighbour holding one weighs 0. */
 ALWAYS_INLINE void
 accumulate_n (float *restrict acc, size_t tplane, const float *restrict w,
-              const float *restrict nb, size_t plane, int tw, const int n)
+              const float *restrict nb, size_t plane, int tw, const int n, const int unknown)
 {
   for (int x = 0; x < tw; x++)
     {
       float wx = w[x], m = acc[(n + 1) * tplane + x];
+      if (unknown)
+        for (int c = 0; c < n; c++)
+          wx = nlmeans_unknown (nb[c * plane + x]) ? 0.0f : wx;
       for (int c = 0; c < n; c++)
         acc[c * tplane + x] += wx * nb[c * plane + x];
       acc[n * tplane + x] += wx;
@@ -227,16 +240,22 @@ accumulate_n (float *restrict acc, size_t tplane, const float *restrict w,
     }
 }
 
+/* The check for unknown values is a build of its own, so that tiles
+ * without them (every u8 tile) pay nothing for it. */
 CUDAFX_CPU_CLONES static void
-accumulate (float *acc, size_t tplane, const float *w, const float *nb, size_t plane, int tw, int n)
+accumulate (float *acc, size_t tplane, const float *w, const float *nb, size_t plane, int tw, int n,
+            int unknown)
 {
+#define CALL(k) (unknown ? accumulate_n (acc, tplane, w, nb, plane, tw, k, 1) \
+                         : accumulate_n (acc, tplane, w, nb, plane, tw, k, 0))
   switch (n)
     {
-    case 1:  accumulate_n (acc, tplane, w, nb, plane, tw, 1); break;
-    case 2:  accumulate_n (acc, tplane, w, nb, plane, tw, 2); break;
-    case 3:  accumulate_n (acc, tplane, w, nb, plane, tw, 3); break;
-    default: accumulate_n (acc, tplane, w, nb, plane, tw, 4); break;
+    case 1:  CALL (1); break;
+    case 2:  CALL (2); break;
+    case 3:  CALL (3); break;
+    default: CALL (4); break;
     }
+#undef CALL
 }
 
 /* Tile [x0, x1) x [y0, y1) of the image into dst. */
@@ -252,12 +271,13 @@ nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, 
   const float *g = plan->patch_weights;
 
   /* planes[c] at (row i, column j) is I_c (y0 - R + i, x0 - R + j). */
+  int unknown = 0;
   for (int c = 0; c < n; c++)
     for (int i = 0; i < ph; i++)
       {
         int y = y0 - R + i;
         y = y < 0 ? 0 : y >= job->src->height ? job->src->height - 1 : y;
-        load_row (job->src, y, c, x0 - R, pw, wk->planes + c * plane + (size_t) i * pw);
+        unknown |= load_row (job->src, y, c, x0 - R, pw, wk->planes + c * plane + (size_t) i * pw);
       }
 
   /* Sums and the largest weight start at 0; the centre comes last. */
@@ -295,14 +315,14 @@ nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, 
             const int r = q - P;
             if (r >= 0)
               accumulate (wk->acc + (size_t) r * tw, tplane, w - lo,
-                          wk->planes + (size_t) (r + dy + R) * pw + R + dx, plane, tw, n);
+                          wk->planes + (size_t) (r + dy + R) * pw + R + dx, plane, tw, n, unknown);
             if (r + dy < th)
               accumulate (wk->acc + (size_t) (r + dy) * tw, tplane, w - lo - dx,
-                          wk->planes + (size_t) (r + R) * pw + R - dx, plane, tw, n);
+                          wk->planes + (size_t) (r + R) * pw + R - dx, plane, tw, n, unknown);
           }
       }
 
-  /* The centre, normalise and store; alpha is copied. */
+  /* The centre, normalise and store; alpha and non-finite values are copied. */
   const cudafx_image *src = job->src;
   cudafx_image *dst = job->dst;
   const int ch = src->channels;
@@ -335,7 +355,7 @@ nlmeans_tile (const nlmeans_job *job, nlmeans_work *wk, int x0, int x1, int y0, 
                   drow[e] = (uint8_t) (v + 0.5f);
                 }
               else
-                ((float *) drow)[e] = v / 255.0f;
+                ((float *) drow)[e] = nlmeans_unknown (centre[x]) ? ((const float *) srow)[e] : v / 255.0f;
             }
         }
     }

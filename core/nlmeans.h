@@ -60,6 +60,28 @@ nlmeans_exp_neg (float x)
   return p * scale.f;
 }
 
+/* Non-finite f32 values: the output keeps them, and the patches around
+ * read them as 0, as nl-bayes' do, so that one bad value does not spread
+ * through every weight it meets; a pixel holding one is no candidate for
+ * its neighbours (weight 0), since its value would pull theirs towards 0.
+ * Both backends load an f32 value x as nlmeans_patch_value (x) on the
+ * 0..255 scale: a non-finite one as -0.0f, which the squared differences
+ * read as 0 and nlmeans_unknown recognises; + 0.0f turns a genuine -0.0
+ * into +0.0 (the same value in every sum), so that the mark is the bad
+ * values' alone. */
+static inline NLMEANS_HOST_DEVICE float
+nlmeans_patch_value (float x)
+{
+  return isfinite (x) ? x * 255.0f + 0.0f : -0.0f;
+}
+
+static inline NLMEANS_HOST_DEVICE int
+nlmeans_unknown (float v)
+{
+  union { float f; uint32_t i; } u = { v };
+  return u.i == 0x80000000u;
+}
+
 /* The centre's weight from the largest weight of the other offsets. */
 static inline NLMEANS_HOST_DEVICE float
 nlmeans_centre_weight (int centre_max, float max_weight)

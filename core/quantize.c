@@ -30,8 +30,9 @@
  * --fmad=false), so CPU and GPU compute the same features. u8 images read the
  * sRGB decode from a 256-entry table filled by the same function.
  *
- * Voting. Pixels with alpha 0 do not vote (unless every pixel is transparent;
- * then all vote). n = number of voting pixels.
+ * Voting. Pixels with alpha 0 do not vote, nor f32 pixels holding a
+ * non-finite value (quantize.h, quantize_known), unless no pixel would; then
+ * all vote. n = number of voting pixels.
  *
  * Seeding (on the device on the CUDA backend, see Backends). Sample S =
  * min (n, 65536) voting pixels: sample j is the voting pixel of rank
@@ -87,7 +88,8 @@
  *
  * Mapping: features of the palette entries as above; every pixel (transparent
  * ones too) takes the nearest entry (ties to the lowest index) and its colour
- * channels become exactly that entry; alpha is copied.
+ * channels become exactly that entry; alpha is copied. An f32 pixel holding
+ * a non-finite value is copied as it is.
  *
  * Given palette: its entries, rounded to the element type as above but
  * duplicates kept (an entry keeps its index; the first of equal entries is
@@ -112,8 +114,8 @@
  * 5/16 down, 1/16 down-right. With reduced bleeding (GIMP's
  * FSLOWBLEED), each channel's incoming error, summed as above, first goes
  * through quantize_limit_error (1:1 to 24 levels, 1:2 to 72, then 48).
- * Transparent pixels take their plain nearest
- * entry and neither receive nor pass on error. Both backends run it as a
+ * Transparent pixels (and non-finite ones, as voting says) take their
+ * plain nearest entry and neither receive nor pass on error. Both backends run it as a
  * wavefront, each row two pixels behind the one above, which keeps every
  * float addition in the sequential order: the same output for any thread
  * count (see dither_row) and on the device (cuda/quantize.cu, where a warp
@@ -316,8 +318,8 @@ is_voting (const quantize_ctx *q, const uint8_t *row, int x)
   const cudafx_image *src = q->src;
   if (q->everyone_votes)
     return 1;
-  size_t a = (size_t) x * src->channels + src->channels - 1;
-  return src->type == CUDAFX_U8 ? row[a] != 0 : ((const float *) row)[a] != 0.0f;
+  return quantize_votes (row + (size_t) x * src->channels * cudafx_type_size (src->type), src->type == CUDAFX_U8,
+                         q->fs.dims, src->channels, src->has_alpha);
 }
 
 /* First pass: counts the voting pixels of each row. */
@@ -458,7 +460,8 @@ assign_colours (void *ctx_, int b0, int b1)
     }
 }
 
-/* Writes palette entry best_k[i] to pixel x0 + i of row y, alpha copied. */
+/* Writes palette entry best_k[i] to pixel x0 + i of row y, alpha copied;
+ * an f32 pixel quantize_known_f32 finds unknown is copied whole. */
 CUDAFX_CPU_CLONES static void
 write_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
              const int32_t *best_k)
@@ -479,6 +482,8 @@ write_block (quantize_ctx *q, int y, int x0, int len, const float *const *f,
           if (src->has_alpha)
             drow[at + ch - 1] = srow[at + ch - 1];
         }
+      else if (!quantize_known_f32 ((const float *) srow + at, dims, ch, src->has_alpha))
+        memcpy ((float *) drow + at, (const float *) srow + at, ch * sizeof (float));
       else
         {
           for (int c = 0; c < dims; c++)
@@ -1626,7 +1631,9 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
     return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "quantize: out of memory");
   q->src = src;
   q->width = src->width;
-  q->everyone_votes = !src->has_alpha;
+  /* f32 without alpha: every pixel votes unless one is not finite (the
+   * vote pass below finds out) */
+  q->everyone_votes = !src->has_alpha && src->type == CUDAFX_U8;
   feature_space_init (&q->fs, dims, p->color_space == CUDAFX_SPACE_OKLAB);
 
   if (n / (size_t) src->width != (size_t) h || n > SIZE_MAX / sizeof (float))
@@ -1646,7 +1653,7 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
   int pieces = row_pieces (src, o);
   if (!pieces && (s = cudafx_source_rows (o, FILTER, h)))
     goto done;
-  /* without alpha every row votes whole: no pass (nor threads) needed */
+  /* u8 without alpha: every row votes whole, no pass (nor threads) needed */
   if (q->everyone_votes)
     for (int y = 0; y < h; y++)
       q->row_votes[y] = q->width;
@@ -1655,6 +1662,8 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
   uint64_t n_vote = 0;
   for (int y = 0; y < h; y++)
     n_vote += (uint64_t) q->row_votes[y];
+  if (n_vote == n && !src->has_alpha)
+    q->everyone_votes = 1;
   if (n_vote == 0)
     {
       /* nothing is visible: let every pixel vote rather than have no palette */

@@ -163,6 +163,43 @@ quantize_sanitize (float x)
        : x < -QUANTIZE_FEATURE_LIMIT ? -QUANTIZE_FEATURE_LIMIT : x;
 }
 
+/* Non-finite f32 pixels: a pixel whose colour (on the 0..255 scale the
+ * features are computed on, x 255) or alpha (as stored) is NaN or infinite
+ * has no colour to vote for, and counted it would pull a centre towards
+ * the clamped feature, or spend an entry of a small palette on itself. So
+ * it does not vote (nor, in Floyd-Steinberg, take or pass on error, as a
+ * transparent pixel) and the mapping leaves it as it is. x255: the dims
+ * colour values x 255; alpha: as stored (0 without one). */
+static inline CUDAFX_HOST_DEVICE int
+quantize_known (const float *x255, int dims, float alpha)
+{
+  int known = isfinite (alpha);
+  for (int c = 0; c < dims; c++)
+    known &= isfinite (x255[c]);
+  return known;
+}
+
+/* quantize_known for an f32 pixel as stored (channels values). */
+static inline CUDAFX_HOST_DEVICE int
+quantize_known_f32 (const float *px, int dims, int channels, int has_alpha)
+{
+  float x255[3] = { 0.0f, 0.0f, 0.0f };
+  for (int c = 0; c < dims; c++)
+    x255[c] = px[c] * 255.0f;
+  return quantize_known (x255, dims, has_alpha ? px[channels - 1] : 0.0f);
+}
+
+/* Whether a pixel votes: its alpha is not 0 (with alpha) and, f32, it is
+ * known. px: the pixel's values as stored. */
+static inline CUDAFX_HOST_DEVICE int
+quantize_votes (const uint8_t *px, int u8, int dims, int channels, int has_alpha)
+{
+  if (u8)
+    return !has_alpha || px[channels - 1] != 0;
+  const float *f = (const float *) px;
+  return quantize_known_f32 (f, dims, channels, has_alpha) && (!has_alpha || f[channels - 1] != 0.0f);
+}
+
 /* Features of one colour given as 0..255-scale floats x[0..dims-1]; `code`
  * holds the u8 values when the caller has them (decode, a table of
  * srgb_decode on the u8 codes, then replaces the decode). */

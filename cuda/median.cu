@@ -75,16 +75,20 @@ constexpr int HIST_THREADS = 32;        /* one warp; bins interleaved by thread:
 constexpr int HIST_SEGMENT = 64;        /* output rows per thread */
 
 template <typename T> struct key_of;
+/* known: whether a key may be MEDIAN_UNKNOWN_KEY (core/backend.h: a
+ * non-finite value, left as it is and kept out of its neighbours' windows). */
 template <> struct key_of<unsigned char>
 {
   static constexpr int bits = 8;
+  static constexpr bool known = false;
   __device__ static unsigned to (unsigned char v) { return v; }
   __device__ static unsigned char from (unsigned k) { return (unsigned char) k; }
 };
 template <> struct key_of<float>
 {
   static constexpr int bits = 32;
-  __device__ static unsigned to (float v) { return median_float_key (v); }
+  static constexpr bool known = true;
+  __device__ static unsigned to (float v) { return median_known_key (v); }
   __device__ static float from (unsigned k) { return median_key_float (k); }
 };
 
@@ -116,7 +120,7 @@ load (const unsigned char *base, size_t pitch, int y, int x, int channels, int c
  * R == 0: radius r at run time, keys re-read from the cache each round. */
 template <typename T, int R>
 __global__ void
-median_select_kernel (cfx_stripe s, int r, int circle, int rank)
+median_select_kernel (cfx_stripe s, int r, int circle, int rank, int n, double percentile)
 {
   int x = blockIdx.x * blockDim.x + threadIdx.x;
   int y = blockIdx.y * blockDim.y + threadIdx.y; /* output row within the stripe */
@@ -126,6 +130,15 @@ median_select_kernel (cfx_stripe s, int r, int circle, int rank)
   int cy = y + s.halo; /* centre row in the input stripe */
   for (int c = 0; c < s.channels; c++)
     {
+      if (key_of<T>::known)
+        {
+          T centre = load<T> (s.d_src, s.src_pitch, cy, x, s.channels, c);
+          if (key_of<T>::to (centre) == MEDIAN_UNKNOWN_KEY)
+            {
+              out[c] = centre;
+              continue;
+            }
+        }
       unsigned key;
       if (R > 0)
         {
@@ -142,7 +155,17 @@ median_select_kernel (cfx_stripe s, int r, int circle, int rank)
                 keys[i] = key_of<T>::to (load<T> (s.d_src, s.src_pitch, cy + dy, xx, s.channels, c));
                 in[i] = !circle || dx * dx + dy * dy <= R * R;
               }
-          key = select_rank<T> (rank, [&] (unsigned mid) {
+          int k = rank;
+          if (key_of<T>::known)
+            {
+              int unknown = 0;
+#pragma unroll
+              for (int i = 0; i < N; i++)
+                unknown += in[i] && keys[i] == MEDIAN_UNKNOWN_KEY;
+              if (unknown)
+                k = median_window_rank (percentile, n - unknown);
+            }
+          key = select_rank<T> (k, [&] (unsigned mid) {
             int n = 0;
 #pragma unroll
             for (int i = 0; i < N; i++)
@@ -151,23 +174,35 @@ median_select_kernel (cfx_stripe s, int r, int circle, int rank)
           });
         }
       else
-        key = select_rank<T> (rank, [&] (unsigned mid) {
-          int n = 0;
-          for (int dy = -r; dy <= r; dy++)
+        {
+          /* count_le (mid): window keys <= mid */
+          auto count_le = [&] (unsigned mid) {
+            int m = 0;
+            for (int dy = -r; dy <= r; dy++)
+              {
+                int half = circle ? (int) sqrtf ((float) (r * r - dy * dy)) : r;
+                while (circle && half * half + dy * dy > r * r)
+                  half--;
+                while (circle && (half + 1) * (half + 1) + dy * dy <= r * r)
+                  half++;
+                for (int dx = -half; dx <= half; dx++)
+                  {
+                    int xx = min (max (x + dx, 0), s.width - 1);
+                    m += key_of<T>::to (load<T> (s.d_src, s.src_pitch, cy + dy, xx, s.channels, c)) <= mid;
+                  }
+              }
+            return m;
+          };
+          int k = rank;
+          if (key_of<T>::known)
             {
-              int half = circle ? (int) sqrtf ((float) (r * r - dy * dy)) : r;
-              while (circle && half * half + dy * dy > r * r)
-                half--;
-              while (circle && (half + 1) * (half + 1) + dy * dy <= r * r)
-                half++;
-              for (int dx = -half; dx <= half; dx++)
-                {
-                  int xx = min (max (x + dx, 0), s.width - 1);
-                  n += key_of<T>::to (load<T> (s.d_src, s.src_pitch, cy + dy, xx, s.channels, c)) <= mid;
-                }
+              /* the finite values: those below the unknown key */
+              int known = count_le (MEDIAN_UNKNOWN_KEY - 1);
+              if (known < n)
+                k = median_window_rank (percentile, known);
             }
-          return n;
-        });
+          key = select_rank<T> (k, count_le);
+        }
       out[c] = key_of<T>::from (key);
     }
 }
@@ -750,10 +785,10 @@ launch_select (const median_ctx *m, const cfx_stripe *s)
   int r = m->p->radius, circle = m->p->shape == CUDAFX_SHAPE_CIRCLE;
   switch (r)
     {
-    case 1: median_select_kernel<T, 1><<<grid, block, 0, s->stream>>> (*s, r, circle, m->rank); break;
-    case 2: median_select_kernel<T, 2><<<grid, block, 0, s->stream>>> (*s, r, circle, m->rank); break;
-    case 3: median_select_kernel<T, 3><<<grid, block, 0, s->stream>>> (*s, r, circle, m->rank); break;
-    default: median_select_kernel<T, 0><<<grid, block, 0, s->stream>>> (*s, r, circle, m->rank); break;
+    case 1: median_select_kernel<T, 1><<<grid, block, 0, s->stream>>> (*s, r, circle, m->rank, m->p->n, m->p->percentile); break;
+    case 2: median_select_kernel<T, 2><<<grid, block, 0, s->stream>>> (*s, r, circle, m->rank, m->p->n, m->p->percentile); break;
+    case 3: median_select_kernel<T, 3><<<grid, block, 0, s->stream>>> (*s, r, circle, m->rank, m->p->n, m->p->percentile); break;
+    default: median_select_kernel<T, 0><<<grid, block, 0, s->stream>>> (*s, r, circle, m->rank, m->p->n, m->p->percentile); break;
     }
   return cfx_check_launch ("median", "median_select_kernel");
 }

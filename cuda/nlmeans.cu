@@ -327,6 +327,20 @@ add_neighbour (float w, const float (&v)[NA], float (&acc)[NA + 2])
     acc[NA + 1] = fmaxf (acc[NA + 1], w);
 }
 
+/* A neighbour's weight w, or 0 when it is an f32 pixel holding a
+ * non-finite value (nlmeans_unknown, core/nlmeans.h: its value would pull
+ * the output towards 0); u8 pixels have none. */
+template <int NA, bool U8>
+__device__ __forceinline__ float
+candidate_weight (float w, const float (&v)[NA])
+{
+  if constexpr (!U8)
+#pragma unroll
+    for (int c = 0; c < NA; c++)
+      w = nlmeans_unknown (v[c]) ? 0.0f : w;
+  return w;
+}
+
 /* CD for one offset: the distances of the thread's RPT pixels from the
  * horizontal sums at hcol, their weights, and the weighted neighbours, the
  * first at tile index nb (rows iws apart, a compile-time constant). */
@@ -342,7 +356,7 @@ weigh (const hsum<P, NA, FLAT> *hcol, int hs, const unsigned *px, const float *p
     {
       float v[NA];
       pixel<NA, U8> (px, planes, plane, nb + j * iws, v);
-      add_neighbour<NA, FLAT> (weight_of<FLAT> (d[j], a), v, acc[j]);
+      add_neighbour<NA, FLAT> (candidate_weight<NA, U8> (weight_of<FLAT> (d[j], a), v), v, acc[j]);
     }
 }
 
@@ -511,8 +525,9 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
   const int bx0 = blockIdx.x * TILE_W, by0 = blockIdx.y * TILE_H; /* stripe coordinates */
   const int channels = s.channels;
 
-  /* The tile plus halo, 0..255 scale; channels past the image's colours are
-   * 0. Rows past the stripe's buffer only feed outputs past its last row
+  /* The tile plus halo, 0..255 scale (f32 through nlmeans_patch_value:
+   * non-finite values read as 0 and are marked); channels past the image's
+   * colours are 0. Rows past the stripe's buffer only feed outputs past its last row
    * (never stored), so clamping them there just keeps the reads inside. */
   const int buffer_rows = s.rows + 2 * s.halo;
   for (int i = tid; i < L.ih * L.iw; i += THREADS)
@@ -534,7 +549,7 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
 #pragma unroll
         for (int c = 0; c < NA; c++)
           ((float *) shm)[c * plane + r * L.iws + col]
-            = c < a.colours ? ((const float *) row)[e + c] * 255.0f : 0.0f;
+            = c < a.colours ? nlmeans_patch_value (((const float *) row)[e + c]) : 0.0f;
     }
 
   /* CD's outputs: column tx, tile rows row0 .. row0 + RPT - 1. */
@@ -594,7 +609,8 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
       dy += n;
     }
 
-  /* Store: partial sums to the scratch, or the result (alpha copied). */
+  /* Store: partial sums to the scratch, or the result (alpha and non-finite
+   * values copied). */
 #pragma unroll
   for (int j = 0; j < RPT; j++)
     {
@@ -627,7 +643,7 @@ nlmeans_kernel (cfx_stripe s, nlm_args a)
               dst[e + ch] = (unsigned char) (v + 0.5f);
             }
           else
-            ((float *) dst)[e + ch] = v / 255.0f;
+            ((float *) dst)[e + ch] = nlmeans_unknown (centre[ch]) ? ((const float *) src)[e + ch] : v / 255.0f;
         }
       if (channels > a.colours && U8)
         dst[e + a.colours] = src[e + a.colours];

@@ -165,10 +165,7 @@ features_kernel (stripe_view v, float *plane0, float *plane1, float *plane2)
       plane2[p] = f[2];
     }
   if (v.votes)
-    {
-      size_t a = at + v.channels - 1;
-      v.votes[p] = v.u8 ? row[a] != 0 : ((const float *) row)[a] != 0.0f;
-    }
+    v.votes[p] = quantize_votes (row + at * (v.u8 ? 1 : sizeof (float)), v.u8, v.dims, v.channels, v.has_alpha);
 }
 
 /* Features of pixel p (zeros past dims). */
@@ -457,7 +454,9 @@ assign_colours_kernel (const float *plane0, const float *plane1, const float *pl
 }
 
 /* A palette entry (u8 or f32 as dst holds) into pixel (x, y) of dst; alpha
- * copied from the source. dims: v.dims, or that as a constant. */
+ * copied from the source, and an f32 pixel quantize_known_f32 finds unknown
+ * copied whole, as the CPU's write_block does. dims: v.dims, or that as a
+ * constant. */
 __device__ __forceinline__ void
 write_entry (const stripe_view &v, int dims, int x, int y, const unsigned char *u8, const float *f32,
              unsigned char *dst, size_t dst_pitch)
@@ -472,6 +471,9 @@ write_entry (const stripe_view &v, int dims, int x, int y, const unsigned char *
       if (v.has_alpha)
         drow[at + v.channels - 1] = srow[at + v.channels - 1];
     }
+  else if (!quantize_known_f32 ((const float *) srow + at, dims, v.channels, v.has_alpha))
+    for (int c = 0; c < v.channels; c++)
+      ((float *) drow)[at + c] = ((const float *) srow)[at + c];
   else
     {
       for (int c = 0; c < dims; c++)
@@ -1316,7 +1318,11 @@ dither_kernel (stripe_view v, int k, unsigned char *dst, size_t dst_pitch, dithe
           continue;
 
       float value[3] = { px.x, px.y, px.z }, f[3] = { 0.0f, 0.0f, 0.0f };
-      const bool votes = a.everyone_votes || px.w != 0.0f;
+      /* quantize_votes on the converted values: px holds the colour x 255
+       * and the alpha as stored (0 without one) */
+      const float x255[3] = { px.x, px.y, px.z };
+      const bool votes = a.everyone_votes || ((v.u8 || quantize_known (x255, DIMS, px.w))
+                                              && (!v.has_alpha || px.w != 0.0f));
       if (active)
         {
           if (x % DITHER_PREFETCH_EVERY == 0 && x + DITHER_PREFETCH < w)

@@ -703,5 +703,30 @@ else
   bad "could not make the metadata test files (Pillow with ImageCms: python3-pil)"
 fi
 
+# A float TIFF with 67 NaN and infinite pixels: every filter that keeps them
+# to themselves gives them back where they were, the others all finite.
+if "$py" -c "
+from PIL import Image
+import numpy as np
+r = np.random.default_rng(3)
+a = (np.add.outer(np.arange(64), np.arange(64)) / 128 + r.normal(0, 0.05, (64, 64))).astype(np.float32)
+i = r.choice(64 * 64, 67, replace=False)
+a.flat[i] = np.array([np.nan, np.inf, -np.inf], np.float32)[np.arange(67) % 3]
+Image.fromarray(a, 'F').save('$tmp/nonfinite.tif')" 2>/dev/null; then
+  for f in "nl-means" "median --radius 2" "quantize --colors 4"; do
+    run_ok "float TIFF with NaN: $f" $f "$tmp/nonfinite.tif" "$tmp/nonfinite-out.tif" &&
+      { "$py" -c "
+from PIL import Image
+import numpy as np
+a = np.array(Image.open('$tmp/nonfinite.tif')); b = np.array(Image.open('$tmp/nonfinite-out.tif'))
+assert b.dtype == np.float32, b.dtype
+assert (~np.isfinite(a) == ~np.isfinite(b)).all(), '%d non-finite values out of %d' % ((~np.isfinite(b)).sum(), (~np.isfinite(a)).sum())
+assert np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(a)], equal_nan=True), 'the non-finite values changed'
+" && ok || bad "float TIFF with NaN: $f keeps the non-finite values to themselves"; }
+  done
+else
+  bad "could not make the float TIFF (python3-pil, python3-numpy)"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

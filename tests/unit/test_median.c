@@ -30,12 +30,20 @@ oracle (const cudafx_image *src, cudafx_image *dst, const cudafx_median_params *
     for (int x = 0; x < src->width; x++)
       for (int c = 0; c < src->channels; c++)
         {
+          /* a non-finite value is left as it is, and out of every window */
+          if (!isfinite (harness_get (src, x, y, c)))
+            {
+              harness_set (dst, x, y, c, harness_get (src, x, y, c));
+              continue;
+            }
           int n = 0;
           for (int dy = -r; dy <= r; dy++)
             for (int dx = -r; dx <= r; dx++)
               if (p->shape == CUDAFX_SHAPE_SQUARE || dx * dx + dy * dy <= r * r)
-                win[n++] = harness_get (src, clamp (x + dx, 0, src->width - 1),
-                                        clamp (y + dy, 0, src->height - 1), c);
+                {
+                  win[n] = harness_get (src, clamp (x + dx, 0, src->width - 1), clamp (y + dy, 0, src->height - 1), c);
+                  n += isfinite (win[n]);
+                }
           qsort (win, n, sizeof *win, compare_doubles);
           harness_set (dst, x, y, c, win[lround (p->percentile / 100 * (n - 1))]);
         }
@@ -114,6 +122,57 @@ TEST (median_matches_oracle)
                   && harness_failures () > 5)
                 return;
             }
+}
+
+/* Non-finite values (NaN, both infinities, one of the 1x1 image's) stay
+ * where they are and only there; every other value is the median of the
+ * finite values of its window, on the network's radii and the histogram's. */
+TEST (median_keeps_non_finite_values_to_themselves)
+{
+  static const int sizes[][2] = { { 1, 1 }, { 13, 7 }, { 31, 17 } };
+  static const int radii[] = { 1, 2, 3, 5 };
+  static const double percentiles[] = { 0, 50, 100 };
+  static const double bad[] = { NAN, INFINITY, -INFINITY };
+  harness_rng rng = { 11 };
+  for (int si = 0; si < 3; si++)
+    for (int ri = 0; ri < 4; ri++)
+      for (int shape = 0; shape < 2; shape++)
+        for (int pi = 0; pi < 3; pi++)
+          {
+            const int w = sizes[si][0], h = sizes[si][1], ch = 1 + harness_rand (&rng) % 4;
+            cudafx_image src = harness_image_new (w, h, ch, ch % 2 == 0, CUDAFX_F32, 8);
+            cudafx_image dst = harness_image_new (w, h, ch, ch % 2 == 0, CUDAFX_F32, 8);
+            cudafx_image want = harness_image_new (w, h, ch, ch % 2 == 0, CUDAFX_F32, 0);
+            harness_image_random (&src, &rng);
+            int in = 0;
+            for (int y = 0; y < h; y++)
+              for (int x = 0; x < w; x++)
+                for (int c = 0; c < ch; c++)
+                  if (harness_rand (&rng) % 16 == 0 || w * h == 1)
+                    {
+                      harness_set (&src, x, y, c, bad[harness_rand (&rng) % 3]);
+                      in++;
+                    }
+            harness_image_poison (&dst);
+            cudafx_median_params p = { radii[ri], percentiles[pi], shape };
+            oracle (&src, &want, &p);
+            cudafx_options o = harness_options ();
+            CHECK (cudafx_median (&src, &dst, &p, &o) == CUDAFX_OK, "%s", cudafx_error_message ());
+            int out = 0, differ = 0;
+            for (int y = 0; y < h; y++)
+              for (int x = 0; x < w; x++)
+                for (int c = 0; c < ch; c++)
+                  {
+                    double a = harness_get (&dst, x, y, c), b = harness_get (&want, x, y, c);
+                    out += !isfinite (a);
+                    differ += isnan (b) ? !isnan (a) : a != b;
+                  }
+            CHECK (out == in && !differ, "%dx%d c%d r%d p%g %s: %d non-finite values out of %d, %d values off",
+                   w, h, ch, p.radius, p.percentile, shape ? "circle" : "square", out, in, differ);
+            harness_image_free (&src);
+            harness_image_free (&dst);
+            harness_image_free (&want);
+          }
 }
 
 /* Radius beyond the image, odd percentiles, many channels: histogram path. */

@@ -16,6 +16,25 @@ clamped (const cudafx_image *img, int x, int y, int c)
   return harness_get (img, x, y, c);
 }
 
+/* A value as the patches read it: non-finite as 0 (core/nlmeans.h). */
+static double
+known (const cudafx_image *img, int x, int y, int c)
+{
+  double v = clamped (img, x, y, c);
+  return isfinite (v) ? v : 0;
+}
+
+/* Whether one of the n colour values at (x, y) is not finite: such a pixel
+ * is no candidate. */
+static int
+unknown_pixel (const cudafx_image *img, int x, int y, int n)
+{
+  for (int c = 0; c < n; c++)
+    if (!isfinite (clamped (img, x, y, c)))
+      return 1;
+  return 0;
+}
+
 /* What a run computes with: the manual parameters, or what auto chose. */
 typedef struct {
   double h;
@@ -66,21 +85,23 @@ oracle (const cudafx_image *img, int x, int y, const nlm_ref *r, double *out)
           for (int kx = -P; kx <= P; kx++)
             for (int k = 0; k < n; k++)
               {
-                double a = clamped (img, x + kx, y + ky, k);
-                double b = clamped (img, x + dx + kx, y + dy + ky, k);
+                double a = known (img, x + kx, y + ky, k);
+                double b = known (img, x + dx + kx, y + dy + ky, k);
                 d2 += g[ky + P] * g[kx + P] * (a - b) * (a - b);
               }
         d2 /= n * gsum * gsum;
         double w = exp (-fmax (d2 - 2 * r->s * r->s, 0) / (r->h * r->h));
+        if (unknown_pixel (img, x + dx, y + dy, n))
+          w = 0;
         for (int c = 0; c < n; c++)
-          num[c] += w * clamped (img, x + dx, y + dy, c);
+          num[c] += w * known (img, x + dx, y + dy, c);
         den += w;
         wmax = fmax (wmax, w);
       }
   double wc = r->centre_max && wmax > 0 ? wmax : 1;
   for (int c = 0; c < img->channels; c++)
-    out[c] = c < n ? (num[c] + wc * harness_get (img, x, y, c)) / (den + wc)
-                   : harness_get (img, x, y, c);
+    out[c] = c < n && isfinite (harness_get (img, x, y, c))
+             ? (num[c] + wc * harness_get (img, x, y, c)) / (den + wc) : harness_get (img, x, y, c);
 }
 
 /* dst against the oracle over the pixels with (3x + 7y) % every == 0:
@@ -108,12 +129,15 @@ oracle_compare_some (const cudafx_image *src, const cudafx_image *dst, const nlm
         oracle (src, x, y, r, want);
         for (int c = 0; c < src->channels; c++)
           {
-            double d = fabs (harness_get (dst, x, y, c) - want[c]);
+            /* a non-finite source value must come out as it went in */
+            double got = harness_get (dst, x, y, c);
+            double d = isfinite (want[c]) ? fabs (got - want[c])
+                     : (isnan (want[c]) ? isnan (got) : got == want[c]) ? 0 : INFINITY;
             if (c >= n && d != 0)
               d = INFINITY;
             if (!(d <= m.diff))
               m.diff = isnan (d) ? INFINITY : d;
-            if (c < n)
+            if (c < n && isfinite (want[c]))
               {
                 moved += fabs (want[c] - harness_get (src, x, y, c));
                 m.moved_max = fmax (m.moved_max, fabs (want[c] - harness_get (src, x, y, c)));
@@ -462,6 +486,78 @@ TEST (nlmeans_auto_with_given_sigma)
   harness_image_free (&src);
   harness_image_free (&estimated);
   harness_image_free (&given);
+}
+
+/* Non-finite values at fixed places of an f32 image: a NaN inside, +Inf
+ * and -Inf on the edges, one channel of a colour pixel. Returns how many. */
+static int
+put_non_finite (cudafx_image *img)
+{
+  static const struct { int x, y, c; double v; } bad[] = {
+    { 5, 4, 0, NAN }, { 0, 0, 0, INFINITY }, { 16, 12, 0, -INFINITY }, { 9, 8, 0, NAN }, { 10, 8, 0, NAN },
+  };
+  int n = 0;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (bad[i].x < img->width && bad[i].y < img->height)
+      {
+        /* the last colour channel of the pixel (the first for grey) */
+        int c = (bad[i].x + bad[i].y) % (img->channels - (img->has_alpha ? 1 : 0));
+        harness_set (img, bad[i].x, bad[i].y, c, bad[i].v);
+        n++;
+      }
+  return n;
+}
+
+static int
+count_non_finite (const cudafx_image *img)
+{
+  int n = 0;
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      for (int c = 0; c < img->channels; c++)
+        n += !isfinite (harness_get (img, x, y, c));
+  return n;
+}
+
+/* Non-finite values stay where they are, and each only there; the finite
+ * values around them are the oracle's, which reads them as 0 in the patches
+ * and gives their pixels no weight. Automatic mode keeps them too. */
+TEST (nlmeans_keeps_non_finite_values_to_themselves)
+{
+  for (size_t l = 0; l < sizeof layouts / sizeof *layouts; l++)
+    {
+      harness_rng rng = { 31 + l };
+      cudafx_image src = harness_image_new (17, 13, layouts[l].channels, layouts[l].alpha, CUDAFX_F32, 8);
+      cudafx_image dst = harness_image_new (17, 13, layouts[l].channels, layouts[l].alpha, CUDAFX_F32, 8);
+      fill_structured (&src, 20, &rng);
+      int bad = put_non_finite (&src);
+      harness_image_poison (&dst);
+      cudafx_nlmeans_params p = manual (20, 1, 3);
+      cudafx_options o = harness_options ();
+      CHECK (cudafx_nlmeans (&src, &dst, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+      nlm_ref r = ref_manual (20, 1, 3);
+      oracle_cmp m = oracle_compare_some (&src, &dst, &r, 1);
+      CHECK (m.diff <= tolerance (CUDAFX_F32) && m.moved_max > tolerance (CUDAFX_F32),
+             "%d channels: %g from the oracle (which moves values by up to %g)", layouts[l].channels, m.diff,
+             m.moved_max);
+      int out = count_non_finite (&dst);
+      CHECK (out == bad, "%d channels: %d non-finite values out of %d", layouts[l].channels, out, bad);
+      for (int y = 0; y < 13; y++)
+        for (int x = 0; x < 17; x++)
+          for (int c = 0; c < src.channels; c++)
+            {
+              double a = harness_get (&src, x, y, c), b = harness_get (&dst, x, y, c);
+              if (!isfinite (a))
+                CHECK (isnan (a) ? isnan (b) : a == b, "(%d, %d, %d): %g became %g", x, y, c, a, b);
+            }
+      cudafx_nlmeans_params pa;
+      cudafx_nlmeans_params_init (&pa);
+      CHECK (cudafx_nlmeans (&src, &dst, &pa, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+      out = count_non_finite (&dst);
+      CHECK (out == bad, "automatic, %d channels: %d non-finite values out of %d", layouts[l].channels, out, bad);
+      harness_image_free (&src);
+      harness_image_free (&dst);
+    }
 }
 
 static int

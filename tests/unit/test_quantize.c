@@ -752,6 +752,82 @@ TEST (quantize_transparent_pixels_do_not_vote)
       }
 }
 
+/* Non-finite f32 pixels vote as transparent ones do not (their palette is
+ * that of the image with them transparent: the masked image, given an alpha
+ * channel when the image has none), take and pass no error, and come out as
+ * they went in; every other pixel comes out as in the masked image's run. */
+TEST (quantize_non_finite_pixels_do_not_vote_and_stay)
+{
+  static const struct { int x, y, c; double v; } bad[] = {
+    { 3, 2, 0, NAN }, { 0, 0, 0, INFINITY }, { 32, 20, -1, -INFINITY }, { 17, 9, -1, NAN }, { 18, 9, 0, 1e37 },
+  };
+  static const cudafx_dither dithers[] = { CUDAFX_DITHER_NONE, CUDAFX_DITHER_FLOYD_STEINBERG, CUDAFX_DITHER_ORDERED };
+  harness_rng r = { 21 };
+  for (int ch = 1; ch <= 4; ch++)
+    for (int space = 0; space < 2; space++)
+      for (size_t d = 0; d < sizeof dithers / sizeof *dithers; d++)
+        {
+          const int alpha = ch % 2 == 0, mch = alpha ? ch : ch + 1, colours = ch - alpha;
+          cudafx_image src = harness_image_new (33, 21, ch, alpha, CUDAFX_F32, 8);
+          cudafx_image masked = harness_image_new (33, 21, mch, 1, CUDAFX_F32, 0);
+          cudafx_image dst = harness_image_new (33, 21, ch, alpha, CUDAFX_F32, 8);
+          cudafx_image mdst = harness_image_new (33, 21, mch, 1, CUDAFX_F32, 0);
+          clustered_image (&src, &r, 3, 12);
+          for (int y = 0; y < 21; y++)
+            for (int x = 0; x < 33; x++)
+              {
+                for (int c = 0; c < colours; c++)
+                  harness_set (&masked, x, y, c, harness_get (&src, x, y, c));
+                harness_set (&masked, x, y, mch - 1, alpha ? harness_get (&src, x, y, ch - 1) : 255);
+              }
+          for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+            {
+              /* -1: the last channel (alpha, where there is one) */
+              int c = bad[i].c < 0 ? ch - 1 : bad[i].c;
+              ((float *) ((uint8_t *) src.data + bad[i].y * src.stride))[bad[i].x * ch + c] = (float) bad[i].v;
+              harness_set (&masked, bad[i].x, bad[i].y, mch - 1, 0);
+            }
+          cudafx_quantize_params p;
+          cudafx_quantize_params_init (&p);
+          p.colors = 4;
+          p.color_space = space ? CUDAFX_SPACE_RGB : CUDAFX_SPACE_OKLAB;
+          p.dither = dithers[d];
+          cudafx_palette a, b;
+          harness_image_poison (&dst);
+          CHECK (run (&src, &dst, &p, 2, &a) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+          CHECK (run (&masked, &mdst, &p, 3, &b) == CUDAFX_OK, "status: %s", cudafx_error_message ());
+          CHECK (same_palette (&a, &b), "%d channels, space %d, dither %d: the non-finite pixels changed the palette",
+                 ch, space, (int) dithers[d]);
+          int in = 0, out = 0, kept = 1, same = 1;
+          for (int y = 0; y < 21; y++)
+            for (int x = 0; x < 33; x++)
+              {
+                const float *sp = (const float *) ((uint8_t *) src.data + y * src.stride) + x * ch;
+                const float *dp = (const float *) ((uint8_t *) dst.data + y * dst.stride) + x * ch;
+                int known = 1;
+                for (int c = 0; c < ch; c++)
+                  {
+                    known &= isfinite (sp[c] * 255.0f);
+                    in += !isfinite (sp[c]);
+                    out += !isfinite (dp[c]);
+                  }
+                if (!known)
+                  kept &= !memcmp (sp, dp, ch * sizeof *sp);
+                else
+                  for (int c = 0; c < ch; c++)
+                    same &= harness_get (&dst, x, y, c) == harness_get (&mdst, x, y, c < colours ? c : mch - 1);
+              }
+          CHECK (in == out && kept, "%d channels, dither %d: %d non-finite values out of %d, kept %d",
+                 ch, (int) dithers[d], out, in, kept);
+          CHECK (same, "%d channels, space %d, dither %d: the other pixels differ from the masked image's",
+                 ch, space, (int) dithers[d]);
+          harness_image_free (&src);
+          harness_image_free (&masked);
+          harness_image_free (&dst);
+          harness_image_free (&mdst);
+        }
+}
+
 TEST (quantize_dither_uses_the_palette)
 {
   harness_rng r = { 13 };
