@@ -308,17 +308,19 @@ typedef struct {
   double sigma;          /* automatic: > 0 is the noise sigma to use instead of estimating
                             it from src (a dialog previews part of the area a run estimates on) */
   cudafx_noise_model noise; /* with sigma > 0: the model found with it (signal_dependent 0: sigma alone) */
+  int    report_noise;   /* manual mode: estimate the noise too, for info (a CPU estimate of
+                            20-250 ms that the filter itself does not need) */
 } cudafx_nlmeans_params;
 
 /* What an nl-means run used (automatic mode fills in what it chose). */
 typedef struct {
-  double sigma;          /* estimated noise sigma, 0..255 scale (also estimated in manual mode) */
+  double sigma;          /* estimated noise sigma, 0..255 scale (manual mode: with report_noise, else 0) */
   double h;
   int    patch_radius;
   int    search_radius;
   double patch_sigma;    /* std dev of the Gaussian patch weights (pixels); 0: flat patch */
   int    centre_max;     /* the centre pixel weighs as its most similar neighbour, else 1 */
-  /* The noise model found (automatic mode, or a manual run that estimates):
+  /* The noise model found (automatic mode, or a manual run with report_noise):
    * when signal_dependent, h, patch and search radius apply to the image
    * after the variance-stabilising transform, whose noise sigma is
    * stabilised_sigma (0..255 scale). */

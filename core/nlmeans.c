@@ -908,8 +908,9 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
     }
   else
     {
-      /* The estimate is only reported in manual mode: skip it when unseen. */
-      call.estimate = info != NULL;
+      /* The estimate is only reported in manual mode, and costs more than
+       * the GPU's filtering: only when asked. */
+      call.estimate = info != NULL && p->report_noise;
       call.used.h = p->h;
       call.used.patch_radius = p->patch_radius;
       call.used.search_radius = p->search_radius;

@@ -401,14 +401,19 @@ TEST (nlmeans_auto_fills_info_and_matches_oracle)
       CHECK (cmp.diff <= tolerance (CUDAFX_U8), "case %zu: off by %g", i, cmp.diff);
       CHECK (cmp.moved >= 1.0, "case %zu: the oracle changes the image by only %g", i, cmp.moved);
 
-      /* Manual mode reports the estimate and its own parameters. */
-      cudafx_nlmeans_info m = { 0 };
-      p.automatic = 0;
-      CHECK (cudafx_nlmeans (&src, &dst, &p, &o, &m) == CUDAFX_OK, "%s", cudafx_error_message ());
-      CHECK (m.sigma == info.sigma && m.h == 10 && m.patch_radius == 1 && m.search_radius == 1 &&
-             m.patch_sigma == 0 && m.centre_max == 0,
-             "manual info: sigma %g h %g P %d S %d patch sigma %g centre max %d", m.sigma, m.h,
-             m.patch_radius, m.search_radius, m.patch_sigma, m.centre_max);
+      /* Manual mode reports its own parameters, and the estimate when asked
+       * (report_noise), not otherwise. */
+      for (int report = 0; report < 2; report++)
+        {
+          cudafx_nlmeans_info m = { 0 };
+          p.automatic = 0;
+          p.report_noise = report;
+          CHECK (cudafx_nlmeans (&src, &dst, &p, &o, &m) == CUDAFX_OK, "%s", cudafx_error_message ());
+          CHECK (m.sigma == (report ? info.sigma : 0) && m.h == 10 && m.patch_radius == 1 &&
+                 m.search_radius == 1 && m.patch_sigma == 0 && m.centre_max == 0,
+                 "manual info (report_noise %d): sigma %g h %g P %d S %d patch sigma %g centre max %d", report,
+                 m.sigma, m.h, m.patch_radius, m.search_radius, m.patch_sigma, m.centre_max);
+        }
       harness_image_free (&src);
       harness_image_free (&dst);
     }
