@@ -76,7 +76,7 @@ GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 # The CLI: GEGL, and the codec libraries it calls directly (image_io.c).
 CODEC_PKGS := libpng libjpeg libtiff-4 libwebp libwebpmux libwebpdemux zlib netpbm
 GEGL_OK   := $(shell pkg-config --exists gegl-0.4 $(CODEC_PKGS) && echo yes)
-ifeq ($(GEGL_OK)$(wildcard cli/cudafx.c),yescli/cudafx.c)
+ifeq ($(GEGL_OK)$(wildcard cli/main.c),yescli/main.c)
 CLI       := $(BUILD)/cudafx
 GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4 $(CODEC_PKGS))
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4 $(CODEC_PKGS))
@@ -166,9 +166,10 @@ $(BUILD)/cli/%.o: cli/%.c
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(GEGL_CFLAGS) -c $< -o $@
 
 CLI_SRCS := $(wildcard cli/*.c)
-# The CLI's pieces other than main's file: the fuzzer compiles cudafx.c into
-# itself, the unit tests link the pipeline scheduler (batch.c, no GEGL).
-CLI_PARTS := $(filter-out cli/cudafx.c,$(CLI_SRCS))
+# The CLI's pieces other than main's file: the option fuzzer links them with
+# its own entry point, the unit tests link the pipeline scheduler (batch.c,
+# no GEGL).
+CLI_PARTS := $(filter-out cli/main.c,$(CLI_SRCS))
 
 $(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
 	$(CC) $(CFLAGS) $(filter %.o,$^) $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -lpthread -o $@
