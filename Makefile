@@ -73,7 +73,7 @@ UNIT_OBJS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%.o)
 GPU_SRCS  := $(wildcard tests/gpu/*.c)
 GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
-# The CLI: GEGL, and the codec libraries it calls directly (image_io.c).
+# The CLI: GEGL, and the codec libraries it calls directly (cli/io_*.c).
 CODEC_PKGS := libpng libjpeg libtiff-4 libwebp libwebpmux libwebpdemux zlib netpbm
 GEGL_OK   := $(shell pkg-config --exists gegl-0.4 $(CODEC_PKGS) && echo yes)
 ifeq ($(GEGL_OK)$(wildcard cli/main.c),yescli/main.c)
@@ -297,7 +297,7 @@ build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZ
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(CLI_PARTS) $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -lpthread -o $@
 
 # The image files the CLI reads: PNG, JPEG, TIFF, WebP and PNM through
-# cli/image_io.c. `make fuzz-files` seeds each format family from
+# cli/image_io.c and its codecs (cli/io_*.c). `make fuzz-files` seeds each format family from
 # tests/reliability/damaged_files.py (the test images, small, cut, flipped
 # and forged) plus the committed findings in tests/fuzz/corpus/files, and
 # runs FUZZ_SECONDS per family (gpl and txt: palettes and kernel texts,
@@ -305,9 +305,10 @@ build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZ
 # check`) runs the committed corpus and the seeds once.
 FUZZ_FAMILIES := png jpg tif webp p?m gpl txt
 FUZZ_FILES_ENV := OMP_WAIT_POLICY=passive LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/files-lsan.supp:print_suppressions=0
-build-fuzz/fuzz-files: tests/fuzz/fuzz_files.c cli/image_io.c cli/image_io.h $(FUZZ_ENGINE) $(wildcard core/*.h)
+IMAGE_IO_SRCS := cli/image_io.c $(wildcard cli/io_*.c)
+build-fuzz/fuzz-files: tests/fuzz/fuzz_files.c $(IMAGE_IO_SRCS) cli/image_io.h cli/io_codecs.h $(FUZZ_ENGINE) $(wildcard core/*.h)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_files.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_files.c $(IMAGE_IO_SRCS) $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
 
 build-fuzz/seeds-files: tests/reliability/damaged_files.py $(wildcard tests/data/*)
 	@rm -rf $@ && mkdir -p $@

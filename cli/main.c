@@ -19,9 +19,11 @@
  *   batch.c           the pipeline that overlaps those stages across files;
  *   backend_choice.c  CUDA's start and the rule --backend auto follows;
  *   json.c            --json;
- *   image_io.c        image files (PNG, JPEG, TIFF, WebP and PNM through
- *                     their libraries, other formats through GEGL), OUT
- *                     written to a temporary file in its directory and
+ *   image_io.c        image files: the format told, the codec chosen
+ *                     (io_png.c, io_jpeg.c, io_tiff.c, io_webp.c and
+ *                     io_pnm.c through their libraries, io_gegl.c other
+ *                     formats through GEGL; io_common.c what they share);
+ *   io_output.c       OUT written to a temporary file in its directory and
  *                     renamed into place, so it is never left half-written;
  *   image_pool.c      a batch's reused image memory;
  *   timeline.c        CUDAFX_BATCH_TIMELINE.
