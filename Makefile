@@ -178,8 +178,8 @@ $(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
 # statically, only GEGL's two module entry points exported, so that the
 # engine's symbols cannot meet another copy in the host's process.
 # Procedure values and region I/O are the toolkit-free part of ui/common/.
-GEGL_MODULE_SRCS := plugin/gegl/cudafx-gegl.c ui/common/procedures.c ui/common/region.c
-GEGL_MODULE_HDRS := ui/common/procedures.h ui/common/region.h core/cudafx.h core/i18n.h
+GEGL_MODULE_SRCS := $(wildcard plugin/gegl/*.c) ui/common/procedures.c ui/common/region.c
+GEGL_MODULE_HDRS := $(wildcard plugin/gegl/*.h) ui/common/procedures.h ui/common/region.h core/cudafx.h core/i18n.h
 GEGL_MODULE_INC  := -Icore -Iui/common
 GEGL_MODULE_FLAGS := -shared -fvisibility=hidden -Wl,--exclude-libs,ALL -Wl,-z,defs \
                      $(GEGL_MODULE_INC)
