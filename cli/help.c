@@ -130,8 +130,11 @@ cli_print_filter_help (const cudafx_filter_desc *filter, int index)
   printf ("\n\n%s.\n", _(filter->blurb));
   print_wrapped (0, _(filter->help));
   putchar ('\n');
-  print_wrapped (0, _("IN and OUT are image files GEGL can load and save (PNG, JPEG, TIFF, PPM, "
-                      "EXR, WebP...); OUT keeps IN's bit depth where its format allows."));
+  /* What image_io does: the five formats through their own libraries, GEGL
+   * for the rest. */
+  print_wrapped (0, _("IN and OUT are image files: PNG, JPEG, TIFF, WebP and PNM (PPM, PGM, PAM) "
+                      "through their own libraries, other formats GEGL can load and save (EXR...) "
+                      "through GEGL; OUT keeps IN's bit depth where its format allows."));
   printf ("\n%s\n", _("Options:"));
   for (int i = 0; i < filter->n_args; i++)
     {
