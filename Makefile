@@ -73,10 +73,10 @@ UNIT_OBJS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%.o)
 GPU_SRCS  := $(wildcard tests/gpu/*.c)
 GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
-# The CLI: GEGL, and the codec libraries it calls directly (image_io.c).
+# The CLI: GEGL, and the codec libraries it calls directly (cli/io_*.c).
 CODEC_PKGS := libpng libjpeg libtiff-4 libwebp libwebpmux libwebpdemux zlib netpbm
 GEGL_OK   := $(shell pkg-config --exists gegl-0.4 $(CODEC_PKGS) && echo yes)
-ifeq ($(GEGL_OK)$(wildcard cli/cudafx.c),yescli/cudafx.c)
+ifeq ($(GEGL_OK)$(wildcard cli/main.c),yescli/main.c)
 CLI       := $(BUILD)/cudafx
 GEGL_CFLAGS := $(shell pkg-config --cflags gegl-0.4 $(CODEC_PKGS))
 GEGL_LIBS   := $(shell pkg-config --libs gegl-0.4 $(CODEC_PKGS))
@@ -166,9 +166,10 @@ $(BUILD)/cli/%.o: cli/%.c
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(GEGL_CFLAGS) -c $< -o $@
 
 CLI_SRCS := $(wildcard cli/*.c)
-# The CLI's pieces other than main's file: the fuzzer compiles cudafx.c into
-# itself, the unit tests link the pipeline scheduler (batch.c, no GEGL).
-CLI_PARTS := $(filter-out cli/cudafx.c,$(CLI_SRCS))
+# The CLI's pieces other than main's file: the option fuzzer links them with
+# its own entry point, the unit tests link the pipeline scheduler (batch.c,
+# no GEGL).
+CLI_PARTS := $(filter-out cli/main.c,$(CLI_SRCS))
 
 $(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
 	$(CC) $(CFLAGS) $(filter %.o,$^) $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -lpthread -o $@
@@ -177,8 +178,8 @@ $(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
 # statically, only GEGL's two module entry points exported, so that the
 # engine's symbols cannot meet another copy in the host's process.
 # Procedure values and region I/O are the toolkit-free part of ui/common/.
-GEGL_MODULE_SRCS := plugin/gegl/cudafx-gegl.c ui/common/procedures.c ui/common/region.c
-GEGL_MODULE_HDRS := ui/common/procedures.h ui/common/region.h core/cudafx.h core/i18n.h
+GEGL_MODULE_SRCS := $(wildcard plugin/gegl/*.c) ui/common/procedures.c ui/common/region.c
+GEGL_MODULE_HDRS := $(wildcard plugin/gegl/*.h) ui/common/procedures.h ui/common/region.h core/cudafx.h core/i18n.h
 GEGL_MODULE_INC  := -Icore -Iui/common
 GEGL_MODULE_FLAGS := -shared -fvisibility=hidden -Wl,--exclude-libs,ALL -Wl,-z,defs \
                      $(GEGL_MODULE_INC)
@@ -296,7 +297,7 @@ build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZ
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_cli.c $(CLI_PARTS) $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -lpthread -o $@
 
 # The image files the CLI reads: PNG, JPEG, TIFF, WebP and PNM through
-# cli/image_io.c. `make fuzz-files` seeds each format family from
+# cli/image_io.c and its codecs (cli/io_*.c). `make fuzz-files` seeds each format family from
 # tests/reliability/damaged_files.py (the test images, small, cut, flipped
 # and forged) plus the committed findings in tests/fuzz/corpus/files, and
 # runs FUZZ_SECONDS per family (gpl and txt: palettes and kernel texts,
@@ -304,9 +305,10 @@ build-fuzz/fuzz-cli: tests/fuzz/fuzz_cli.c $(CLI_SRCS) $(wildcard cli/*.h) $(FUZ
 # check`) runs the committed corpus and the seeds once.
 FUZZ_FAMILIES := png jpg tif webp p?m gpl txt
 FUZZ_FILES_ENV := OMP_WAIT_POLICY=passive LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/files-lsan.supp:print_suppressions=0
-build-fuzz/fuzz-files: tests/fuzz/fuzz_files.c cli/image_io.c cli/image_io.h $(FUZZ_ENGINE) $(wildcard core/*.h)
+IMAGE_IO_SRCS := cli/image_io.c $(wildcard cli/io_*.c)
+build-fuzz/fuzz-files: tests/fuzz/fuzz_files.c $(IMAGE_IO_SRCS) cli/image_io.h cli/io_codecs.h $(FUZZ_ENGINE) $(wildcard core/*.h)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_files.c $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(GEGL_CFLAGS) tests/fuzz/fuzz_files.c $(IMAGE_IO_SRCS) $(FUZZ_ENGINE) $(GEGL_LIBS) -lm -o $@
 
 build-fuzz/seeds-files: tests/reliability/damaged_files.py $(wildcard tests/data/*)
 	@rm -rf $@ && mkdir -p $@

@@ -4,7 +4,7 @@
  * PNG, JPEG, TIFF and WebP go straight through their reference libraries
  * (libpng, libjpeg-turbo, libtiff, libwebp with libwebpmux/libwebpdemux),
  * as does PNM/PAM (libnetpbm); every other format (EXR, ...) goes through
- * GEGL's loaders and savers.
+ * GEGL's loaders and savers. One file a codec (cli/io_*.c, io_codecs.h).
  * Loading is strict: a decoder's error or warning about the pixel data, a
  * truncated file or a size beyond the caller's limit fails with a message
  * naming the file and the problem, and nothing large is allocated before the

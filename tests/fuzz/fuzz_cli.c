@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* libFuzzer harness for the CLI's option and kernel parsing (cli/cudafx.c).
+/* libFuzzer harness for the CLI's option and kernel parsing (cli/options.c).
  *
  * The input is a command line: NUL-separated words, the first naming the
  * filter (median, nl-means, quantize, convolve; anything else picks one by its
- * first byte). The CLI is compiled into this harness with its main renamed,
- * and only parse_command runs: no GEGL call, no file is touched.
+ * first byte). The CLI's files other than main.c are linked in, and only
+ * cli_parse_command runs: no GEGL call, no file is touched.
  *
  * Besides ASan and UBSan reports, it aborts when a line the parser accepts
  * leaves a value the engine would reject: every table argument in range (a
@@ -12,9 +12,16 @@
  * 0..1024, IN and OUT set (or --output-dir and at least one IN), nl-means not both automatic and given manual
  * values. Built and run by `make fuzz`, which closes the target's stdout and
  * stderr (help and usage messages) with -close_fd_mask=3. */
-#define main cudafx_cli_main
-#include "../../cli/cudafx.c"
-#undef main
+#include "../../cli/messages.h"
+#include "../../cli/options.h"
+
+#include <glib.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define MAX_WORDS 64
 
@@ -72,11 +79,11 @@ check_accepted (const cli_command *c)
         }
     }
   if (c->filter_index == CUDAFX_FILTER_NLMEANS)
-    check (!(arg_value (c, "auto") && (arg_given (c, "h") || arg_given (c, "patch-radius") ||
-                                      arg_given (c, "search-radius"))),
+    check (!(cli_arg_value (c, "auto") && (cli_arg_given (c, "h") || cli_arg_given (c, "patch-radius") ||
+                                          cli_arg_given (c, "search-radius"))),
            "nl-means automatic with manual values");
   if (c->filter_index == CUDAFX_FILTER_CONVOLVE && c->kernel_size)
-    check (arg_value (c, "preset") == CUDAFX_PRESET_CUSTOM, "a kernel without preset custom");
+    check (cli_arg_value (c, "preset") == CUDAFX_PRESET_CUSTOM, "a kernel without preset custom");
 }
 
 int
@@ -104,7 +111,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       c.filter_index = i;
   c.filter = &cudafx_filters[c.filter_index];
 
-  int status = parse_command (&c, n - 1, words + 1);
+  int status = cli_parse_command (&c, n - 1, words + 1);
   check (status == 0 || status == -1 || status == EXIT_USAGE, "parser returned an odd status");
   if (status == 0)
     check_accepted (&c);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* libFuzzer harness for the CLI's image files (cli/image_io.c).
+/* libFuzzer harness for the CLI's image files (cli/image_io.c and its codecs,
+ * cli/io_*.c).
  *
  * The input is a file's bytes. cfx_image_decode sniffs the format (PNG,
  * JPEG, TIFF, WebP, PNM) and decodes it as the CLI does, with a 4-megapixel
@@ -16,7 +17,12 @@
  * reader promises. The codec libraries are not instrumented: coverage guides the
  * fuzzer through our code and the libraries' answers, and ASan/UBSan watch
  * every byte our code touches. Built and run by `make fuzz-files`. */
-#include "../../cli/image_io.c"
+#include "../../cli/io_codecs.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
@@ -42,13 +48,13 @@ encode_again (const cfx_picture *pic, uint8_t choice)
   int status;
 
   check (f != NULL, "open_memstream");
-  switch (format_of_name (name))
+  switch (io_format_of_name (name))
     {
-    case FMT_PNG:  status = png_encode (f, pic, strip, name, &error); break;
-    case FMT_JPEG: status = jpeg_encode (f, pic, strip, name, &error); break;
-    case FMT_TIFF: status = tiff_encode (f, pic, strip, name, &error); break;
-    case FMT_WEBP: status = webp_encode (f, pic, strip, name, &error); break;
-    default:       status = pnm_encode (f, pic, name, &error); break;
+    case FMT_PNG:  status = io_png_encode (f, pic, strip, name, &error); break;
+    case FMT_JPEG: status = io_jpeg_encode (f, pic, strip, name, &error); break;
+    case FMT_TIFF: status = io_tiff_encode (f, pic, strip, name, &error); break;
+    case FMT_WEBP: status = io_webp_encode (f, pic, strip, name, &error); break;
+    default:       status = io_pnm_encode (f, pic, name, &error); break;
     }
   fclose (f);
   check (status == 0 ? error == NULL && length > 0 : error != NULL, "encoder status and message");

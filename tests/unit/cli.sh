@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Tests of the cudafx command-line tool (cli/cudafx.c): usage errors exit 2
+# Tests of the cudafx command-line tool (cli/): usage errors exit 2
 # and name the option, runtime errors exit 1, neither creates OUT nor touches
 # an existing one; each filter runs on the test images and writes a valid
 # image of the same size and depth; --json and --palette-out write what they

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
-/* The CLI's backend choice (backend.h).
+/* The CLI's backend choice (backend_choice.h).
  *
  * CUDA costs a process about 150 ms of wall time even when its start-up
  * overlaps the first file's decoding (driver, context, kernels, device
@@ -19,7 +19,7 @@
  *     several workers racing on the CPU would take them (docs/BENCHMARKS.md,
  *     "The CLI's backend rule").
  * The JSON output's "backend_reason" says which case applied. */
-#include "backend.h"
+#include "backend_choice.h"
 #include "batch.h"
 #include "image_pool.h"
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The CLI's choice of backend: CUDA started on its own thread while the
- * first file decodes, and the rule --backend auto follows (backend.c says
- * it, docs/BENCHMARKS.md, "The CLI's backend rule", the measurements behind it). */
-#ifndef CUDAFX_CLI_BACKEND_H
-#define CUDAFX_CLI_BACKEND_H
+ * first file decodes, and the rule --backend auto follows (backend_choice.c
+ * says it, docs/BENCHMARKS.md, "The CLI's backend rule", the measurements
+ * behind it). */
+#ifndef CUDAFX_CLI_BACKEND_CHOICE_H
+#define CUDAFX_CLI_BACKEND_CHOICE_H
 
 #include "../core/cudafx.h"
 
@@ -41,4 +42,4 @@ cudafx_status cli_run_engine (int filter, const cudafx_filter_params *p, const c
  * process with _exit, without CUDA's teardown. */
 int cli_cuda_stop (void);
 
-#endif /* CUDAFX_CLI_BACKEND_H */
+#endif /* CUDAFX_CLI_BACKEND_CHOICE_H */
