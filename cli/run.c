@@ -125,6 +125,9 @@ cli_run_filter (const cli_command *c)
                                     c->kernel_size, &b.params);
   if (c->filter_index == CUDAFX_FILTER_QUANTIZE && cli_arg_given (c, "palette"))
     b.params.quantize.palette = &c->palette;
+  /* --json reports manual nl-means' noise estimate too; without it the
+   * estimate would only cost time. */
+  b.params.nlmeans.report_noise = c->json;
   double pipeline_end = 0;
   const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
   b.codecs_only = codecs_only && strcmp (codecs_only, "0");

@@ -35,12 +35,13 @@
  * falls back to the CPU when CUDA fails.
  *
  * A live filter never silently does nothing. A value GObject can check
- * (a range, the kernel's text) is refused where it is set: the property
- * keeps its last valid value and a warning says why. What only a render
- * can find (a palette file, a kernel that does not fit its divisor, a
- * colour palette on a grey image, a forced backend that is missing, no
- * memory, an input without bounds) fills the output with the error
- * pattern (error_output.c), never the input, and warns with the reason.
+ * (a range) is refused where it is set: the property keeps its last valid
+ * value and GLib's warning says why. What only a render can find (a kernel
+ * text that does not parse, a palette file, a kernel that does not fit its
+ * divisor, a colour palette on a grey image, a forced backend that is
+ * missing, no memory, an input without bounds) fills the output with the
+ * error pattern (error_output.c), never the input, and warns with the
+ * reason.
  *
  * The module's files, each one job (operation.h, what they share):
  *   cudafx-gegl.c      the types, their classes and the module's entry points;

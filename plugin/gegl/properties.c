@@ -235,23 +235,15 @@ op_set_property (GObject *object, guint prop_id, const GValue *value, GParamSpec
       self->args.values[prop_id - 1] = g_value_get_enum (value);
       break;
     case CUDAFX_ARG_DOUBLE_ARRAY:
-      {
-        /* Refused where it is set, as GObject refuses a number out of its
-         * range: the kernel keeps its last valid text. */
-        const gchar *text = g_value_get_string (value);
-        double       taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
-        int          size = 0;
-
-        if (text && *text && cudafx_kernel_parse (text, taps, &size) != CUDAFX_OK)
-          {
-            g_warning ("cudafx:%s: %s; the kernel stays \"%s\"",
-                       cudafx_filters[FILTER_OF (object)].name, cudafx_error_message (),
-                       self->kernel_text ? self->kernel_text : "");
-            break;
-          }
-        g_free (self->kernel_text);
-        self->kernel_text = g_strdup (text);
-      }
+      /* Kept as given, even when it does not parse: the property reads back
+       * what was typed, and the render shows the error pattern with the
+       * parser's reason (op_prepare) until the text is a kernel. Keeping
+       * the last valid kernel instead would, where the text is given once
+       * (GIMP copies a filter's settings onto a new operation, a script),
+       * filter with the default identity: a filter that silently does
+       * nothing. */
+      g_free (self->kernel_text);
+      self->kernel_text = g_value_dup_string (value);
       break;
     case CUDAFX_ARG_PALETTE:
       g_free (self->palette_path);

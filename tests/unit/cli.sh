@@ -194,7 +194,7 @@ run_ok "median grey circle" median --radius 1 --shape circle --percentile 25 --t
   image_is "$out" "512 512 8 1" "median grey"
 run_ok "nl-means manual" nl-means --h 12 --patch-radius 1 --search-radius 3 --json "$rgb" "$out" &&
   image_is "$out" "451 300 8 3" "nl-means" &&
-  json_ok "nl-means --json" "j['filter'] == 'nl-means' and j['auto'] is False and j['h'] == 12 and j['search_radius'] == 3 and j['patch_sigma'] == 0 and j['centre_weight'] == '1'"
+  json_ok "nl-means --json" "j['filter'] == 'nl-means' and j['auto'] is False and j['sigma'] > 0 and j['h'] == 12 and j['search_radius'] == 3 and j['patch_sigma'] == 0 and j['centre_weight'] == '1'"
 run_ok "nl-means auto" nl-means --json "$grey" "$out" && image_is "$out" "512 512 8 1" "nl-means auto" &&
   json_ok "nl-means auto --json" "j['auto'] is True and j['sigma'] >= 0 and 1 <= j['patch_radius'] <= 5 and 1 <= j['search_radius'] <= 20 and j['h'] > 0 and j['patch_sigma'] >= 0 and j['centre_weight'] in ('1', 'max')"
 # nl-bayes on small crops: its CPU takes seconds a quarter megapixel.
