@@ -89,7 +89,7 @@ add_argument (GimpProcedure *procedure, const cudafx_arg *arg)
       gimp_procedure_add_palette_argument (procedure, arg->name, nick, blurb, TRUE, NULL, FALSE,
                                            G_PARAM_READWRITE);
       gimp_procedure_add_boolean_aux_argument (procedure, CUDAFX_USE_PALETTE,
-                                               _("Map to a given palette"),
+                                               _("Map to a _given palette"),
                                                _("Map the colors to the palette chosen below "
                                                  "instead of computing one"),
                                                FALSE, G_PARAM_READWRITE);

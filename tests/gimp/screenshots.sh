@@ -93,8 +93,25 @@ gimp --no-splash --batch-interpreter=plug-in-script-fu-eval -b "$batch" --quit \
   >"$dir/gimp.log" 2>&1 &
 gimp=$!
 
-find_window() { # title -> X window id of a top-level window with exactly that name
-  xwininfo -root -children 2>/dev/null | awk -v t="\"$1\":" 'index($0, t) { print $1; exit }'
+# A window of the dialog's title can exist before it is mapped (seen with
+# GIMP 3.2), and focusing a window that is not viewable is an X error
+# (BadMatch): only a viewable one counts.
+find_window() { # title -> X window id of a viewable top-level window with exactly that name
+  local id
+  for id in $(xwininfo -root -children 2>/dev/null | awk -v t="\"$1\":" 'index($0, t) { print $1 }'); do
+    xwininfo -id "$id" 2>/dev/null | grep -q "Map State: IsViewable" && { echo "$id"; return; }
+  done
+}
+
+# Keys go to the focused window: unfocused, the dialog never gets the Escape
+# that closes it, and GIMP's batch never opens the next. Focusing fails while
+# the window is not viewable, so it is tried again for a while.
+focus_window() { # window
+  for _ in $(seq 20); do
+    timeout 5 xdotool windowfocus --sync "$1" 2>/dev/null && return 0
+    sleep 0.5
+  done
+  return 1
 }
 
 # Captures the window until two captures a second apart are equal (the preview
@@ -127,7 +144,10 @@ for d in "$@"; do
     tail -n 20 "$dir/gimp.log" >&2
     status=1; break
   fi
-  xdotool windowfocus --sync "$window"
+  if ! focus_window "$window"; then
+    echo "$title: the dialog could not be focused" >&2
+    status=1; break
+  fi
   [ -z "$keys" ] || xdotool key --clearmodifiers --delay 150 $keys
   shot=shots/gimp3-$filter$suffix.png
   if ! capture_settled "$window" "$shot" "${least:-3}"; then

@@ -438,8 +438,9 @@ is_palette_argument (int filter, const cudafx_arg *arg)
 }
 
 /* The widget of one table argument: scale entries for numbers with a range
- * a slider can cover, spin buttons beyond; GIMP's defaults (check, combo)
- * for the rest. Returns the id the dialog knows the widget by. */
+ * a slider can cover, spin buttons beyond, combo boxes for choices; GIMP's
+ * defaults (check box, palette chooser) for the rest. Returns the id the
+ * dialog knows the widget by. */
 static const gchar *
 argument_widget (GimpProcedureDialog *dialog, const cudafx_arg *arg, dialog_state *state)
 {
@@ -460,9 +461,15 @@ argument_widget (GimpProcedureDialog *dialog, const cudafx_arg *arg, dialog_stat
     case CUDAFX_ARG_DOUBLE_ARRAY:
       add_kernel_editor (dialog, state);
       return "kernel-frame";
-    case CUDAFX_ARG_BOOLEAN:
     case CUDAFX_ARG_CHOICE:
-    case CUDAFX_ARG_PALETTE: /* GIMP's palette chooser */
+      /* GIMP 3.2's default for three choices or fewer is a frame of radio
+       * buttons, whose title is no mnemonic label (GIMP warns "no mnemonic
+       * for property"): a combo box carries the label's mnemonic, as 3.0's
+       * default did for every choice. */
+      gimp_procedure_dialog_get_widget (dialog, arg->name, GTK_TYPE_COMBO_BOX);
+      return arg->name;
+    case CUDAFX_ARG_BOOLEAN:
+    case CUDAFX_ARG_PALETTE:
       break;
     }
   return arg->name;
