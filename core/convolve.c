@@ -31,6 +31,9 @@
  *   for finite data.
  * - u8 output: v = sum + offset; v = v > 0 ? v : 0; v = v < 255 ? v : 255;
  *   result (int) (v + 0.5f). f32 output: sum + offset, not clamped.
+ * - f32 non-finite values: these sums run as if there were none, then the
+ *   outputs whose window holds one are computed again (fix_non_finite,
+ *   core/convolve.h's convolve_fix_pixel, the same arithmetic).
  *
  * Fixed point (u8 without alpha, separable, every tap >= 0, 2-D sum <= 1 —
  * Gaussian and the blur presets; at most CONVOLVE_FIXED_MAX_TAPS): 16-bit

@@ -64,6 +64,9 @@
  * that also finishes the pixel. Rows beyond the image come from the stripe
  * runner; kernels map columns through the border policy.
  *
+ * f32: the outputs whose window holds a non-finite value are computed again
+ * afterwards by the CPU's convolve_fix_pixel (core/convolve.h; launch_fix).
+ *
  * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md,
  * "Convolution kernels" (earlier runs in its history). */
 #include "context.cuh"
