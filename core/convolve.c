@@ -31,6 +31,9 @@
  *   for finite data.
  * - u8 output: v = sum + offset; v = v > 0 ? v : 0; v = v < 255 ? v : 255;
  *   result (int) (v + 0.5f). f32 output: sum + offset, not clamped.
+ * - f32 non-finite values: these sums run as if there were none, then the
+ *   outputs whose window holds one are computed again (fix_non_finite,
+ *   core/convolve.h's convolve_fix_pixel, the same arithmetic).
  *
  * Fixed point (u8 without alpha, separable, every tap >= 0, 2-D sum <= 1 —
  * Gaussian and the blur presets; at most CONVOLVE_FIXED_MAX_TAPS): 16-bit
@@ -1055,7 +1058,116 @@ convolve_job_run (convolve_job *job, const cudafx_options *o)
   return s;
 }
 
-/* The CPU backend's convolution (core/cpu.c's table). */
+/* ---- non-finite f32 values: the fix-up (see core/convolve.h) ------------- */
+
+typedef struct {
+  const cudafx_image  *src;
+  cudafx_image        *dst;
+  const convolve_plan *plan;
+  uint8_t             *bad_rows;    /* 1 for a source row holding a non-finite value */
+  int                 *marks;       /* per thread: width + size counts */
+} fix_job;
+
+static int
+pixel_finite (const float *p, int c)
+{
+  for (int k = 0; k < c; k++)
+    if (!isfinite (p[k]))
+      return 0;
+  return 1;
+}
+
+static void
+mark_rows (void *ctx, int y0, int y1)
+{
+  fix_job *job = ctx;
+  const size_t n = (size_t) job->src->width * job->src->channels;
+  for (int y = y0; y < y1; y++)
+    {
+      const float *row = (const float *) cudafx_row (job->src, y);
+      int bad = 0;
+      for (size_t i = 0; i < n; i++)
+        bad |= !isfinite (row[i]);
+      job->bad_rows[y] = (uint8_t) bad;
+    }
+}
+
+/* Output rows y0..y1-1: the outputs whose window holds a non-finite element
+ * again, by convolve_fix_pixel. Per row, the virtual columns -r .. w+r-1
+ * holding one in a window row are counted up (prefix sums), so that an
+ * output's window is tested in O(1). */
+static void
+fix_rows (void *ctx, int y0, int y1)
+{
+  fix_job *job = ctx;
+  const cudafx_image *src = job->src;
+  const convolve_plan *pl = job->plan;
+  const int w = src->width, c = src->channels, n = pl->size, r = pl->radius;
+  int *count = job->marks + (size_t) omp_get_thread_num () * (w + n);
+  for (int y = y0; y < y1; y++)
+    {
+      int hit = 0;
+      for (int j = 0; j < n && !hit; j++)
+        {
+          const int sy = cudafx_border_index (y - r + j, src->height, pl->border);
+          hit = sy >= 0 && job->bad_rows[sy];
+        }
+      if (!hit)
+        continue;
+      memset (count, 0, sizeof (int) * (size_t) (w + n));
+      for (int j = 0; j < n; j++)
+        {
+          const int sy = cudafx_border_index (y - r + j, src->height, pl->border);
+          if (sy < 0 || !job->bad_rows[sy])
+            continue;
+          const float *row = (const float *) cudafx_row (src, sy);
+          for (int v = -r; v < w + r; v++)
+            {
+              const int sx = cudafx_border_index (v, w, pl->border);
+              if (sx >= 0 && !pixel_finite (row + (size_t) sx * c, c))
+                count[v + r + 1] = 1;
+            }
+        }
+      for (int v = 0; v < w + n - 1; v++)
+        count[v + 1] += count[v];
+      const convolve_window win = { src->data, src->stride, y - r, src->height, w, c, src->has_alpha,
+                                    pl->border };
+      const float *in = (const float *) cudafx_row (src, y);
+      float *out = (float *) cudafx_row (job->dst, y);
+      for (int x = 0; x < w; x++)
+        if (count[x + n] > count[x]) /* virtual columns x - r .. x + r */
+          convolve_fix_pixel (pl, &win, x, in + (size_t) x * c, out + (size_t) x * c);
+    }
+}
+
+static cudafx_status
+fix_non_finite (const cudafx_image *src, cudafx_image *dst, const convolve_plan *plan,
+                const cudafx_options *o)
+{
+  fix_job job = { src, dst, plan, NULL, NULL };
+  const int threads = cudafx_thread_count (o);
+  int any = 0;
+  cudafx_status s;
+  if (!(job.bad_rows = malloc ((size_t) src->height)))
+    return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory");
+  if (!(s = cudafx_parallel_rows (src->height, mark_rows, &job, o, 1.0, 1.0)))
+    {
+      for (int y = 0; y < src->height && !any; y++)
+        any = job.bad_rows[y];
+      if (any)
+        {
+          job.marks = malloc (sizeof (int) * (size_t) threads * (size_t) (src->width + plan->size));
+          s = job.marks ? cudafx_parallel_rows (src->height, fix_rows, &job, o, 1.0, 1.0)
+                        : cudafx_fail (CUDAFX_ERR_NO_MEMORY, "convolve: out of memory");
+        }
+    }
+  free (job.marks);
+  free (job.bad_rows);
+  return s;
+}
+
+/* The CPU backend's convolution (core/cpu.c's table). f32 images then have
+ * the outputs near a non-finite value fixed up (see core/convolve.h). */
 cudafx_status
 cudafx_convolve_cpu (const cudafx_image *src, cudafx_image *dst, const convolve_plan *plan,
                      const cudafx_options *o)
@@ -1069,6 +1181,8 @@ cudafx_convolve_cpu (const cudafx_image *src, cudafx_image *dst, const convolve_
   job->border = plan->border;
   cudafx_status s = convolve_job_run (job, o);
   free (job);
+  if (!s && src->type == CUDAFX_F32)
+    s = fix_non_finite (src, dst, plan, o);
   return s;
 }
 

@@ -64,6 +64,9 @@
  * that also finishes the pixel. Rows beyond the image come from the stripe
  * runner; kernels map columns through the border policy.
  *
+ * f32: the outputs whose window holds a non-finite value are computed again
+ * afterwards by the CPU's convolve_fix_pixel (core/convolve.h; launch_fix).
+ *
  * Timings of these kernels and of the ones they replaced: docs/BENCHMARKS.md,
  * "Convolution kernels" (earlier runs in its history). */
 #include "context.cuh"
@@ -1360,6 +1363,115 @@ struct stripe_args
   fixed_args fixed;
 };
 
+/* Non-finite f32 values (core/convolve.h): once the sums are done, the
+ * outputs whose window holds a non-finite element are recomputed by
+ * convolve_fix_pixel, the CPU's definition. Finding them costs a pass over
+ * the stripe and, beyond it, work only near such values: the stripe's
+ * scratch, free once the sums have run (same stream), holds for each of
+ * its input rows a byte a pixel "holds a non-finite element" (bad), a byte
+ * a row "holds one" (rows), and on those rows a byte a pixel "a window row
+ * centred here meets one", through the column border map (near). */
+struct fix_masks
+{
+  unsigned char *bad, *near, *rows;
+};
+
+/* Scratch bytes a stripe row needs for the masks. */
+size_t
+fix_scratch_row (int width)
+{
+  return 2 * (size_t) width + 1;
+}
+
+fix_masks
+masks_of (const cfx_stripe *s)
+{
+  const size_t pixels = (size_t) (s->rows + 2 * s->halo) * s->width;
+  unsigned char *p = (unsigned char *) s->d_scratch;
+  return { p, p + pixels, p + 2 * pixels };
+}
+
+constexpr int FIX_MARK_THREADS = 256;
+
+/* One block per input row of the stripe: bad and rows. */
+__global__ void __launch_bounds__ (FIX_MARK_THREADS)
+fix_mark_kernel (cfx_stripe s, fix_masks m)
+{
+  const int iy = blockIdx.x, c = s.channels;
+  const float *row = (const float *) (s.d_src + (size_t) iy * s.src_pitch);
+  int any = 0;
+  for (int x = threadIdx.x; x < s.width; x += FIX_MARK_THREADS)
+    {
+      int bad = 0;
+      for (int k = 0; k < c; k++)
+        bad |= !isfinite (__ldg (row + (size_t) x * c + k));
+      m.bad[(size_t) iy * s.width + x] = (unsigned char) bad;
+      any |= bad;
+    }
+  any = __syncthreads_or (any);
+  if (threadIdx.x == 0)
+    m.rows[iy] = (unsigned char) (any != 0);
+}
+
+/* near, on the rows holding a non-finite element (others are not read). */
+__global__ void
+fix_near_kernel (cfx_stripe s, fix_masks m, int size, cudafx_border border)
+{
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, iy = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= s.width || iy >= s.rows + 2 * s.halo || !m.rows[iy])
+    return;
+  const unsigned char *bad = m.bad + (size_t) iy * s.width;
+  int hit = 0;
+  for (int i = 0; i < size && !hit; i++)
+    {
+      const int sx = cudafx_border_index (x - size / 2 + i, s.width, border);
+      hit = sx >= 0 && bad[sx];
+    }
+  m.near[(size_t) iy * s.width + x] = (unsigned char) hit;
+}
+
+/* The outputs whose window meets a non-finite element, again. The plan is
+ * read in place (grid constant), not copied to each thread. */
+__global__ void
+fix_pixels_kernel (cfx_stripe s, const __grid_constant__ convolve_plan pl, fix_masks m, int alpha)
+{
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= s.width || y >= s.rows)
+    return;
+  const int y0 = y + s.halo - pl.radius, c = s.channels; /* the stripe row of window row 0 */
+  int hit = 0;
+  for (int j = 0; j < pl.size && !hit; j++)
+    hit = m.rows[y0 + j] && m.near[(size_t) (y0 + j) * s.width + x];
+  if (!hit)
+    return;
+  const float *centre = (const float *) (s.d_src + (size_t) (y + s.halo) * s.src_pitch) + (size_t) x * c;
+  const convolve_window win = { s.d_src, s.src_pitch, y0, 0, s.width, c, alpha, pl.border };
+  float out[4];
+  convolve_fix_pixel (&pl, &win, x, centre, out);
+  float *dst = (float *) (s.d_dst + (size_t) y * s.dst_pitch) + (size_t) x * c;
+  for (int k = 0; k < c; k++)
+    dst[k] = out[k];
+}
+
+cudafx_status
+launch_fix (const convolve_plan &pl, const cfx_stripe *s, bool alpha)
+{
+  const fix_masks m = masks_of (s);
+  const int in_rows = s->rows + 2 * s->halo;
+  fix_mark_kernel<<<in_rows, FIX_MARK_THREADS, 0, s->stream>>> (*s, m);
+  cudafx_status st = cfx_check_launch ("convolve", "fix_mark_kernel");
+  if (st)
+    return st;
+  dim3 block (BLOCK_X, BLOCK_Y);
+  dim3 near_grid ((s->width + BLOCK_X - 1) / BLOCK_X, (in_rows + BLOCK_Y - 1) / BLOCK_Y);
+  fix_near_kernel<<<near_grid, block, 0, s->stream>>> (*s, m, pl.size, pl.border);
+  if ((st = cfx_check_launch ("convolve", "fix_near_kernel")))
+    return st;
+  dim3 grid ((s->width + BLOCK_X - 1) / BLOCK_X, (s->rows + BLOCK_Y - 1) / BLOCK_Y);
+  fix_pixels_kernel<<<grid, block, 0, s->stream>>> (*s, pl, m, alpha);
+  return cfx_check_launch ("convolve", "fix_pixels_kernel");
+}
+
 cudafx_status
 convolve_stripe (void *ctx, const cfx_stripe *s)
 {
@@ -1372,8 +1484,10 @@ convolve_stripe (void *ctx, const cfx_stripe *s)
       case 3: return launch_fixed<3> (a->cx.cx, a->fixed, a->cx.border, s);
       default: return launch_fixed<4> (a->cx.cx, a->fixed, a->cx.border, s);
       }
-  return s->type == CUDAFX_U8 ? launch_type<unsigned char> (&a->cx, s, a->alpha)
-                              : launch_type<float> (&a->cx, s, a->alpha);
+  if (s->type == CUDAFX_U8) /* holds no non-finite value */
+    return launch_type<unsigned char> (&a->cx, s, a->alpha);
+  cudafx_status st = launch_type<float> (&a->cx, s, a->alpha);
+  return st ? st : launch_fix (*a->cx.plan, s, a->alpha);
 }
 
 /* The fixed-point taps as the kernels use them. */
@@ -1439,6 +1553,8 @@ cudafx_convolve_cuda (const cudafx_image *src, cudafx_image *dst, const convolve
     }
   else if (plan->separable)
     scratch = sizeof (float) * (size_t) src->width * (src->channels + (src->has_alpha ? 1 : 0));
+  if (src->type == CUDAFX_F32 && scratch < fix_scratch_row (src->width))
+    scratch = fix_scratch_row (src->width); /* the non-finite fix-up's masks */
   return cfx_run_stripes (call.cx, "convolve", src, dst, plan->radius, plan->border, scratch, convolve_stripe, &a,
                           o);
 }

@@ -6,6 +6,7 @@
 #include "../unit/harness.h"
 
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -612,6 +613,73 @@ TEST (gpu_convolve_sizes_match_cpu_bit_exactly)
       if (differs_from_cpu (sizes[si][0], sizes[si][1], layouts[li][0], layouts[li][1],
                             v % 7 == 3 ? CUDAFX_F32 : CUDAFX_U8, &p, convolve_with, &rng, what)
           && harness_failures () > 5)
+        return;
+    }
+}
+
+/* Non-finite f32 values (NaN, ±Inf, one element in 20, and along the
+ * edges): the GPU's fix-up (core/convolve.h's convolve_fix_pixel) gives the
+ * CPU's values bit for bit, over the small, direct (15x15, zero taps, alpha)
+ * and separable kernels, every border, in one stripe and in several (the
+ * halo rows' values too). */
+TEST (gpu_convolve_non_finite_matches_cpu_bit_exactly)
+{
+  static const int layouts[][2] = { { 1, 0 }, { 2, 1 }, { 3, 0 }, { 4, 0 }, { 4, 1 } };
+  static const double bad[] = { NAN, INFINITY, -INFINITY };
+  static double k[15 * 15];
+  harness_rng rng = { 67 };
+  for (int v = 0; v < 40; v++)
+    {
+      cudafx_convolve_params p;
+      cudafx_convolve_params_init (&p);
+      const int li = v % 5, n = v % 4 == 0 ? 3 : v % 4 == 1 ? 5 : 15;
+      p.border = v % 4;
+      if (v % 8 < 4)
+        {
+          for (int i = 0; i < n * n; i++) /* 5x5: some zero taps */
+            k[i] = n == 5 && harness_uniform (&rng) < 0.3 ? 0 : harness_uniform (&rng) * 2 - 0.6;
+          p.preset = CUDAFX_PRESET_CUSTOM;
+          p.kernel = k;
+          p.kernel_size = n;
+          p.offset = v % 3 * 10;
+        }
+      else
+        {
+          p.preset = v % 8 == 4 ? CUDAFX_PRESET_SOBEL_HORIZONTAL : CUDAFX_PRESET_GAUSSIAN;
+          p.sigma = v % 2 ? 5 : 1.5;
+        }
+      const int w = 263 + 40 * li, h = 61, ch = layouts[li][0];
+      cudafx_image src = harness_image_new (w, h, ch, layouts[li][1], CUDAFX_F32, 12);
+      cudafx_image ref = harness_image_new (w, h, ch, layouts[li][1], CUDAFX_F32, 12);
+      cudafx_image out = harness_image_new (w, h, ch, layouts[li][1], CUDAFX_F32, 12);
+      harness_image_random (&src, &rng);
+      for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+          for (int c = 0; c < ch; c++)
+            if (harness_rand (&rng) % (x == 0 || y == 0 || x == w - 1 || y == h - 1 ? 4 : 20) == 0)
+              harness_set (&src, x, y, c, bad[harness_rand (&rng) % 3]);
+      harness_image_poison (&out);
+      if (v % 2)
+        setenv ("CUDAFX_CUDA_STRIPES", "3", 1);
+      cudafx_options cpu = harness_cpu_options (), gpu = harness_cpu_options ();
+      gpu.backend = CUDAFX_BACKEND_CUDA;
+      cudafx_status s1 = cudafx_convolve (&src, &ref, &p, &cpu), s2 = cudafx_convolve (&src, &out, &p, &gpu);
+      unsetenv ("CUDAFX_CUDA_STRIPES");
+      int differ = 0;
+      for (int y = 0; y < h && !s1 && !s2; y++)
+        for (int x = 0; x < w; x++)
+          for (int c = 0; c < ch; c++)
+            {
+              const double a = harness_get (&ref, x, y, c), b = harness_get (&out, x, y, c);
+              differ += isnan (a) ? !isnan (b) : a != b;
+            }
+      CHECK (!s1 && !s2 && !differ, "convolve preset %d %dx%d border %d c%d%s%s, non-finite values: status %d/%d, "
+             "%d values differ from the CPU's", p.preset, n, n, p.border, ch, layouts[li][1] ? "+alpha" : "",
+             v % 2 ? ", 3 stripes" : "", s1, s2, differ);
+      harness_image_free (&src);
+      harness_image_free (&ref);
+      harness_image_free (&out);
+      if (harness_failures () > 5)
         return;
     }
 }

@@ -718,7 +718,8 @@ a = (np.add.outer(np.arange(64), np.arange(64)) / 128 + r.normal(0, 0.05, (64, 6
 i = r.choice(64 * 64, 67, replace=False)
 a.flat[i] = np.array([np.nan, np.inf, -np.inf], np.float32)[np.arange(67) % 3]
 Image.fromarray(a, 'F').save('$tmp/nonfinite.tif')" 2>/dev/null; then
-  for f in "nl-means" "median --radius 2" "quantize --colors 4"; do
+  for f in "nl-means" "median --radius 2" "quantize --colors 4" "convolve --preset gaussian --sigma 2" \
+           "convolve --preset sobel-horizontal --border mirror"; do
     run_ok "float TIFF with NaN: $f" $f "$tmp/nonfinite.tif" "$tmp/nonfinite-out.tif" &&
       { "$py" -c "
 from PIL import Image
@@ -727,6 +728,7 @@ a = np.array(Image.open('$tmp/nonfinite.tif')); b = np.array(Image.open('$tmp/no
 assert b.dtype == np.float32, b.dtype
 assert (~np.isfinite(a) == ~np.isfinite(b)).all(), '%d non-finite values out of %d' % ((~np.isfinite(b)).sum(), (~np.isfinite(a)).sum())
 assert np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(a)], equal_nan=True), 'the non-finite values changed'
+assert np.abs(b[np.isfinite(b)]).max() < 2, 'a value spread: %g' % np.abs(b[np.isfinite(b)]).max()
 " && ok || bad "float TIFF with NaN: $f keeps the non-finite values to themselves"; }
   done
 else

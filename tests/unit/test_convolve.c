@@ -121,13 +121,27 @@ ref_get (const cudafx_image *img, int x, int y, int c, cudafx_border border)
   return sx < 0 || sy < 0 ? 0 : harness_get (img, sx, sy, c);
 }
 
+/* Element c of the pixel at x + i, y + j as the window centred on (x, y)
+ * reads it: a non-finite value as the centre's of the same channel. */
+static double
+ref_read (const cudafx_image *img, int x, int y, int i, int j, int c, cudafx_border border)
+{
+  double v = ref_get (img, x + i, y + j, c, border);
+  return isfinite (v) ? v : harness_get (img, x, y, c);
+}
+
 /* Element (x, y, c) of the result on the 0..255 scale, before rounding and
- * clamping, following the documented formulas in double precision. */
+ * clamping, following the documented formulas in double precision; f32
+ * non-finite values by the documented rule (core/convolve.h): a pixel's own
+ * non-finite value (or alpha) is kept, a neighbour's reads as the centre's. */
 static double
 oracle (const cudafx_image *src, const double *k, int n, const cudafx_convolve_params *p,
         int x, int y, int c)
 {
   const int r = n / 2, ch = src->channels;
+  if (!isfinite (harness_get (src, x, y, c))
+      || (src->has_alpha && !isfinite (harness_get (src, x, y, ch - 1))))
+    return harness_get (src, x, y, c);
   double sum = 0, abs_sum = 0;
   for (int i = 0; i < n * n; i++)
     {
@@ -141,11 +155,11 @@ oracle (const cudafx_image *src, const double *k, int n, const cudafx_convolve_p
   for (int j = 0; j < n; j++)
     for (int i = 0; i < n; i++)
       {
-        double v = ref_get (src, x + i - r, y + j - r, c, p->border);
+        double v = ref_read (src, x, y, i - r, j - r, c, p->border);
         double kv = k[j * n + i];
         if (src->has_alpha && !is_alpha)
           {
-            double a = ref_get (src, x + i - r, y + j - r, ch - 1, p->border);
+            double a = ref_read (src, x, y, i - r, j - r, ch - 1, p->border);
             acc += kv * a * v;
             cover += fabs (kv) * a;
           }
@@ -248,6 +262,9 @@ check_against_oracle_as (const cudafx_image *src, const cudafx_image *dst,
                        "%s: (%d,%d,%d) got %g want %.4f (rounded %g)", what, x, y, c, got, want,
                        rounded);
               }
+            else if (!isfinite (want)) /* kept as it is */
+              CHECK (isnan (want) ? isnan (got) : got == want, "%s: (%d,%d,%d) got %g want %g",
+                     what, x, y, c, got, want);
             else
               CHECK (fabs (got - want) <= tol, "%s: (%d,%d,%d) got %.6f want %.6f",
                      what, x, y, c, got, want);
@@ -584,6 +601,133 @@ TEST (convolve_zero_sum_kernels_match_oracle)
       p.border = v % 4;
       run_case (&p, v * 5 + 2, v % 2 ? "dense zero-sum" : "rank-1 zero-sum");
     }
+}
+
+/* ---- non-finite f32 values ---------------------------------------------- */
+
+static int
+count_non_finite (const cudafx_image *img)
+{
+  int n = 0;
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      for (int c = 0; c < img->channels; c++)
+        n += !isfinite (harness_get (img, x, y, c));
+  return n;
+}
+
+/* The kernels of the non-finite tests: a custom 3x3 sharpen, the 5x5 blur
+ * (separable), Sobel (zero sum), Gaussians (separable, 9 and 31 taps) and
+ * a 1x1 kernel. */
+static const double sharpen3[9] = { 0, -1, 0, -1, 5, -1, 0, -1, 0 };
+static const double two[1] = { 2 };
+
+static cudafx_convolve_params
+non_finite_kernel (int i, const char **name)
+{
+  cudafx_convolve_params p;
+  cudafx_convolve_params_init (&p);
+  static const char *names[] = { "sharpen 3x3", "blur 5x5", "sobel", "gaussian 1.5", "gaussian 5", "1x1" };
+  *name = names[i];
+  switch (i)
+    {
+    case 0: p.preset = CUDAFX_PRESET_CUSTOM; p.kernel = sharpen3; p.kernel_size = 3; break;
+    case 1: p.preset = CUDAFX_PRESET_BLUR_5X5; break;
+    case 2: p.preset = CUDAFX_PRESET_SOBEL_HORIZONTAL; break;
+    case 3: p.preset = CUDAFX_PRESET_GAUSSIAN; p.sigma = 1.5; break;
+    case 4: p.preset = CUDAFX_PRESET_GAUSSIAN; p.sigma = 5; break;
+    default: p.preset = CUDAFX_PRESET_CUSTOM; p.kernel = two; p.kernel_size = 1; p.offset = 10; break;
+    }
+  return p;
+}
+
+TEST (convolve_keeps_non_finite_values_to_themselves)
+{
+  static const double bad[] = { NAN, INFINITY, -INFINITY };
+  static const int dims[][2] = { { 13, 7 }, { 31, 17 }, { 1, 1 }, { 40, 3 } };
+  harness_rng rng = { 67 };
+  int variant = 0;
+  for (int ki = 0; ki < 6; ki++)
+    for (int border = 0; border < 4; border++)
+      for (int l = 0; l < N_OF (layouts); l++, variant++)
+        {
+          const int *d = dims[variant % N_OF (dims)], w = d[0], h = d[1];
+          const int ch = layouts[l][0], alpha = layouts[l][1];
+          cudafx_image src = harness_image_new (w, h, ch, alpha, CUDAFX_F32, 4 * (variant % 3));
+          cudafx_image dst = harness_image_new (w, h, ch, alpha, CUDAFX_F32, 8);
+          harness_image_random (&src, &rng);
+          /* about one element in 12, and the corners */
+          for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+              for (int c = 0; c < ch; c++)
+                if (harness_rand (&rng) % 12 == 0
+                    || ((x == 0 || x == w - 1) && (y == 0 || y == h - 1) && c == (x + y) % ch))
+                  harness_set (&src, x, y, c, bad[harness_rand (&rng) % 3]);
+          harness_image_poison (&dst);
+          const char *name;
+          cudafx_convolve_params p = non_finite_kernel (ki, &name);
+          p.border = border;
+          cudafx_options o = harness_options ();
+          o.threads = 1 + variant % 3;
+          char what[160];
+          snprintf (what, sizeof what, "%s border %d, %dx%d c%d%s", name, border, w, h, ch,
+                    alpha ? "+alpha" : "");
+          cudafx_status s = cudafx_convolve (&src, &dst, &p, &o);
+          CHECK (s == CUDAFX_OK, "%s: status %d (%s)", what, s, cudafx_error_message ());
+          if (s == CUDAFX_OK)
+            {
+              CHECK (count_non_finite (&dst) == count_non_finite (&src), "%s: %d non-finite values out of %d",
+                     what, count_non_finite (&dst), count_non_finite (&src));
+              check_against_oracle (&src, &dst, &p, what);
+            }
+          harness_image_free (&src);
+          harness_image_free (&dst);
+        }
+}
+
+/* A flat image with a NaN (and an infinity at its edge): a blur stays flat
+ * around them, Sobel gives 0, whatever the border. */
+TEST (convolve_flat_with_non_finite_stays_flat)
+{
+  for (int ki = 1; ki <= 4; ki++)
+    for (int border = 0; border < 4; border++)
+      for (int ch = 1; ch <= 4; ch += 3)
+        {
+          const int w = 23, h = 19;
+          cudafx_image src = harness_image_new (w, h, ch, 0, CUDAFX_F32, 0);
+          cudafx_image dst = harness_image_new (w, h, ch, 0, CUDAFX_F32, 0);
+          for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+              for (int c = 0; c < ch; c++)
+                harness_set (&src, x, y, c, 128);
+          harness_set (&src, 11, 9, 0, NAN);
+          harness_set (&src, 0, 4, ch - 1, INFINITY);
+          const char *name;
+          cudafx_convolve_params p = non_finite_kernel (ki, &name);
+          p.border = border;
+          cudafx_options o = harness_options ();
+          CHECK (cudafx_convolve (&src, &dst, &p, &o) == CUDAFX_OK, "%s", cudafx_error_message ());
+          /* black borders darken the edges: only the interior is flat there */
+          static double taps[CUDAFX_MAX_KERNEL_SIZE * CUDAFX_MAX_KERNEL_SIZE];
+          int n = 1;
+          CHECK (cudafx_convolve_kernel (&p, taps, &n) == CUDAFX_OK, "%s", cudafx_error_message ());
+          const int m = border == CUDAFX_BORDER_BLACK ? n / 2 : 0;
+          const double want = p.preset == CUDAFX_PRESET_SOBEL_HORIZONTAL ? 0 : 128;
+          for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+              for (int c = 0; c < ch; c++)
+                {
+                  const double in = harness_get (&src, x, y, c), got = harness_get (&dst, x, y, c);
+                  if (!isfinite (in))
+                    CHECK (isnan (in) ? isnan (got) : got == in, "%s border %d c%d: (%d,%d,%d) got %g",
+                           name, border, ch, x, y, c, got);
+                  else if (x >= m && x < w - m && y >= m && y < h - m)
+                    CHECK (fabs (got - want) < 1e-3, "%s border %d c%d: (%d,%d,%d) got %g want %g", name,
+                           border, ch, x, y, c, got, want);
+                }
+          harness_image_free (&src);
+          harness_image_free (&dst);
+        }
 }
 
 /* ---- properties --------------------------------------------------------- */
