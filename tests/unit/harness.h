@@ -69,6 +69,8 @@ double       harness_max_diff (const cudafx_image *a, const cudafx_image *b);
 double       harness_diff_share (const cudafx_image *a, const cudafx_image *b, double above);
 /* Rows of a and b (same size and layout) hold the same bytes, padding aside. */
 int          harness_same_pixels (const cudafx_image *a, const cudafx_image *b);
+/* Elements (alpha included) of img that are NaN or infinite. */
+int          harness_count_non_finite (const cudafx_image *img);
 
 /* A source provided as options.rows_needed asks for it (harness_ask_rows,
  * user data a harness_rows): the real image's rows are copied into lazy, a

@@ -200,6 +200,17 @@ harness_same_pixels (const cudafx_image *a, const cudafx_image *b)
   return 1;
 }
 
+int
+harness_count_non_finite (const cudafx_image *img)
+{
+  int n = 0;
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      for (int c = 0; c < img->channels; c++)
+        n += !isfinite (harness_get (img, x, y, c));
+  return n;
+}
+
 double
 harness_max_diff (const cudafx_image *a, const cudafx_image *b)
 {

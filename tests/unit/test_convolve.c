@@ -605,17 +605,6 @@ TEST (convolve_zero_sum_kernels_match_oracle)
 
 /* ---- non-finite f32 values ---------------------------------------------- */
 
-static int
-count_non_finite (const cudafx_image *img)
-{
-  int n = 0;
-  for (int y = 0; y < img->height; y++)
-    for (int x = 0; x < img->width; x++)
-      for (int c = 0; c < img->channels; c++)
-        n += !isfinite (harness_get (img, x, y, c));
-  return n;
-}
-
 /* The kernels of the non-finite tests: a custom 3x3 sharpen, the 5x5 blur
  * (separable), Sobel (zero sum), Gaussians (separable, 9 and 31 taps) and
  * a 1x1 kernel. */
@@ -676,8 +665,8 @@ TEST (convolve_keeps_non_finite_values_to_themselves)
           CHECK (s == CUDAFX_OK, "%s: status %d (%s)", what, s, cudafx_error_message ());
           if (s == CUDAFX_OK)
             {
-              CHECK (count_non_finite (&dst) == count_non_finite (&src), "%s: %d non-finite values out of %d",
-                     what, count_non_finite (&dst), count_non_finite (&src));
+              CHECK (harness_count_non_finite (&dst) == harness_count_non_finite (&src), "%s: %d non-finite values out of %d",
+                     what, harness_count_non_finite (&dst), harness_count_non_finite (&src));
               check_against_oracle (&src, &dst, &p, what);
             }
           harness_image_free (&src);

@@ -517,6 +517,41 @@ TEST (nlbayes_removes_noise_and_keeps_a_clean_image)
     }
 }
 
+/* The part [px0, px1) x [py0, py1) of src, read with halo pixels around it
+ * (clipped to the image) and filtered with p at its origin, against the
+ * same part of whole, src's run: equal when exact (the CPU, whose sums run
+ * in a fixed order), else at most 0.1% of the values off by more than 1. */
+static void
+check_part (const cudafx_image *src, const cudafx_image *whole, cudafx_nlbayes_params p, const cudafx_options *o,
+            int px0, int py0, int px1, int py1, int halo, int exact, const char *what)
+{
+  const int cx0 = px0 - halo > 0 ? px0 - halo : 0, cy0 = py0 - halo > 0 ? py0 - halo : 0;
+  const int cx1 = px1 + halo < src->width ? px1 + halo : src->width;
+  const int cy1 = py1 + halo < src->height ? py1 + halo : src->height;
+  cudafx_image part = *src;
+  part.data = (uint8_t *) src->data + (size_t) cy0 * src->stride
+              + (size_t) cx0 * src->channels * cudafx_type_size (src->type);
+  part.width = cx1 - cx0;
+  part.height = cy1 - cy0;
+  cudafx_image pdst = harness_image_new (part.width, part.height, src->channels, src->has_alpha, src->type, 0);
+  p.origin_x = cx0;
+  p.origin_y = cy0;
+  CHECK (cudafx_nlbayes (&part, &pdst, &p, o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+  double worst = 0;
+  long off = 0, total = 0;
+  for (int y = py0; y < py1; y++)
+    for (int x = px0; x < px1; x++)
+      for (int c = 0; c < src->channels; c++, total++)
+        {
+          double d = fabs (harness_get (&pdst, x - cx0, y - cy0, c) - harness_get (whole, x, y, c));
+          worst = d > worst ? d : worst;
+          off += d > 1;
+        }
+  CHECK (exact ? worst == 0 : (double) off / total < 0.001, "%s: the part differs from the whole by %g", what,
+         worst);
+  harness_image_free (&pdst);
+}
+
 /* A part of the image with a halo, filtered with its origin, equals the
  * same part of the whole image's run (exactly on the CPU, whose sums run in
  * a fixed order); and the thread count changes nothing. */
@@ -547,31 +582,7 @@ TEST (nlbayes_parts_and_threads_equal_the_whole)
       int halo = 0;
       for (int s = 0; s < 2; s++)
         halo += 2 * (info.search_size[s] / 2 + info.patch_size[s]);
-      const int px0 = 47, px1 = 103, py0 = 61, py1 = h;
-      const int cx0 = px0 - halo > 0 ? px0 - halo : 0, cy0 = py0 - halo > 0 ? py0 - halo : 0;
-      const int cx1 = px1 + halo < w ? px1 + halo : w, cy1 = py1;
-      const size_t es = type ? 4 : 1;
-      cudafx_image part = src, out = whole;
-      part.data = (uint8_t *) src.data + (size_t) cy0 * src.stride + (size_t) cx0 * 3 * es;
-      part.width = cx1 - cx0;
-      part.height = cy1 - cy0;
-      cudafx_image pdst = harness_image_new (part.width, part.height, 3, 0, type, 0);
-      p.origin_x = cx0;
-      p.origin_y = cy0;
-      CHECK (cudafx_nlbayes (&part, &pdst, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
-      double worst = 0;
-      long off = 0, total = 0;
-      for (int y = py0; y < py1; y++)
-        for (int x = px0; x < px1; x++)
-          for (int c = 0; c < 3; c++, total++)
-            {
-              double d = fabs (harness_get (&pdst, x - cx0, y - cy0, c) - harness_get (&out, x, y, c));
-              worst = d > worst ? d : worst;
-              off += d > 1;
-            }
-      CHECK (exact ? worst == 0 : (double) off / total < 0.001, "%s: the part differs from the whole by %g",
-             type ? "f32" : "u8", worst);
-      harness_image_free (&pdst);
+      check_part (&src, &whole, p, &o, 47, 61, 103, h, halo, exact, type ? "f32" : "u8");
       harness_image_free (&src);
       harness_image_free (&whole);
       harness_image_free (&again);
@@ -715,30 +726,10 @@ TEST (nlbayes_correlated_noise_in_two_scales)
   const int exact = rep.backend_used == CUDAFX_BACKEND_CPU;
   const int halo = cudafx_nlbayes_halo (&p, 3);
   const int px0 = 85, px1 = 110, py0 = 81, py1 = 100;
-  const int cx0 = px0 - halo > 0 ? px0 - halo : 0, cy0 = py0 - halo > 0 ? py0 - halo : 0;
-  const int cx1 = px1 + halo < w ? px1 + halo : w, cy1 = py1 + halo < h ? py1 + halo : h;
-  CHECK (halo > 0 && cx0 > 0 && cx0 % 2 == 1 && cy0 % 2 == 1 && cx1 < w && cy1 < h,
+  CHECK (halo > 0 && px0 - halo > 0 && (px0 - halo) % 2 == 1 && (py0 - halo) % 2 == 1 && px1 + halo < w &&
+           py1 + halo < h,
          "the part must lie inside with an odd origin: halo %d", halo);
-  cudafx_image part = noisy;
-  part.data = (uint8_t *) noisy.data + (size_t) cy0 * noisy.stride + (size_t) cx0 * 3;
-  part.width = cx1 - cx0;
-  part.height = cy1 - cy0;
-  cudafx_image pdst = harness_image_new (part.width, part.height, 3, 0, CUDAFX_U8, 0);
-  p.origin_x = cx0;
-  p.origin_y = cy0;
-  CHECK (cudafx_nlbayes (&part, &pdst, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
-  double worst = 0;
-  long off = 0, total = 0;
-  for (int y = py0; y < py1; y++)
-    for (int x = px0; x < px1; x++)
-      for (int c = 0; c < 3; c++, total++)
-        {
-          double d = fabs (harness_get (&pdst, x - cx0, y - cy0, c) - harness_get (&two, x, y, c));
-          worst = d > worst ? d : worst;
-          off += d > 1;
-        }
-  CHECK (exact ? worst == 0 : (double) off / total < 0.001, "the part differs from the whole by %g", worst);
-  harness_image_free (&pdst);
+  check_part (&noisy, &two, p, &o, px0, py0, px1, py1, halo, exact, "two scales");
   harness_image_free (&clean);
   harness_image_free (&noisy);
   harness_image_free (&two);

@@ -513,17 +513,6 @@ put_non_finite (cudafx_image *img)
   return n;
 }
 
-static int
-count_non_finite (const cudafx_image *img)
-{
-  int n = 0;
-  for (int y = 0; y < img->height; y++)
-    for (int x = 0; x < img->width; x++)
-      for (int c = 0; c < img->channels; c++)
-        n += !isfinite (harness_get (img, x, y, c));
-  return n;
-}
-
 /* Non-finite values stay where they are, and each only there; the finite
  * values around them are the oracle's, which reads them as 0 in the patches
  * and gives their pixels no weight. Automatic mode keeps them too. */
@@ -545,7 +534,7 @@ TEST (nlmeans_keeps_non_finite_values_to_themselves)
       CHECK (m.diff <= tolerance (CUDAFX_F32) && m.moved_max > tolerance (CUDAFX_F32),
              "%d channels: %g from the oracle (which moves values by up to %g)", layouts[l].channels, m.diff,
              m.moved_max);
-      int out = count_non_finite (&dst);
+      int out = harness_count_non_finite (&dst);
       CHECK (out == bad, "%d channels: %d non-finite values out of %d", layouts[l].channels, out, bad);
       for (int y = 0; y < 13; y++)
         for (int x = 0; x < 17; x++)
@@ -558,7 +547,7 @@ TEST (nlmeans_keeps_non_finite_values_to_themselves)
       cudafx_nlmeans_params pa;
       cudafx_nlmeans_params_init (&pa);
       CHECK (cudafx_nlmeans (&src, &dst, &pa, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
-      out = count_non_finite (&dst);
+      out = harness_count_non_finite (&dst);
       CHECK (out == bad, "automatic, %d channels: %d non-finite values out of %d", layouts[l].channels, out, bad);
       harness_image_free (&src);
       harness_image_free (&dst);
