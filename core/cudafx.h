@@ -308,8 +308,8 @@ typedef struct {
   double sigma;          /* automatic: > 0 is the noise sigma to use instead of estimating
                             it from src (a dialog previews part of the area a run estimates on) */
   cudafx_noise_model noise; /* with sigma > 0: the model found with it (signal_dependent 0: sigma alone) */
-  int    report_noise;   /* manual mode: estimate the noise too, for info (a CPU estimate of
-                            20-250 ms that the filter itself does not need) */
+  int    report_noise;   /* manual mode: estimate the noise too, for info (a CPU estimate the
+                            filter itself does not need) */
 } cudafx_nlmeans_params;
 
 /* What an nl-means run used (automatic mode fills in what it chose). */

@@ -111,8 +111,9 @@ projected_energy (const double (*restrict basis)[N], int m, const double *restri
  * to tridiagonal form, then the implicit symmetric QR algorithm with
  * Wilkinson's shift, the reflections and rotations accumulated into v
  * (Golub, Van Loan, "Matrix Computations", 4th ed., algorithms 8.3.1 and
- * 8.3.2, with the deflation of section 8.3.5). It runs serially on the
- * estimate's path, where cyclic Jacobi rotations cost five times as much. */
+ * 8.3.2, with the deflation of section 8.3.5): fewer operations than
+ * Jacobi rotations on the estimate's serial path (docs/BENCHMARKS.md,
+ * "Noise estimate", has the cost). */
 static void
 symmetric_eigen (double *a, int n, double *w, double *v)
 {
