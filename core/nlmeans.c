@@ -583,23 +583,45 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
 
 /* Flat noise of sigma: the parameters, and the plan, for sigma read
  * LOW_SIGMA_SCALE times higher where the table's first row applies, and
- * CORRELATED_SCALE times higher for correlated noise. The first row was
+ * correlated_scale times higher for correlated noise. The first row was
  * tuned with the residual estimator, which read the test photos' sigma 10
  * noise 4-14% high; on the texture-robust estimate it lost 0.1-0.3 dB
- * there until sigma was read 10% higher. Correlated noise makes patch
- * distances vary more than white noise of the same sigma (fewer
- * independent pixels in a patch), so it takes a larger h: on the
- * camera-pipeline JPEGs 1.6 times the whole noise's sigma gained 0.5-2.2 dB
- * over the noisy files where 1.0 gained 0.2-3.0 (docs/BENCHMARKS.md, "Noise
- * estimate"). The
- * transform's plan (camera noise) keeps the table as it is. */
+ * there until sigma was read 10% higher. The transform's plan (camera
+ * noise) keeps the table as it is. */
 #define LOW_SIGMA_SCALE 1.1
-#define CORRELATED_SCALE 1.6
+
+/* Correlated noise makes patch distances vary more than white noise of the
+ * same sigma (fewer independent pixels in a patch), so it takes a larger h:
+ * CORRELATED_SCALE_LOW times the whole noise's sigma, rising linearly to
+ * CORRELATED_SCALE_HIGH as the noise's correlation between the colour
+ * channels goes from CHANNEL_CORR_LOW to CHANNEL_CORR_HIGH. Noise alike in
+ * the three channels (what a JPEG's subsampled chroma leaves of a camera's
+ * noise) makes the three channels' distances vary together, as one
+ * channel's do, and comes with more of the compression's own error, which
+ * the weak-texture patches of the estimate do not see. Chosen on the
+ * camera-pipeline JPEGs of tests/quality, and held when chosen on the
+ * files of one demosaicking method and measured on the other's
+ * (docs/BENCHMARKS.md, "Noise estimate"). */
+#define CORRELATED_SCALE_LOW  1.6
+#define CORRELATED_SCALE_HIGH 3.0
+#define CHANNEL_CORR_LOW      0.3
+#define CHANNEL_CORR_HIGH     0.6
+
+static double
+correlated_scale (const cudafx_noise_model *m)
+{
+  if (!m->correlated)
+    return 1.0;
+  double t = (m->channel_corr - CHANNEL_CORR_LOW) / (CHANNEL_CORR_HIGH - CHANNEL_CORR_LOW);
+  t = t < 0.0 ? 0.0 : t > 1.0 ? 1.0 : t;
+  return CORRELATED_SCALE_LOW + t * (CORRELATED_SCALE_HIGH - CORRELATED_SCALE_LOW);
+}
+
 static void
-flat_plan (double sigma, int correlated, int colours, cudafx_nlmeans_info *used, nlmeans_plan *plan)
+flat_plan (double sigma, const cudafx_noise_model *m, int colours, cudafx_nlmeans_info *used, nlmeans_plan *plan)
 {
   size_t n;
-  double s = correlated ? CORRELATED_SCALE * sigma : sigma;
+  double s = correlated_scale (m) * sigma;
   s = s <= auto_table (colours, &n)->max_sigma ? LOW_SIGMA_SCALE * s : s;
   choose_params (s, colours, used);
   make_plan (used, colours, s, plan);
@@ -756,7 +778,7 @@ estimate_noise (nlmeans_call *call, const cudafx_options *o)
         }
       return CUDAFX_OK;
     }
-  flat_plan (call->sigma, m->correlated, call->colours, &call->used, &call->plan);
+  flat_plan (call->sigma, m, call->colours, &call->used, &call->plan);
   call->max_halo = call->plan.search_radius + call->plan.patch_radius;
   return CUDAFX_OK;
 }
@@ -782,7 +804,7 @@ camera_model (const cudafx_backend_ops *b, nlmeans_session *ses, nlmeans_call *c
           memset (m->a, 0, sizeof m->a);
           memset (m->b, 0, sizeof m->b);
           m->sigma_dark = m->sigma_light = call->sigma;
-          flat_plan (call->sigma, m->correlated, call->colours, &call->used, &call->plan);
+          flat_plan (call->sigma, m, call->colours, &call->used, &call->plan);
         }
       else
         s = stabilise (call);
@@ -896,7 +918,7 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
     }
   else if (p->automatic && p->sigma > 0.0)
     {
-      flat_plan (p->sigma, p->noise.correlated, colours, &call.used, &call.plan);
+      flat_plan (p->sigma, &p->noise, colours, &call.used, &call.plan);
       call.max_halo = call.plan.search_radius + call.plan.patch_radius;
     }
   else if (p->automatic)

@@ -493,6 +493,48 @@ TEST (nlmeans_auto_with_given_sigma)
   harness_image_free (&given);
 }
 
+/* Correlated noise takes a larger h the more alike its colour channels'
+ * noise is: the same h up to a channel correlation of 0.3 and from 0.6 on,
+ * growing in between, 3.0 / 1.6 times as large at the top as at the
+ * bottom (sigma 2 keeps every case in the table's first row, h = k sigma).
+ * White noise is not scaled by its channel correlation. */
+TEST (nlmeans_correlated_strength_follows_channel_correlation)
+{
+  harness_rng rng = { 78 };
+  cudafx_image src = harness_image_new (40, 30, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (40, 30, 3, 0, CUDAFX_U8, 0);
+  cudafx_options o = harness_options ();
+  cudafx_nlmeans_params p = manual (10, 1, 1);
+  static const double corr[] = { 0.0, 0.3, 0.4, 0.5, 0.6, 0.9 };
+  double h[6], white[2];
+
+  fill_noisy_flat (&src, 2, &rng);
+  p.automatic = 1;
+  p.sigma = 2;
+  p.noise.correlated = 1;
+  for (int i = 0; i < 6; i++)
+    {
+      cudafx_nlmeans_info info = { 0 };
+      p.noise.channel_corr = corr[i];
+      CHECK (cudafx_nlmeans (&src, &dst, &p, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
+      h[i] = info.h;
+    }
+  CHECK (h[0] == h[1] && h[4] == h[5], "h outside the ramp changes: %g %g, %g %g", h[0], h[1], h[4], h[5]);
+  CHECK (h[1] < h[2] && h[2] < h[3] && h[3] < h[4], "h does not grow: %g %g %g %g", h[1], h[2], h[3], h[4]);
+  CHECK (fabs (h[4] / h[1] - 3.0 / 1.6) < 1e-9, "top over bottom %g, not %g", h[4] / h[1], 3.0 / 1.6);
+  p.noise.correlated = 0;
+  for (int i = 0; i < 2; i++)
+    {
+      cudafx_nlmeans_info info = { 0 };
+      p.noise.channel_corr = i ? 0.9 : 0.0;
+      CHECK (cudafx_nlmeans (&src, &dst, &p, &o, &info) == CUDAFX_OK, "%s", cudafx_error_message ());
+      white[i] = info.h;
+    }
+  CHECK (white[0] == white[1] && white[0] < h[0], "white noise h %g %g (correlated %g)", white[0], white[1], h[0]);
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
+
 /* Non-finite values at fixed places of an f32 image: a NaN inside, +Inf
  * and -Inf on the edges, one channel of a colour pixel. Returns how many. */
 static int
