@@ -354,7 +354,7 @@ select_patches (channel_patches *cp, int n, double q, int floor_count, float *sc
  * starting from the selection cp->sel the levels' run left. cp->sel and
  * cp->s2 end as the last iteration's. */
 static cudafx_status
-estimate_channel (channel_patches *cp, int n, int threads, int flat, noise_estimate *e, int c)
+estimate_channel (channel_patches *cp, int n, int flat, noise_estimate *e, int c)
 {
   const int blocks = (n + BLOCK - 1) / BLOCK;
   double *mean_acc = calloc ((size_t) blocks * NOISE_LEVELS * (N + 2), sizeof *mean_acc);
@@ -369,7 +369,7 @@ estimate_channel (channel_patches *cp, int n, int threads, int flat, noise_estim
       free (cov_acc);
       free (energy);
       free (scratch);
-      return cudafx_fail (CUDAFX_ERR_NO_MEMORY, "nl-means: out of memory");
+      return CUDAFX_ERR_NO_MEMORY; /* the caller says so: this runs in a task */
     }
 
   /* D^T D's trace: every difference inside the patch counts its two pixels. */
@@ -398,7 +398,7 @@ estimate_channel (channel_patches *cp, int n, int threads, int flat, noise_estim
     {
       /* The levels' mean patches. */
       memset (mean_acc, 0, (size_t) blocks * NOISE_LEVELS * (N + 2) * sizeof *mean_acc);
-#pragma omp parallel for num_threads (threads) schedule (static)
+#pragma omp taskloop grainsize (1)
       for (int b = 0; b < blocks; b++)
         {
           double *acc = mean_acc + (size_t) b * NOISE_LEVELS * (N + 2);
@@ -437,7 +437,7 @@ estimate_channel (channel_patches *cp, int n, int threads, int flat, noise_estim
 
       /* Covariance of the patches less their level's mean, each level's
        * divided by its variance (none on the first pass). */
-#pragma omp parallel for num_threads (threads) schedule (static)
+#pragma omp taskloop grainsize (1) shared (mu)
       for (int b = 0; b < blocks; b++)
         {
           double *acc = cov_acc + (size_t) b * TRI, d[N];
@@ -470,7 +470,7 @@ estimate_channel (channel_patches *cp, int n, int threads, int flat, noise_estim
           basis[d][j] = v[j * N + order[direct ? d : m + d]];
 
       /* Each weak-texture patch's energy per noise dimension. */
-#pragma omp parallel for num_threads (threads) schedule (static)
+#pragma omp taskloop grainsize (BLOCK) shared (mu, basis)
       for (int i = 0; i < n; i++)
         {
           energy[i] = 0;
@@ -850,9 +850,21 @@ noise_estimate_image (const cudafx_image *src, int colours, const cudafx_options
               cp[c].xi[i] = (float) xi;
             }
         }
+      /* The channels at once, each a task whose loops are task loops: the
+       * serial steps of one channel (eigen-decompositions, selections)
+       * overlap the others' parallel sums. */
+      cudafx_status cs[CUDAFX_NOISE_MAX_CHANNELS] = { 0 };
+#pragma omp parallel num_threads (threads)
+#pragma omp single
+      for (int c = 0; c < colours; c++)
+#pragma omp task firstprivate (c) shared (cp, cs, e)
+        {
+          if (!(cs[c] = estimate_channel (&cp[c], n, 0, e, c)))
+            cs[c] = estimate_channel (&cp[c], n, 1, e, c);
+        }
       for (int c = 0; c < colours && !s; c++)
-        if (!(s = estimate_channel (&cp[c], n, threads, 0, e, c)))
-          s = estimate_channel (&cp[c], n, threads, 1, e, c);
+        if (cs[c])
+          s = cudafx_fail (cs[c], "nl-means: out of memory");
       if (!s)
         estimate_correlation (cp, colours, n, threads, e);
     }
