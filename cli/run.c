@@ -87,7 +87,7 @@ plan_outputs (const cli_command *c, cli_file *files)
 static int
 codec_nice (void)
 {
-  const char *env = getenv ("CUDAFX_BENCH_CODEC_NICE");
+  const char *env = cudafx_test_switch ("CUDAFX_BENCH_CODEC_NICE");
   if (env)
     return atoi (env);
   return cli_cuda_devices () > 0 ? 5 : 0;
@@ -129,7 +129,7 @@ cli_run_filter (const cli_command *c)
    * estimate would only cost time. */
   b.params.nlmeans.report_noise = c->json;
   double pipeline_end = 0;
-  const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
+  const char *codecs_only = cudafx_test_switch ("CUDAFX_BENCH_CODECS_ONLY");
   b.codecs_only = codecs_only && strcmp (codecs_only, "0");
   /* CUDA starts now, while the first file decodes, if the job is worth it:
    * its size guessed from the first file that tells its own. */

@@ -36,6 +36,18 @@ const char *cudafx_status_string (cudafx_status status);
  * Never NULL; empty when the last call succeeded. */
 const char *cudafx_error_message (void);
 
+/* ---- test and benchmark switches ---------------------------------------- */
+
+/* The value of a test, fault-injection or benchmark switch, an environment
+ * variable no user needs (docs/TESTING.md, "Test and benchmark switches";
+ * the user's own variables are in the README): NULL when it is not set. Every
+ * switch the engine, the backends, the hosts and the test programs read goes
+ * through here, and is named, with what it does, in the one table of
+ * core/services.c; a name missing from it is a programming error, reported on
+ * stderr before abort (), so that no switch is read under a misspelt name or
+ * left out of the list. */
+const char *cudafx_test_switch (const char *name);
+
 /* ---- images ------------------------------------------------------------ */
 
 typedef enum { CUDAFX_U8 = 0, CUDAFX_F32 = 1 } cudafx_type;
