@@ -174,6 +174,20 @@ CLI_PARTS := $(filter-out cli/main.c,$(CLI_SRCS))
 $(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
 	$(CC) $(CFLAGS) $(filter %.o,$^) $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -lpthread -o $@
 
+# The benchmarks' build of the CLI: the same objects and bench/cli_bench.c,
+# which reads the switches bench_e2e.py and batch_fixed_cost.py set (the
+# codecs alone, the codec threads' priority), so that the shipped cudafx has
+# none of them. Built by `make check` (which tests it) and `make bench-e2e`,
+# never installed.
+CLI_BENCH := $(if $(CLI),$(BUILD)/cudafx-bench)
+
+$(BUILD)/bench/cli_bench.o: bench/cli_bench.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(GEGL_CFLAGS) -c $< -o $@
+
+$(BUILD)/cudafx-bench: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(BUILD)/bench/cli_bench.o $(LIB)
+	$(CC) $(CFLAGS) $(filter %.o,$^) $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -lpthread -o $@
+
 # The GEGL operations module (cudafx:median, ...): the engine linked in
 # statically, only GEGL's two module entry points exported, so that the
 # engine's symbols cannot meet another copy in the host's process.
@@ -205,7 +219,7 @@ GEGL_SIGMA_TEST := $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 # contain a part (`make check TESTS=median_circle`; `=NAME` for one name
 # exactly), on the CPU; `make check-gpu TESTS=...` the same on CUDA.
 TESTS ?=
-check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST)
+check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST) $(CLI_BENCH)
 ifeq ($(strip $(TESTS)),)
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
 else
@@ -523,11 +537,12 @@ demo:
 	@echo "demo: results in out/ (median.png nl-means.png quantize.png quantize.gpl convolve.png)"
 
 # The CLI end to end (bench/bench_e2e.py): one 12 MP JPEG and a batch of
-# them, file in to file out, beside the codecs alone and OpenCV. On the GPU
-# machine run the script with a gegl-bundle of the CLI (README, Performance).
+# them, file in to file out, beside the codecs alone (cudafx-bench) and
+# OpenCV. On the GPU machine run the script with a gegl-bundle of both
+# (README, Performance).
 BENCH_E2E_ARGS ?= --images 8 --opencv-images 1
 .PHONY: bench-e2e
-bench-e2e: $(CLI)
+bench-e2e: $(CLI) $(CLI_BENCH)
 	$(PYTHON3) bench/bench_e2e.py --cli $(CLI) $(BENCH_E2E_ARGS)
 
 # The header dependencies the compilers wrote (absent before the first build).
