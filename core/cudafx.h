@@ -147,6 +147,14 @@ typedef struct {
 /* Defaults: backend auto, all threads, no progress, no report. */
 void cudafx_options_init (cudafx_options *options);
 
+/* The backend requested by asked (an options' or a filter's parameters'
+ * backend) and the environment together: asked, except that auto becomes
+ * cpu or cuda when CUDAFX_BACKEND names one. The engine's dispatch starts
+ * from it; a host with a rule of its own for auto (the CLI's) applies its
+ * rule only while this is still auto, so that the variable means the same in
+ * every host. */
+cudafx_backend cudafx_backend_requested (cudafx_backend asked);
+
 /* Describes the backends for humans: "CUDA: NVIDIA H100 80GB HBM3" or
  * "CPU, 16 threads — no CUDA device (reason)". Writes at most size bytes. */
 void cudafx_backend_describe (char *buf, size_t size);
