@@ -70,6 +70,12 @@ LIB_LIBS  := $(CUDA_LDLIBS) $(LDLIBS)
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNIT_OBJS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%.o)
+# The CLI's parts that need no GEGL (cli/batch.c, cli/image_pool.c), tested
+# in a program of their own with the unit tests' runner, so that test-unit
+# links the engine alone.
+CLI_UNIT_SRCS := $(wildcard tests/cli-unit/*.c)
+CLI_UNIT_OBJS := $(CLI_UNIT_SRCS:tests/cli-unit/%.c=$(BUILD)/tests-cli/%.o) $(BUILD)/tests/main.o
+CLI_UNIT_PARTS := $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o
 GPU_SRCS  := $(wildcard tests/gpu/*.c)
 GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
@@ -106,7 +112,7 @@ GIMP3_OK   := $(shell pkg-config --exists gimpui-3.0 && echo yes)
 GIMP210_OK := $(shell pkg-config --exists gimpui-2.0 && echo yes)
 PLUGINS    := $(if $(GIMP3_OK),$(BUILD)/gimp3-native/cudafx $(BUILD)/gimp3-native/cudafx-dialogs.so) $(if $(GIMP210_OK),$(BUILD)/gimp210/cudafx)
 
-all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) $(GEGL_MODULE) $(PLUGINS) locale
+all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(BUILD)/test-cli $(CLI) $(GEGL_MODULE) $(PLUGINS) locale
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI and GEGL module skipped: GEGL or a codec library not found (libgegl-dev libpng-dev libjpeg62-turbo-dev libtiff-dev libwebp-dev libnetpbm-dev))$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
 	@echo "  GIMP 3 plug-in: $(if $(GIMP3_OK),built,skipped (no libgimp-3.0-dev)); GIMP 2.10 plug-in: $(if $(GIMP210_OK),built,skipped (no libgimp2.0-dev))"
 
@@ -144,8 +150,15 @@ $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(CUDA_DEFS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/test-unit: $(UNIT_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB)
-	$(CC) $(CFLAGS) $(UNIT_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB) $(LIB_LIBS) -lpthread -o $@
+$(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -lpthread -o $@
+
+$(BUILD)/tests-cli/%.o: tests/cli-unit/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/test-cli: $(CLI_UNIT_OBJS) $(CLI_UNIT_PARTS) $(LIB)
+	$(CC) $(CFLAGS) $(CLI_UNIT_OBJS) $(CLI_UNIT_PARTS) $(LIB) $(LIB_LIBS) -lpthread -o $@
 
 # The GPU median's selection networks, checked on the host by the 0/1 principle.
 $(BUILD)/test-median-network: tests/unit/median_network.cc cuda/median_network.h
@@ -158,8 +171,8 @@ $(BUILD)/tests-gpu/%.o: tests/gpu/%.c
 	$(CC) $(CFLAGS) $(DEPFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
 # The unit tests plus the CUDA-machinery tests, for the CUDA backend.
-$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB)
-	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB) $(LIB_LIBS) -lpthread -o $@
+$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(LIB) $(LIB_LIBS) -lpthread -o $@
 
 $(BUILD)/cli/%.o: cli/%.c
 	@mkdir -p $(@D)
@@ -167,8 +180,8 @@ $(BUILD)/cli/%.o: cli/%.c
 
 CLI_SRCS := $(wildcard cli/*.c)
 # The CLI's pieces other than main's file: the option fuzzer links them with
-# its own entry point, the unit tests link the pipeline scheduler (batch.c,
-# no GEGL).
+# its own entry point; test-cli links the pipeline scheduler and the image
+# pool (batch.c, image_pool.c: no GEGL).
 CLI_PARTS := $(filter-out cli/main.c,$(CLI_SRCS))
 
 $(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
@@ -213,11 +226,13 @@ $(BUILD)/gegl_bench: bench/gegl_bench.c
 # (which tests/run.sh runs too) where the GEGL module is built.
 GEGL_SIGMA_TEST := $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 
-# Unit tests, then the same tests under AddressSanitizer + UBSan, the median
-# networks, the layers, then the CLI's tests; one summary line at the end.
+# Unit tests (the engine's, test-unit, and the CLI's scheduler's, test-cli),
+# then the same tests under AddressSanitizer + UBSan, the median networks,
+# the layers, then the CLI's tests; one summary line at the end.
 # `make check TESTS="NAME-PART..."` runs only the engine's tests whose names
 # contain a part (`make check TESTS=median_circle`; `=NAME` for one name
-# exactly), on the CPU; `make check-gpu TESTS=...` the same on CUDA.
+# exactly), on the CPU; `make check-gpu TESTS=...` the same on CUDA;
+# `BUILD/test-cli NAME-PART...` the CLI's.
 TESTS ?=
 check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST) $(CLI_BENCH)
 ifeq ($(strip $(TESTS)),)
@@ -281,6 +296,12 @@ ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan CUDA=0 ARCHFLAGS= \
 check-asan:
 	$(ASAN_MAKE) build-asan/test-unit
 	ASAN_OPTIONS=detect_leaks=1 build-asan/test-unit
+
+# The CLI's scheduler and image pool (test-cli) under the same sanitizers.
+.PHONY: check-asan-cli
+check-asan-cli:
+	$(ASAN_MAKE) build-asan/test-cli
+	ASAN_OPTIONS=detect_leaks=1 build-asan/test-cli
 
 # The CLI under ASan+UBSan+LeakSanitizer on every filter and its error paths.
 .PHONY: check-lsan
