@@ -543,7 +543,7 @@ check-dialogs: plugin all
 clean:
 	rm -rf build build-asan build-gpu build-fuzz
 
-# The main job on a fresh Debian machine: dependencies, build, and the four
+# The main job on a fresh Debian machine: dependencies, build, and the five
 # filters through the CLI on tests/data/astronaut.png, results in out/.
 DEMO_IN := tests/data/astronaut.png
 .PHONY: demo
@@ -553,9 +553,10 @@ demo:
 	@mkdir -p out
 	$(BUILD)/cudafx median --radius 3 --json $(DEMO_IN) out/median.png
 	$(BUILD)/cudafx nl-means --json $(DEMO_IN) out/nl-means.png
+	$(BUILD)/cudafx nl-bayes --json $(DEMO_IN) out/nl-bayes.png
 	$(BUILD)/cudafx quantize --colors 16 --palette-out out/quantize.gpl --json $(DEMO_IN) out/quantize.png
 	$(BUILD)/cudafx convolve --preset sharpen-5x5 --json $(DEMO_IN) out/convolve.png
-	@echo "demo: results in out/ (median.png nl-means.png quantize.png quantize.gpl convolve.png)"
+	@echo "demo: results in out/ (median.png nl-means.png nl-bayes.png quantize.png quantize.gpl convolve.png)"
 
 # The CLI end to end (bench/bench_e2e.py): one 12 MP JPEG and a batch of
 # them, file in to file out, beside the codecs alone (cudafx-bench) and
