@@ -70,6 +70,12 @@ LIB_LIBS  := $(CUDA_LDLIBS) $(LDLIBS)
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNIT_OBJS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%.o)
+# The CLI's parts that need no GEGL (cli/batch.c, cli/image_pool.c), tested
+# in a program of their own with the unit tests' runner, so that test-unit
+# links the engine alone.
+CLI_UNIT_SRCS := $(wildcard tests/cli-unit/*.c)
+CLI_UNIT_OBJS := $(CLI_UNIT_SRCS:tests/cli-unit/%.c=$(BUILD)/tests-cli/%.o) $(BUILD)/tests/main.o
+CLI_UNIT_PARTS := $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o
 GPU_SRCS  := $(wildcard tests/gpu/*.c)
 GPU_OBJS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests-gpu/%.o)
 
@@ -106,7 +112,7 @@ GIMP3_OK   := $(shell pkg-config --exists gimpui-3.0 && echo yes)
 GIMP210_OK := $(shell pkg-config --exists gimpui-2.0 && echo yes)
 PLUGINS    := $(if $(GIMP3_OK),$(BUILD)/gimp3-native/cudafx $(BUILD)/gimp3-native/cudafx-dialogs.so) $(if $(GIMP210_OK),$(BUILD)/gimp210/cudafx)
 
-all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(CLI) $(GEGL_MODULE) $(PLUGINS) locale
+all: $(LIB) $(SHLIB) $(BUILD)/test-unit $(BUILD)/test-cli $(CLI) $(GEGL_MODULE) $(PLUGINS) locale
 	@echo "cudafx built: $(CUDA_STATE)$(if $(CLI),, — CLI and GEGL module skipped: GEGL or a codec library not found (libgegl-dev libpng-dev libjpeg62-turbo-dev libtiff-dev libwebp-dev libnetpbm-dev))$(if $(MSGFMT),, — translations skipped: no msgfmt (gettext))"
 	@echo "  GIMP 3 plug-in: $(if $(GIMP3_OK),built,skipped (no libgimp-3.0-dev)); GIMP 2.10 plug-in: $(if $(GIMP210_OK),built,skipped (no libgimp2.0-dev))"
 
@@ -144,8 +150,15 @@ $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(CUDA_DEFS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/test-unit: $(UNIT_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB)
-	$(CC) $(CFLAGS) $(UNIT_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB) $(LIB_LIBS) -lpthread -o $@
+$(BUILD)/test-unit: $(UNIT_OBJS) $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(LIB) $(LIB_LIBS) -lpthread -o $@
+
+$(BUILD)/tests-cli/%.o: tests/cli-unit/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/test-cli: $(CLI_UNIT_OBJS) $(CLI_UNIT_PARTS) $(LIB)
+	$(CC) $(CFLAGS) $(CLI_UNIT_OBJS) $(CLI_UNIT_PARTS) $(LIB) $(LIB_LIBS) -lpthread -o $@
 
 # The GPU median's selection networks, checked on the host by the 0/1 principle.
 $(BUILD)/test-median-network: tests/unit/median_network.cc cuda/median_network.h
@@ -158,8 +171,8 @@ $(BUILD)/tests-gpu/%.o: tests/gpu/%.c
 	$(CC) $(CFLAGS) $(DEPFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
 # The unit tests plus the CUDA-machinery tests, for the CUDA backend.
-$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB)
-	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(BUILD)/cli/batch.o $(BUILD)/cli/image_pool.o $(LIB) $(LIB_LIBS) -lpthread -o $@
+$(BUILD)/test-gpu: $(UNIT_OBJS) $(GPU_OBJS) $(LIB)
+	$(CC) $(CFLAGS) $(UNIT_OBJS) $(GPU_OBJS) $(LIB) $(LIB_LIBS) -lpthread -o $@
 
 $(BUILD)/cli/%.o: cli/%.c
 	@mkdir -p $(@D)
@@ -167,11 +180,25 @@ $(BUILD)/cli/%.o: cli/%.c
 
 CLI_SRCS := $(wildcard cli/*.c)
 # The CLI's pieces other than main's file: the option fuzzer links them with
-# its own entry point, the unit tests link the pipeline scheduler (batch.c,
-# no GEGL).
+# its own entry point; test-cli links the pipeline scheduler and the image
+# pool (batch.c, image_pool.c: no GEGL).
 CLI_PARTS := $(filter-out cli/main.c,$(CLI_SRCS))
 
 $(BUILD)/cudafx: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(LIB)
+	$(CC) $(CFLAGS) $(filter %.o,$^) $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -lpthread -o $@
+
+# The benchmarks' build of the CLI: the same objects and bench/cli_bench.c,
+# which reads the switches bench_e2e.py and batch_fixed_cost.py set (the
+# codecs alone, the codec threads' priority), so that the shipped cudafx has
+# none of them. Built by `make check` (which tests it) and `make bench-e2e`,
+# never installed.
+CLI_BENCH := $(if $(CLI),$(BUILD)/cudafx-bench)
+
+$(BUILD)/bench/cli_bench.o: bench/cli_bench.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(GEGL_CFLAGS) -c $< -o $@
+
+$(BUILD)/cudafx-bench: $(CLI_SRCS:cli/%.c=$(BUILD)/cli/%.o) $(BUILD)/bench/cli_bench.o $(LIB)
 	$(CC) $(CFLAGS) $(filter %.o,$^) $(LIB) $(GEGL_LIBS) $(LIB_LIBS) -lpthread -o $@
 
 # The GEGL operations module (cudafx:median, ...): the engine linked in
@@ -199,13 +226,15 @@ $(BUILD)/gegl_bench: bench/gegl_bench.c
 # (which tests/run.sh runs too) where the GEGL module is built.
 GEGL_SIGMA_TEST := $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 
-# Unit tests, then the same tests under AddressSanitizer + UBSan, the median
-# networks, the layers, then the CLI's tests; one summary line at the end.
+# Unit tests (the engine's, test-unit, and the CLI's scheduler's, test-cli),
+# then the same tests under AddressSanitizer + UBSan, the median networks,
+# the layers, then the CLI's tests; one summary line at the end.
 # `make check TESTS="NAME-PART..."` runs only the engine's tests whose names
 # contain a part (`make check TESTS=median_circle`; `=NAME` for one name
-# exactly), on the CPU; `make check-gpu TESTS=...` the same on CUDA.
+# exactly), on the CPU; `make check-gpu TESTS=...` the same on CUDA;
+# `BUILD/test-cli NAME-PART...` the CLI's.
 TESTS ?=
-check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST)
+check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST) $(CLI_BENCH)
 ifeq ($(strip $(TESTS)),)
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
 else
@@ -267,6 +296,12 @@ ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan CUDA=0 ARCHFLAGS= \
 check-asan:
 	$(ASAN_MAKE) build-asan/test-unit
 	ASAN_OPTIONS=detect_leaks=1 build-asan/test-unit
+
+# The CLI's scheduler and image pool (test-cli) under the same sanitizers.
+.PHONY: check-asan-cli
+check-asan-cli:
+	$(ASAN_MAKE) build-asan/test-cli
+	ASAN_OPTIONS=detect_leaks=1 build-asan/test-cli
 
 # The CLI under ASan+UBSan+LeakSanitizer on every filter and its error paths.
 .PHONY: check-lsan
@@ -508,7 +543,7 @@ check-dialogs: plugin all
 clean:
 	rm -rf build build-asan build-gpu build-fuzz
 
-# The main job on a fresh Debian machine: dependencies, build, and the four
+# The main job on a fresh Debian machine: dependencies, build, and the five
 # filters through the CLI on tests/data/astronaut.png, results in out/.
 DEMO_IN := tests/data/astronaut.png
 .PHONY: demo
@@ -518,16 +553,18 @@ demo:
 	@mkdir -p out
 	$(BUILD)/cudafx median --radius 3 --json $(DEMO_IN) out/median.png
 	$(BUILD)/cudafx nl-means --json $(DEMO_IN) out/nl-means.png
+	$(BUILD)/cudafx nl-bayes --json $(DEMO_IN) out/nl-bayes.png
 	$(BUILD)/cudafx quantize --colors 16 --palette-out out/quantize.gpl --json $(DEMO_IN) out/quantize.png
 	$(BUILD)/cudafx convolve --preset sharpen-5x5 --json $(DEMO_IN) out/convolve.png
-	@echo "demo: results in out/ (median.png nl-means.png quantize.png quantize.gpl convolve.png)"
+	@echo "demo: results in out/ (median.png nl-means.png nl-bayes.png quantize.png quantize.gpl convolve.png)"
 
 # The CLI end to end (bench/bench_e2e.py): one 12 MP JPEG and a batch of
-# them, file in to file out, beside the codecs alone and OpenCV. On the GPU
-# machine run the script with a gegl-bundle of the CLI (README, Performance).
+# them, file in to file out, beside the codecs alone (cudafx-bench) and
+# OpenCV. On the GPU machine run the script with a gegl-bundle of both
+# (README, Performance).
 BENCH_E2E_ARGS ?= --images 8 --opencv-images 1
 .PHONY: bench-e2e
-bench-e2e: $(CLI)
+bench-e2e: $(CLI) $(CLI_BENCH)
 	$(PYTHON3) bench/bench_e2e.py --cli $(CLI) $(BENCH_E2E_ARGS)
 
 # The header dependencies the compilers wrote (absent before the first build).

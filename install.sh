@@ -4,7 +4,7 @@
 # Debian/Ubuntu: build tools, GEGL, GIMP and its plug-in development files),
 # builds (`make`), installs for this user (`make install`: the plug-in into the
 # folder of every GIMP found, the CLI in ~/.local/bin; tools/install-files.sh
-# says where), then runs the four procedures through headless GIMP on
+# says where), then runs the five procedures through headless GIMP on
 # tests/data/astronaut.png and writes out/gimp3-<filter>.png (GIMP 3) and
 # out/gimp-<filter>.png (GIMP 2.10).
 set -eu
@@ -32,7 +32,7 @@ make -j"$(nproc)" all
 make install
 mkdir -p out
 in=$PWD/tests/data/astronaut.png
-filters="median nl-means quantize convolve"
+filters="median nl-means nl-bayes quantize convolve"
 installed=""
 
 # smoke NAME PREFIX COMMAND...: COMMAND (a headless GIMP) wrote out/PREFIX-<filter>.png

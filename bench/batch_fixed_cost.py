@@ -2,15 +2,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A batch against its codecs alone (the target: at most 1.2x), whole
 batches timed from outside: bench_e2e.py's distinct 12 MP JPEGs through
-`nl-means --output-dir` (automatic mode, --backend auto) against the same command with CUDAFX_BENCH_CODECS_ONLY=1,
-for one or more builds, the runs interleaved (build by build, round by
+`nl-means --output-dir` (automatic mode, --backend auto) against the same command
+run by the build's cudafx-bench with CUDAFX_BENCH_CODECS_ONLY=1, for one or more builds, the runs interleaved (build by build, round by
 round), each with CUDAFX_BATCH_TIMELINE and its summary
 (bench/batch_timeline.py) kept.
 
 Usage: bench/batch_fixed_cost.py [--images 64] [--runs 3] [--threads 16]
            [--work /tmp/e2e] [--keep DIR] NAME=CLI[ OPTIONS][@ENV] ...
-OPTIONS: the filter's options for that build (e.g. "--workers 1"), words
-after the executable; ENV: the bundle's variables ("VAR=... VAR=..."), as
+CLI: the build's cudafx, its cudafx-bench beside it; OPTIONS: the filter's
+options for that build (e.g. "--workers 1"), words after the executable; ENV: the bundle's variables ("VAR=... VAR=..."), as
 bench_e2e.py's --env.
 Prints, per build, the wall ms per photo of each run, batch and codecs only,
 and their ratio (median over the runs).
@@ -53,11 +53,13 @@ def main():
         for name, cli, env in builds:
             for mode in ('codecs', 'batch'):
                 e = dict(env)
+                exe = cli[0]
                 if mode == 'codecs':
                     e['CUDAFX_BENCH_CODECS_ONLY'] = '1'
+                    exe = os.path.join(os.path.dirname(exe), 'cudafx-bench')
                 tl = os.path.join(keep, '%s-%s-%d.jsonl' % (name, mode, r))
                 e['CUDAFX_BATCH_TIMELINE'] = tl
-                cmd = [cli[0], 'nl-means'] + cli[1:] + ['--threads', str(a.threads), '--output-dir', out] + photos
+                cmd = [exe, 'nl-means'] + cli[1:] + ['--threads', str(a.threads), '--output-dir', out] + photos
                 t0 = time.perf_counter()
                 p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 wall = time.perf_counter() - t0

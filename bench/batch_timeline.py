@@ -20,9 +20,9 @@ Prints the batch's wall time cut into consecutive parts, in ms:
   clean-up        the pipeline's end until main returned (pool freed, codecs
                   shut down)
   after main      --wall less all of the above: the exit (CUDA's teardown)
-For a run without an engine worker (CUDAFX_BENCH_CODECS_ONLY=1) only the
-codec stages are summarised. Then the stages' medians, and the image pool's
-cost (blocks pinned and the ms spent pinning and freeing them).
+For a run without an engine worker (cudafx-bench, CUDAFX_BENCH_CODECS_ONLY=1)
+only the codec stages are summarised. Then the stages' medians, and the image
+pool's cost (blocks pinned and the ms spent pinning and freeing them).
 """
 import argparse
 import json

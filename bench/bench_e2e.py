@@ -9,7 +9,8 @@ Prints one table, wall milliseconds per image:
      (where CUDA is usable) cuda;
   3. a batch of distinct 12 MP JPEGs through `nl-means` (automatic mode,
      --backend auto, --output-dir), beside the same batch decoded and encoded
-     only (CUDAFX_BENCH_CODECS_ONLY=1: same codecs, same threads, no filter)
+     only (cudafx-bench with CUDAFX_BENCH_CODECS_ONLY=1: same codecs, same
+     threads, no filter)
      and beside an OpenCV loop of imread + fastNlMeansDenoisingColored(h=10,
      hColor=10, 7, 21) + imwrite on --opencv-threads threads over the first
      few images, extrapolated per image;
@@ -26,7 +27,8 @@ The images are made from tests/data photos by crops, flips and resizes to
 4000x3000, with Gaussian noise (sigma 8) so nl-means has work to do, saved as
 JPEG quality 92. A benchmark, never a test: nothing is asserted.
 
-Usage: bench/bench_e2e.py [--cli build/cudafx] [--env "VAR=... VAR=..."]
+Usage: bench/bench_e2e.py [--cli build/cudafx] [--bench-cli build/cudafx-bench]
+                          [--env "VAR=... VAR=..."]
                           [--images 64] [--opencv-images 3] [--opencv-threads N] [--runs 3]
                           [--codec-bound-threads N] [--work DIR]
 """
@@ -135,6 +137,8 @@ def cuda_usable(cli, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--cli', default=os.path.join(ROOT, 'build', 'cudafx'))
+    ap.add_argument('--bench-cli', help='the benchmarks\' build of the CLI, for the codecs alone '
+                    '(default: cudafx-bench beside --cli)')
     ap.add_argument('--env', default='', help='VAR=VALUE ... for the cudafx runs (gegl-bundle env)')
     ap.add_argument('--images', type=int, default=64, help='batch size')
     ap.add_argument('--opencv-images', type=int, default=3, help='images of the OpenCV nl-means loop')
@@ -151,6 +155,7 @@ def main():
         k, v = item.split('=', 1)
         env[k] = v
     cli = args.cli
+    bench_cli = args.bench_cli or os.path.join(os.path.dirname(cli), 'cudafx-bench')
     work = args.work or tempfile.mkdtemp(prefix='bench-e2e-')
     cores = os.cpu_count()
     cv_threads = args.opencv_threads or cores
@@ -206,7 +211,7 @@ def main():
         batch = photos[:args.images]
         t, _ = wall([cli, 'nl-means', '--json', '--output-dir', out] + batch, env, 1)
         codecs_env = dict(env, CUDAFX_BENCH_CODECS_ONLY='1')
-        c, _ = wall([cli, 'nl-means', '--output-dir', out] + batch, codecs_env, 1)
+        c, _ = wall([bench_cli, 'nl-means', '--output-dir', out] + batch, codecs_env, 1)
         n = args.images
         rows.append(('batch of %d, nl-means auto' % n, t / n, 'decode+encode only', c / n))
         k = max(1, min(args.opencv_images, n))
@@ -248,7 +253,7 @@ def main():
             t, engine, busy = batch_run(cli, ['nl-means', '--json', '--output-dir', out] + argv + extra + batch,
                                         genv)
             if tuple(extra) not in codecs:  # the codecs alone: the same files and threads, no filter
-                codecs[tuple(extra)] = wall([cli, 'nl-means', '--output-dir', out] + extra + batch,
+                codecs[tuple(extra)] = wall([bench_cli, 'nl-means', '--output-dir', out] + extra + batch,
                                             dict(genv, CUDAFX_BENCH_CODECS_ONLY='1'), 1)[0]
             c = codecs[tuple(extra)]
             print('| %s | %.2f | %.0f | %.0f | %s | %s |' % (

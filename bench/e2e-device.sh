@@ -4,11 +4,13 @@
 # (exactness of the pipelined stripes and of every device), the whole call
 # against a bare pinned round trip (bench-call, on every device), then
 # bench_e2e.py (single files, the 64-photo batch on one GPU and on all).
-# The machine has no GEGL: the CLI, test-gpu and bench-call are built and
-# bundled here (sm_90 is enough for an H100):
+# The machine has no GEGL: the CLI, its benchmarks' build (cudafx-bench, for
+# the codecs alone), test-gpu and bench-call are built and bundled here (sm_90
+# is enough for an H100):
 #   make CUDA=1 BUILD=build-gpu CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" \
-#     build-gpu/cudafx build-gpu/test-gpu build-gpu/bench-call
-#   /work/shared/tools/gegl-bundle .bundle/e2e build-gpu/cudafx build-gpu/test-gpu build-gpu/bench-call
+#     build-gpu/cudafx build-gpu/cudafx-bench build-gpu/test-gpu build-gpu/bench-call
+#   /work/shared/tools/gegl-bundle .bundle/e2e build-gpu/cudafx build-gpu/cudafx-bench \
+#     build-gpu/test-gpu build-gpu/bench-call
 # then there: bench/e2e-device.sh [BUNDLE] [BENCH_E2E ARGS...]   (images in $WORK, default /tmp/e2e)
 set -uo pipefail
 bundle=${1:-.bundle/e2e}

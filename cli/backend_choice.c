@@ -27,7 +27,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 enum { CUDA_OFF, CUDA_STARTING, CUDA_READY, CUDA_UNUSABLE };
 
@@ -147,15 +146,6 @@ start_cuda (void *arg)
   return arg;
 }
 
-/* CUDAFX_BACKEND=cpu|cuda with --backend auto: the engine decides, as it
- * documents; the CLI's rule steps aside. */
-static const char *
-backend_from_env (void)
-{
-  const char *env = getenv ("CUDAFX_BACKEND");
-  return env && (!strcmp (env, "cpu") || !strcmp (env, "cuda")) ? env : NULL;
-}
-
 /* CPU milliseconds a megapixel takes with 16 threads, from the engine's own
  * times for median radius 1, automatic nl-means and quantize K=16
  * (docs/BENCHMARKS.md, "The CLI's backend rule") and nl-bayes' on the CPU;
@@ -193,10 +183,12 @@ cpu_ms_per_mp (int filter, const cudafx_filter_params *p)
 void
 cli_cuda_start (int filter, const cudafx_filter_params *p, double megapixels, int files, int threads)
 {
-  const char *env = backend_from_env ();
-  if (p->backend == CUDAFX_BACKEND_CPU || (p->backend == CUDAFX_BACKEND_AUTO && env && !strcmp (env, "cpu")))
+  /* CUDAFX_BACKEND=cpu|cuda with --backend auto: the engine decides, as it
+   * documents; the CLI's rule steps aside. */
+  cudafx_backend want = cudafx_backend_requested (p->backend);
+  if (want == CUDAFX_BACKEND_CPU)
     return;
-  if (p->backend == CUDAFX_BACKEND_AUTO && !env)
+  if (want == CUDAFX_BACKEND_AUTO)
     {
       job_cpu_ms = cpu_ms_per_mp (filter, p) * megapixels * 16.0 / (threads > 0 ? threads : 1);
       if (job_cpu_ms < CUDA_COST_MS)
@@ -307,9 +299,9 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
 {
   cudafx_filter_params params = *p;
   cudafx_options options = *o;
-  const char *env = backend_from_env ();
+  cudafx_backend want = cudafx_backend_requested (p->backend); /* the rule steps aside unless auto */
   int state = atomic_load (&cuda_state);
-  int waited = state == CUDA_STARTING && job.several && p->backend == CUDAFX_BACKEND_AUTO && !env;
+  int waited = state == CUDA_STARTING && job.several && want == CUDAFX_BACKEND_AUTO;
   cudafx_status s;
 
   if (waited)
@@ -320,15 +312,13 @@ cli_run_engine (int filter, const cudafx_filter_params *p, const cudafx_image *s
       pthread_mutex_unlock (&count_lock);
     }
 
-  if (p->backend != CUDAFX_BACKEND_AUTO || env)
+  if (want != CUDAFX_BACKEND_AUTO)
     {
-      if (p->backend == CUDAFX_BACKEND_CUDA || (env && !strcmp (env, "cuda")))
+      if (want == CUDAFX_BACKEND_CUDA)
         pin_images (src, dst);
       s = cudafx_run_filter (filter, p, src, dst, o, result);
-      if (p->backend != CUDAFX_BACKEND_AUTO)
-        snprintf (why, why_size, "%s requested", p->backend == CUDAFX_BACKEND_CPU ? "cpu" : "cuda");
-      else
-        snprintf (why, why_size, "CUDAFX_BACKEND=%s", env);
+      snprintf (why, why_size, p->backend != CUDAFX_BACKEND_AUTO ? "%s requested" : "CUDAFX_BACKEND=%s",
+                want == CUDAFX_BACKEND_CPU ? "cpu" : "cuda");
       return s;
     }
   if (state == CUDA_READY)

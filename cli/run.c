@@ -78,18 +78,18 @@ plan_outputs (const cli_command *c, cli_file *files)
   return status;
 }
 
+cli_bench_settings cli_bench;
+
 /* A batch on CUDA: the codec threads, as many as the cores, keep every core
  * busy, and a worker woken by the GPU's end of a step may wait for a core's
  * time slice before it gives the GPU its next step; with the codecs at a
  * lower priority it runs first (what that gains: docs/BENCHMARKS.md,
- * "Batch pipeline"). CUDAFX_BENCH_CODEC_NICE sets the levels, for that
- * comparison. */
+ * "Batch pipeline"). cudafx-bench sets other levels, for that comparison. */
 static int
 codec_nice (void)
 {
-  const char *env = getenv ("CUDAFX_BENCH_CODEC_NICE");
-  if (env)
-    return atoi (env);
+  if (cli_bench.codec_nice_given)
+    return cli_bench.codec_nice;
   return cli_cuda_devices () > 0 ? 5 : 0;
 }
 
@@ -129,8 +129,7 @@ cli_run_filter (const cli_command *c)
    * estimate would only cost time. */
   b.params.nlmeans.report_noise = c->json;
   double pipeline_end = 0;
-  const char *codecs_only = getenv ("CUDAFX_BENCH_CODECS_ONLY");
-  b.codecs_only = codecs_only && strcmp (codecs_only, "0");
+  b.codecs_only = cli_bench.codecs_only;
   /* CUDA starts now, while the first file decodes, if the job is worth it:
    * its size guessed from the first file that tells its own. */
   double megapixels = 0;

@@ -4,6 +4,7 @@
  * constructors: GEGL's, CUDA's), from /proc/self/stat, in the kernel's
  * clock ticks (10 ms). */
 #include "timeline.h"
+#include "../core/cudafx.h"
 #include "batch.h"
 
 #include <pthread.h>
@@ -56,7 +57,7 @@ void
 cli_timeline_init (void)
 {
   origin = cli_now_ms ();
-  const char *path = getenv ("CUDAFX_BATCH_TIMELINE");
+  const char *path = cudafx_test_switch ("CUDAFX_BATCH_TIMELINE");
   if (!path || !*path)
     return;
   if (!(out = fopen (path, "w")))

@@ -36,6 +36,18 @@ const char *cudafx_status_string (cudafx_status status);
  * Never NULL; empty when the last call succeeded. */
 const char *cudafx_error_message (void);
 
+/* ---- test and benchmark switches ---------------------------------------- */
+
+/* The value of a test, fault-injection or benchmark switch, an environment
+ * variable no user needs (docs/TESTING.md, "Test and benchmark switches";
+ * the user's own variables are in the README): NULL when it is not set. Every
+ * switch the engine, the backends, the hosts and the test programs read goes
+ * through here, and is named, with what it does, in the one table of
+ * core/services.c; a name missing from it is a programming error, reported on
+ * stderr before abort (), so that no switch is read under a misspelt name or
+ * left out of the list. */
+const char *cudafx_test_switch (const char *name);
+
 /* ---- images ------------------------------------------------------------ */
 
 typedef enum { CUDAFX_U8 = 0, CUDAFX_F32 = 1 } cudafx_type;
@@ -134,6 +146,14 @@ typedef struct {
 
 /* Defaults: backend auto, all threads, no progress, no report. */
 void cudafx_options_init (cudafx_options *options);
+
+/* The backend requested by asked (an options' or a filter's parameters'
+ * backend) and the environment together: asked, except that auto becomes
+ * cpu or cuda when CUDAFX_BACKEND names one. The engine's dispatch starts
+ * from it; a host with a rule of its own for auto (the CLI's) applies its
+ * rule only while this is still auto, so that the variable means the same in
+ * every host. */
+cudafx_backend cudafx_backend_requested (cudafx_backend asked);
 
 /* Describes the backends for humans: "CUDA: NVIDIA H100 80GB HBM3" or
  * "CPU, 16 threads — no CUDA device (reason)". Writes at most size bytes. */

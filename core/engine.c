@@ -123,20 +123,26 @@ cudafx_parallel_rows (int height, cudafx_rows_fn fn, void *ctx,
   return cudafx_progress (o, to);
 }
 
-/* The backend asked for: options, then CUDAFX_BACKEND=cpu|cuda|auto. */
+/* The one reading of CUDAFX_BACKEND=cpu|cuda|auto (cudafx.h). */
+cudafx_backend
+cudafx_backend_requested (cudafx_backend asked)
+{
+  const char *env = getenv ("CUDAFX_BACKEND");
+  if (asked == CUDAFX_BACKEND_AUTO && env)
+    {
+      if (!strcmp (env, "cpu"))
+        return CUDAFX_BACKEND_CPU;
+      if (!strcmp (env, "cuda"))
+        return CUDAFX_BACKEND_CUDA;
+    }
+  return asked;
+}
+
+/* The backend asked for: options, then CUDAFX_BACKEND. */
 static cudafx_backend
 requested_backend (const cudafx_options *o)
 {
-  cudafx_backend b = o ? o->backend : CUDAFX_BACKEND_AUTO;
-  const char *env = getenv ("CUDAFX_BACKEND");
-  if (b == CUDAFX_BACKEND_AUTO && env)
-    {
-      if (!strcmp (env, "cpu"))
-        b = CUDAFX_BACKEND_CPU;
-      else if (!strcmp (env, "cuda"))
-        b = CUDAFX_BACKEND_CUDA;
-    }
-  return b;
+  return cudafx_backend_requested (o ? o->backend : CUDAFX_BACKEND_AUTO);
 }
 
 /* The CUDA backend's table, or NULL in a build without nvcc. */

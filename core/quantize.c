@@ -1605,7 +1605,7 @@ row_pieces (const cudafx_image *src, const cudafx_options *o)
     return 0;
   if (!o || !o->rows_needed)
     return 1;
-  const char *env = getenv ("CUDAFX_QUANTIZE_PIECES");
+  const char *env = cudafx_test_switch ("CUDAFX_QUANTIZE_PIECES");
   size_t pieces = (size_t) src->width * (size_t) src->height * (size_t) src->channels / STREAM_PIECE_BYTES;
   pieces = env && atoi (env) > 0 ? (size_t) atoi (env) : pieces > STREAM_PIECES ? STREAM_PIECES : pieces;
   pieces = pieces > (size_t) src->height ? (size_t) src->height : pieces;
@@ -1674,7 +1674,7 @@ quantize_run (const cudafx_backend_ops *b, void *job_, const cudafx_options *o)
     }
   /* The distinct colours for u8 (a count fits uint32); CUDAFX_QUANTIZE_PER_PIXEL
    * keeps every pixel, the same sums the long way (tests compare the two). */
-  const char *per_pixel = getenv ("CUDAFX_QUANTIZE_PER_PIXEL");
+  const char *per_pixel = cudafx_test_switch ("CUDAFX_QUANTIZE_PER_PIXEL");
   int distinct = src->type == CUDAFX_U8 && n <= UINT32_MAX && !(per_pixel && *per_pixel && strcmp (per_pixel, "0"));
   quantize_plan plan = { src, q->fs, q->everyone_votes, distinct, p->dither, p->palette ? 0 : sample_size (n_vote) };
   if ((s = b->quantize_open (&plan, o, &ses)))

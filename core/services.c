@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* The services below engine and backends (services.h): the calling thread's
- * error message and the statuses' names, the call's thread count, progress
- * and cancel, asking the host for source rows, and plain host memory in huge
- * pages. Both the engine and every backend call these; they call neither. */
+ * error message and the statuses' names, the test switches, the call's
+ * thread count, progress and cancel, asking the host for source rows, and
+ * plain host memory in huge pages. Both the engine and every backend call
+ * these; they call neither. */
 #include "services.h"
 
 #include <omp.h>
@@ -50,6 +51,34 @@ void
 cudafx_clear_error (void)
 {
   error_message[0] = '\0';
+}
+
+/* Every test, fault-injection and benchmark switch (cudafx_test_switch),
+ * each with what it does; docs/TESTING.md's table adds who reads it and which
+ * tests and benchmarks set it. */
+static const struct {
+  const char *name, *what;
+} test_switches[] = {
+  { "CUDAFX_CUDA_STRIPES",       "N: the stripes (1-16) the CUDA runner pipelines an image that fits the device in" },
+  { "CUDAFX_CUDA_SEED_SMS",      "N: quantize's device seeding laid out for N multiprocessors (fewer than the GPU's)" },
+  { "CUDAFX_CUDA_FAIL",          "alloc|launch|seed|seed-launchN|stripeN: a CUDA fault injected at that step" },
+  { "CUDAFX_QUANTIZE_PER_PIXEL", "1: quantize's k-means over every pixel of a u8 image, not its distinct colours" },
+  { "CUDAFX_QUANTIZE_PIECES",    "N: the pieces in which quantize asks the host for a u8 image's rows" },
+  { "CUDAFX_BATCH_TIMELINE",     "FILE: the CLI writes its files' stage times to FILE, one JSON object a line" },
+  { "CUDAFX_GEGL_TIMELINE",      "set: the GEGL operations print on stderr when each step of a region ended" },
+  { "CUDAFX_BENCH_CODECS_ONLY",  "1: cudafx-bench decodes and writes its files without filtering them" },
+  { "CUDAFX_BENCH_CODEC_NICE",   "N: cudafx-bench runs a batch's codec threads at nice level N" },
+  { "CUDAFX_TEST_BACKEND",       "cpu|cuda: the backend the test programs' engine calls ask for" },
+};
+
+const char *
+cudafx_test_switch (const char *name)
+{
+  for (size_t i = 0; i < sizeof test_switches / sizeof test_switches[0]; i++)
+    if (!strcmp (name, test_switches[i].name))
+      return getenv (name);
+  fprintf (stderr, "cudafx: %s is not in the test switches' table (core/services.c)\n", name);
+  abort ();
 }
 
 size_t

@@ -3,9 +3,10 @@
  * backends: the calling thread's error message, the call's thread count,
  * progress and cancel, the host's rows (asked for and reported), and the
  * arithmetic the CPU filters, the stripe runner and the kernels share (float
- * bits, border index, row address). Nothing here knows a backend or the
- * dispatch, so cuda/ calls nothing in core/engine.c; tools/check-layers.sh
- * keeps it so. */
+ * bits, border index, row address). The test switches' reader
+ * (cudafx_test_switch) is one of them too, declared in cudafx.h because the
+ * hosts read switches as well. Nothing here knows a backend or the dispatch,
+ * so cuda/ calls nothing in core/engine.c; tools/check-layers.sh keeps it so. */
 #ifndef CUDAFX_SERVICES_H
 #define CUDAFX_SERVICES_H
 

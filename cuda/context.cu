@@ -167,7 +167,7 @@ cudafx_cuda_device_count (void)
 int
 cfx_inject (const char *point)
 {
-  const char *env = getenv ("CUDAFX_CUDA_FAIL");
+  const char *env = cudafx_test_switch ("CUDAFX_CUDA_FAIL");
   return env && !strcmp (env, point);
 }
 
@@ -817,7 +817,7 @@ pipe_stripes (cfx_context *cx, const cudafx_image *src, int halo, size_t scratch
 {
   size_t pitch = stripe_pitch (src), bytes = row_bytes_of (src) * src->height;
   long n = (long) (bytes / CFX_PIPE_MIN_BYTES);
-  const char *env = getenv ("CUDAFX_CUDA_STRIPES");
+  const char *env = cudafx_test_switch ("CUDAFX_CUDA_STRIPES");
   if (env && *env)
     n = strtol (env, NULL, 10);
   n = n < 1 ? 1 : n > CFX_PIPE_STRIPES ? CFX_PIPE_STRIPES : n;

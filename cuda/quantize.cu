@@ -2114,7 +2114,7 @@ cudafx_quantize_cuda_seed (quantize_session *q, const sample_set *smp, const qua
    * multiprocessors, fewer than this one's, so that an H100 runs the
    * smaller groups and the several launches a smaller GPU gets. */
   int sms = cx->sms;
-  const char *as_if = getenv ("CUDAFX_CUDA_SEED_SMS");
+  const char *as_if = cudafx_test_switch ("CUDAFX_CUDA_SEED_SMS");
   if (as_if && atoi (as_if) >= 1 && atoi (as_if) < sms)
     sms = atoi (as_if);
   int group = SEED_BLOCKS_PER_SM * sms / job->attempts;

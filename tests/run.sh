@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Runs test suites, each of which ends with "N passed, N failed", and prints
 # the total as the last line.
-# Usage: tests/run.sh BUILD_DIR          CPU: unit, unit under ASan+UBSan, median networks, layers, CLI, CLI under LSan,
+# Usage: tests/run.sh BUILD_DIR          CPU: unit (engine, then the CLI's scheduler), both under ASan+UBSan, median networks, layers, CLI, CLI under LSan,
 #                                        the image-file fuzzer's corpus replayed (with clang), translations
 #        tests/run.sh BUILD_DIR gpu      CUDA: GPU tests, compute-sanitizer
 set -u
@@ -73,7 +73,9 @@ if [ "$mode" = gpu ]; then
   rm -rf "$logs"
 else
   suite unit "$build/test-unit"
+  suite cli-unit "$build/test-cli"
   suite unit-asan make --no-print-directory check-asan
+  suite cli-unit-asan make --no-print-directory check-asan-cli
   suite median-network "$build/test-median-network"
   suite layers tools/check-layers.sh "$build"
   if [ -x "$build/cudafx" ]; then

@@ -13,7 +13,7 @@ op_timeline_start (region_timeline *t, const char *filter, const GeglRectangle *
   static int on = -1;
 
   if (on < 0)
-    on = g_getenv ("CUDAFX_GEGL_TIMELINE") != NULL;
+    on = cudafx_test_switch ("CUDAFX_GEGL_TIMELINE") != NULL;
   t->on = on;
   if (!on)
     return;

@@ -106,7 +106,7 @@ compare_in (int memory, cudafx_type type, int device, cudafx_backend backend, cu
             cudafx_backend expect_used, const char *fallback_part)
 {
   harness_rng rng = { 7 };
-  const char *type_name = type == CUDAFX_F32 ? "f32" : "u8", *stripes = getenv ("CUDAFX_CUDA_STRIPES");
+  const char *type_name = type == CUDAFX_F32 ? "f32" : "u8", *stripes = cudafx_test_switch ("CUDAFX_CUDA_STRIPES");
   const int pad = type == CUDAFX_F32 ? 8 : 5; /* row padding, a whole number of elements */
   cudafx_image src = harness_image_new (301, 203, 3, 0, type, pad);
   cudafx_image ref = harness_image_new (301, 203, 3, 0, type, pad);

@@ -438,6 +438,23 @@ run_ok "identity 8-bit" convolve --kernel "$identity" --border black "$tmp/rgb8.
   same_samples "identity kernel, 8-bit" "$tmp/rgb8.png" "$out"
 run_ok "identity 16-bit" convolve --kernel "$identity" --border mirror "$tmp/in16.ppm" "$out" &&
   same_samples "identity kernel, 16-bit" "$tmp/in16.ppm" "$out"
+
+# The benchmarks' switches are read by cudafx-bench alone (the CLI's objects
+# and bench/cli_bench.c, built beside it): with CUDAFX_BENCH_CODECS_ONLY the
+# shipped cudafx still filters, writing what it writes without it, and
+# cudafx-bench writes the input's samples back, filtering as cudafx without it.
+bench_cli=$(dirname "$cli")/cudafx-bench
+run_ok "median, the reference" median --radius 2 "$tmp/rgb8.png" "$tmp/plain.png"
+CUDAFX_BENCH_CODECS_ONLY=1 run_ok "median with CUDAFX_BENCH_CODECS_ONLY" median --radius 2 "$tmp/rgb8.png" "$out" &&
+  { cmp -s "$out" "$tmp/plain.png" && ok || bad "CUDAFX_BENCH_CODECS_ONLY changed what cudafx writes"; }
+if [ -x "$bench_cli" ]; then
+  CUDAFX_BENCH_CODECS_ONLY=1 "$bench_cli" median --radius 2 "$tmp/rgb8.png" "$out" 2>"$tmp/stderr" &&
+    same_samples "cudafx-bench, codecs only" "$tmp/rgb8.png" "$out" || bad "cudafx-bench failed: $(cat "$tmp/stderr")"
+  "$bench_cli" median --radius 2 "$tmp/rgb8.png" "$out" 2>"$tmp/stderr" && cmp -s "$out" "$tmp/plain.png" && ok ||
+    bad "cudafx-bench without its switches does not write what cudafx writes: $(cat "$tmp/stderr")"
+else
+  bad "$bench_cli not built (make BUILD/cudafx-bench)"
+fi
 # Constant images, 8 and 16 bits: every median and percentile is the colour.
 "$py" - "$tmp/flat.ppm" "$tmp/flat16.ppm" <<'EOF'
 import sys

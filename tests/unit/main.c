@@ -68,7 +68,7 @@ options_for (cudafx_backend backend)
 cudafx_options
 harness_options (void)
 {
-  const char *b = getenv ("CUDAFX_TEST_BACKEND");
+  const char *b = cudafx_test_switch ("CUDAFX_TEST_BACKEND");
   return options_for (b && !strcmp (b, "cuda") ? CUDAFX_BACKEND_CUDA : CUDAFX_BACKEND_CPU);
 }
 

@@ -6,7 +6,7 @@
  * device, as several GPUs would); no more items are in flight than the
  * window allows; an engine callback that answers late (CUDA counting its
  * devices) lets the decodes begin and keeps the computes back. */
-#include "harness.h"
+#include "../unit/harness.h"
 
 #include "../../cli/batch.h"
 #include "../../cli/image_pool.h"
