@@ -16,7 +16,10 @@ methods; JPEG quality 85, 90, 95 in turn; seed 7000 level + 10 image +
 method. PSNR against the pipeline's output without noise and JPEG.
 G'MIC: `gmic in.png nlmeans 4,4,T round cut 0,255 o out.png`, T =
 GMIC_K x level; the best per image, '*' when on the grid's edge (results
-cached in build/quality-cache, as nlmeans_quality.py's).
+cached in build/quality-cache, as nlmeans_quality.py's). "clean JPEG" is
+the clean reference through the same JPEG quality: what a denoiser that
+removed all the noise but none of the compression's loss would reach, a
+yardstick for how much of the files' error is JPEG's.
 """
 import argparse
 import os
@@ -53,6 +56,12 @@ def corpus():
                 yield name, level, method, quality, clean_reference(photo, method), noisy
 
 
+def clean_jpeg(clean, quality):
+    """The clean reference through the JPEG the noisy file went through."""
+    ok, buf = cv2.imencode(".jpg", clean, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    return cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+
+
 def model_text(info):
     m = info.noise
     kind = "camera" if m.signal_dependent else "flat"
@@ -81,16 +90,17 @@ def main():
         else:
             g_p, g_t, g_edge = float("nan"), 0, False
         n_p, o_p, b_p = psnr(clean, noisy), psnr(clean, out), psnr(clean, nlb)
-        rows.setdefault(level, []).append((n_p, o_p, g_p, b_p))
+        j_p = psnr(clean, clean_jpeg(clean, quality))
+        rows.setdefault(level, []).append((n_p, o_p, g_p, b_p, j_p))
         print(f"  {name:9s} level {level:2d} {method:10s} q{quality}: {model_text(info)}  noisy {n_p:5.2f}  "
               f"ours {o_p:5.2f}  nl-bayes {b_p:5.2f}  G'MIC {g_p:5.2f} (T {g_t:g}{'*' if g_edge else ''})", flush=True)
     print(f"\ncamera-pipeline JPEGs: mean PSNR (dB) over {len(PHOTOS)} photos x {len(DEMOSAIC)} demosaicking "
           "methods; ours nl-means --auto, nl-bayes automatic, G'MIC nlmeans at its best T per image")
-    print("level  noisy   ours  nl-bayes  G'MIC  ours-noisy  G'MIC-noisy  ours-G'MIC  nl-bayes-ours")
+    print("level  noisy   ours  nl-bayes  G'MIC  ours-noisy  G'MIC-noisy  ours-G'MIC  nl-bayes-ours  clean JPEG")
     for level in LEVELS:
-        n, o, g, b = np.mean(rows[level], axis=0)
+        n, o, g, b, j = np.mean(rows[level], axis=0)
         print(f"{level:5d}  {n:5.2f}  {o:5.2f}  {b:8.2f}  {g:5.2f}  {o - n:+10.2f}  {g - n:+11.2f}  {o - g:+10.2f}  "
-              f"{b - o:+13.2f}")
+              f"{b - o:+13.2f}  {j:10.2f}")
 
 
 if __name__ == "__main__":
