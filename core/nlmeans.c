@@ -601,7 +601,7 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
  * the weak-texture patches of the estimate do not see. Chosen on the
  * camera-pipeline JPEGs of tests/quality, and held when chosen on the
  * files of one demosaicking method and measured on the other's
- * (docs/BENCHMARKS.md, "Noise estimate"). */
+ * (docs/BENCHMARKS.md, "Non-local means on camera-pipeline JPEGs"). */
 #define CORRELATED_SCALE_LOW  1.6
 #define CORRELATED_SCALE_HIGH 3.0
 #define CHANNEL_CORR_LOW      0.3
