@@ -75,11 +75,11 @@
  * features alone, so adding count * feature for each distinct colour gives
  * the same int64 sums (order-free), hence the same centres, iterations and
  * palette, bit for bit. The colours are found once a run (the distinct
- * section below; cuda/quantize.cu: a device histogram, then CUB's
- * selection of its non-empty bins). f32 images, images of 2^32 pixels or
- * more (a count is uint32) and CUDAFX_QUANTIZE_PER_PIXEL (tests) take
- * every pixel; so does the CUDA backend when the colours' buffers exceed
- * its budget's share.
+ * section below; on the GPU a device histogram, cuda/quantize_lloyd.cu,
+ * then CUB's selection of its non-empty bins, cuda/quantize.cu). f32
+ * images, images of 2^32 pixels or more (a count is uint32) and
+ * CUDAFX_QUANTIZE_PER_PIXEL (tests) take every pixel; so does the CUDA
+ * backend when the colours' buffers exceed its budget's share.
  *
  * Palette (host): centre / 256 on the 0..255 scale (rgb), or the inverse
  * Oklab transform in double with libm; then rounded to the element type (u8:
@@ -118,15 +118,16 @@
  * plain nearest entry and neither receive nor pass on error. Both backends run it as a
  * wavefront, each row two pixels behind the one above, which keeps every
  * float addition in the sequential order: the same output for any thread
- * count (see dither_row) and on the device (cuda/quantize.cu, where a warp
- * takes 32 rows, a lane each, and waits on the warp above's progress).
+ * count (see dither_row) and on the device (cuda/quantize_dither.cu, where
+ * a warp takes 32 rows, a lane each, and waits on the warp above's
+ * progress).
  *
  * Backends. The per-pixel arithmetic (features, distance) is quantize.h's,
- * shared with cuda/quantize.cu. quantize_run drives a backend session
+ * shared with cuda/quantize*.cu. quantize_run drives a backend session
  * (core/backend.h): the backend does the passes over the image (assignment
  * sums, over every pixel or its distinct colours, mapping,
  * Floyd–Steinberg) and the seeding attempts on
- * the sample (cuda/quantize.cu's seeding section: the same integer
+ * the sample (cuda/quantize_seed.cu: the same integer
  * arithmetic, so the same centres; a backend may leave the seeding to the
  * host's reference, as the CPU one does and the CUDA one when its memory
  * budget leaves no room). A u8 image without alpha is handed to the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Colour quantize internals shared by the CPU reference (core/quantize.c)
- * and the CUDA passes (cuda/quantize.cu): the feature transform, the
+ * and the CUDA passes (cuda/quantize*.cu): the feature transform, the
  * distance, the integer sums of one Lloyd pass and the palette the mapping
  * reads. One definition compiled for both sides, so the GPU computes the
  * same features and the same nearest centre bit for bit; core/quantize.c's
@@ -310,7 +310,7 @@ quantize_nearest_sorted (const float (*sorted)[4], int k, float fx, float fy, fl
   return label;
 }
 
-/* ---- seeding (core/quantize.c's header; GPU version in cuda/quantize.cu) --- */
+/* ---- seeding (core/quantize.c's header; GPU version in cuda/quantize_seed.cu) */
 
 #define QUANTIZE_SAMPLE_MAX  65536 /* samples of the seeding */
 #define QUANTIZE_ATTEMPTS    8     /* most seedings tried on the sample (K <= 16) */
@@ -367,7 +367,7 @@ quantize_attempt_state (uint32_t seed, int a)
 
 /* The seeding sample of S entries over n voting pixels: entry j is the
  * voting pixel of rank floor (j n / S) in raster order, for core/quantize.c's
- * sample_rows and cuda/quantize.cu's gather alike. */
+ * sample_rows and cuda/quantize_seed.cu's gather alike. */
 static inline CUDAFX_HOST_DEVICE uint64_t
 quantize_sample_rank (uint64_t j, uint64_t n, int samples)
 {

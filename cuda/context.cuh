@@ -24,13 +24,15 @@
  *   none (its blocks are listed in context.cu);
  * - (per device, in context.cu) the kernels' shared-memory limits already set;
  * - the threads that copy between pageable images and the pinned staging
- *   buffers (context.cu says why they are not OpenMP's);
+ *   buffers (copy_threads.cu says why they are not OpenMP's);
  * - the lane's lock: one call uses a lane at a time.
  * Also here: CUDA errors into engine statuses, fault injection for the
- * fallback tests (CUDAFX_CUDA_FAIL), and the stripe runner that feeds
- * kernels rows with halos, so an image larger than device memory works, and
- * overlaps the copies of one stripe with the kernel of another when the
- * image fits. */
+ * fallback tests (CUDAFX_CUDA_FAIL), and the stripe runner (stripes.cu)
+ * that feeds kernels rows with halos, so an image larger than device memory
+ * works, and overlaps the copies of one stripe with the kernel of another
+ * when the image fits.
+ * context.cu holds the device and memory parts; copy_threads.cu and
+ * stripes.cu share cfx_host_rows and the two copy functions below. */
 #ifndef CUDAFX_CONTEXT_CUH
 #define CUDAFX_CONTEXT_CUH
 
@@ -54,7 +56,7 @@ constexpr int CFX_BASE_EVENTS = 8;
 constexpr int CFX_EVENTS = CFX_BASE_EVENTS + 5 * CFX_PIPE_STRIPES;
 constexpr int CFX_SHARED_ATTRIBUTES = 64; /* kernels whose shared-memory limit is remembered a device */
 
-struct cfx_copy_pool; /* the staging copies' threads (context.cu) */
+struct cfx_copy_pool; /* the staging copies' threads (copy_threads.cu) */
 
 struct cfx_context
 {
@@ -125,7 +127,26 @@ size_t cfx_memory_budget (cfx_context *cx);
 /* Lets kernel use `bytes` of dynamic shared memory (set once per size). */
 cudafx_status cfx_allow_shared (cfx_context *cx, const void *kernel, size_t bytes, const char *filter);
 
-/* ---- stripes ---------------------------------------------------------------- */
+/* ---- the copy threads (copy_threads.cu) --------------------------------------- */
+
+/* Rows between a pageable image and pinned staging memory. */
+struct cfx_host_rows
+{
+  const cudafx_image *img;
+  unsigned char      *pinned;   /* image row v0 + i at pinned + i * row_bytes */
+  int                 v0;       /* may be negative: rows made up by border */
+  size_t              row_bytes;
+  cudafx_border       border;
+  bool                to_pinned;
+};
+
+/* Rows [i0, i1) of the cfx_host_rows at ctx, copied on the calling thread. */
+void cfx_copy_host_rows (void *ctx, int i0, int i1);
+/* The first `rows` rows of h, copied by the context's copy threads and the
+ * caller (at most o's thread count of them). */
+void cfx_host_copy (cfx_context *cx, const cfx_host_rows *h, int rows, const cudafx_options *o);
+
+/* ---- stripes (stripes.cu) ----------------------------------------------------- */
 
 /* One input stripe on the device: rows [y0 - halo, y0 + rows + halo) of the
  * image, rows outside the image already made up by the border policy; the

@@ -222,7 +222,7 @@ TEST (gpu_nlbayes_origin_and_auto_match_cpu)
 /* Under a device-memory cap the image runs in stripes with halos: the same
  * values as the CPU's whole-image run, within the tolerance. The cap lies
  * between what one stripe with its halos needs and what the whole image
- * needs (the stripe runner's sums: cuda/context.cu). */
+ * needs (the stripe runner's sums: cuda/stripes.cu). */
 TEST_SHARDED (gpu_nlbayes_stripes_match_cpu, 4)
 {
   static const struct { int w, h, channels, alpha; double sigma; } cases[] = {
