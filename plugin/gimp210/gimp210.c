@@ -278,16 +278,12 @@ can_convert_indexed (gint32 image, GError **error)
 {
   gint     n_layers;
   gint    *layers = gimp_image_get_layers (image, &n_layers);
-  gboolean flat = TRUE;
+  gboolean groups = FALSE;
 
   for (int i = 0; i < n_layers; i++)
-    flat = flat && !gimp_item_is_group (layers[i]);
+    groups = groups || gimp_item_is_group (layers[i]);
   g_free (layers);
-  if (!flat)
-    g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                         _("quantize: convert-indexed needs an image without layer groups "
-                           "(indexed mode cannot hold them)"));
-  return flat;
+  return cudafx_proc_check_indexable (groups, error);
 }
 
 /* The whole image to 8-bit indexed mode with the palette, without dithering;
@@ -300,10 +296,7 @@ convert_indexed (gint32 image, const gchar *palette, GError **error)
       gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
                                   0, FALSE, FALSE, palette))
     return TRUE;
-  g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
-               _("quantize: GIMP could not convert the image to indexed mode: %s"),
-               gimp_get_pdb_error ());
-  return FALSE;
+  return cudafx_proc_indexed_failed (gimp_get_pdb_error (), error);
 }
 
 /* Whether desc can filter drawable, and the selection's bounds in it. */
@@ -317,28 +310,12 @@ check_drawable (gint32 drawable, const cudafx_filter_desc *desc, GeglRectangle *
                    _("%s: drawable %d does not exist"), desc->name, drawable);
       return FALSE;
     }
-  if (gimp_item_is_group (drawable))
-    {
-      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   _("%s: a layer group has no pixels of its own to filter; select a layer "
-                     "inside the group"), desc->name);
-      return FALSE;
-    }
-  if (gimp_drawable_is_indexed (drawable))
-    {
-      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   _("%s: indexed images are not supported; convert the image to RGB or "
-                     "grayscale first (Image ▸ Mode)"), desc->name);
-      return FALSE;
-    }
-  if (!gimp_drawable_mask_intersect (drawable, &area->x, &area->y, &area->width, &area->height))
-    {
-      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   _("%s: the selection does not touch the layer: nothing to filter"),
-                   desc->name);
-      return FALSE;
-    }
-  return TRUE;
+  const gboolean group = gimp_item_is_group (drawable);
+  const gboolean indexed = !group && gimp_drawable_is_indexed (drawable);
+  /* The selection's bounds only of a drawable that can be filtered. */
+  const gboolean touches = group || indexed ||
+                           gimp_drawable_mask_intersect (drawable, &area->x, &area->y, &area->width, &area->height);
+  return cudafx_proc_check_drawable (desc->name, group, indexed, touches, error);
 }
 
 /* Filters the drawable's selection and, when asked, makes the palette of the

@@ -192,16 +192,12 @@ static gboolean
 can_convert_indexed (GimpImage *image, GError **error)
 {
   GimpLayer **layers = gimp_image_get_layers (image);
-  gboolean    flat = TRUE;
+  gboolean    groups = FALSE;
 
   for (int i = 0; layers && layers[i]; i++)
-    flat = flat && !gimp_item_is_group (GIMP_ITEM (layers[i]));
+    groups = groups || gimp_item_is_group (GIMP_ITEM (layers[i]));
   g_free (layers);
-  if (!flat)
-    g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                         _("quantize: convert-indexed needs an image without layer groups "
-                           "(indexed mode cannot hold them)"));
-  return flat;
+  return cudafx_proc_check_indexable (groups, error);
 }
 
 /* The whole image to 8-bit indexed mode with the palette, without dithering;
@@ -217,11 +213,7 @@ convert_indexed (GimpImage *image, GimpPalette *palette, GError **error)
        gimp_image_convert_indexed (image, GIMP_CONVERT_DITHER_NONE, GIMP_CONVERT_PALETTE_CUSTOM,
                                    0, FALSE, FALSE, name);
   g_free (name);
-  if (!ok)
-    g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
-                 _("quantize: GIMP could not convert the image to indexed mode: %s"),
-                 gimp_pdb_get_last_error (gimp_get_pdb ()));
-  return ok;
+  return ok || cudafx_proc_indexed_failed (gimp_pdb_get_last_error (gimp_get_pdb ()), error);
 }
 
 /* Filters the drawable's selection and, when asked, makes the palette of the
@@ -237,27 +229,13 @@ filter_drawable (GimpDrawable *drawable, const cudafx_proc_args *args, GimpPalet
   cudafx_run_result result;
   gboolean          ok;
 
-  if (gimp_item_is_group (GIMP_ITEM (drawable)))
-    {
-      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   _("%s: a layer group has no pixels of its own to filter; select a layer "
-                     "inside the group"), desc->name);
-      return FALSE;
-    }
-  if (gimp_drawable_is_indexed (drawable))
-    {
-      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   _("%s: indexed images are not supported; convert the image to RGB or "
-                     "grayscale first (Image ▸ Mode)"), desc->name);
-      return FALSE;
-    }
-  if (!gimp_drawable_mask_intersect (drawable, &area.x, &area.y, &area.width, &area.height))
-    {
-      g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
-                   _("%s: the selection does not touch the layer: nothing to filter"),
-                   desc->name);
-      return FALSE;
-    }
+  const gboolean group = gimp_item_is_group (GIMP_ITEM (drawable));
+  const gboolean indexed = !group && gimp_drawable_is_indexed (drawable);
+  /* The selection's bounds only of a drawable that can be filtered. */
+  const gboolean touches = group || indexed ||
+                           gimp_drawable_mask_intersect (drawable, &area.x, &area.y, &area.width, &area.height);
+  if (!cudafx_proc_check_drawable (desc->name, group, indexed, touches, error))
+    return FALSE;
 
   gimp_progress_init (_(desc->blurb));
   source = gimp_drawable_get_buffer (drawable);

@@ -320,6 +320,42 @@ cudafx_proc_removes_unused (const cudafx_proc_args *args)
 }
 
 gboolean
+cudafx_proc_check_drawable (const char *filter, gboolean is_group, gboolean is_indexed, gboolean touches,
+                            GError **error)
+{
+  if (is_group)
+    g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                 _("%s: a layer group has no pixels of its own to filter; select a layer "
+                   "inside the group"), filter);
+  else if (is_indexed)
+    g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                 _("%s: indexed images are not supported; convert the image to RGB or "
+                   "grayscale first (Image ▸ Mode)"), filter);
+  else if (!touches)
+    g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                 _("%s: the selection does not touch the layer: nothing to filter"), filter);
+  return !is_group && !is_indexed && touches;
+}
+
+gboolean
+cudafx_proc_check_indexable (gboolean has_groups, GError **error)
+{
+  if (has_groups)
+    g_set_error_literal (error, CUDAFX_PROC_ERROR, CUDAFX_ERR_INVALID_ARG,
+                         _("quantize: convert-indexed needs an image without layer groups "
+                           "(indexed mode cannot hold them)"));
+  return !has_groups;
+}
+
+gboolean
+cudafx_proc_indexed_failed (const char *gimp_error, GError **error)
+{
+  g_set_error (error, CUDAFX_PROC_ERROR, CUDAFX_PROC_ERR_GIMP,
+               _("quantize: GIMP could not convert the image to indexed mode: %s"), gimp_error);
+  return FALSE;
+}
+
+gboolean
 cudafx_proc_set_palette (cudafx_proc_args *args, const double (*rgb)[3], int count, const char *name,
                          GError **error)
 {

@@ -92,6 +92,16 @@ gboolean cudafx_proc_creates_palette (const cudafx_proc_args *args);
 gboolean cudafx_proc_converts_indexed (const cudafx_proc_args *args);
 gboolean cudafx_proc_removes_unused (const cudafx_proc_args *args);
 
+/* What both GIMPs refuse before a run touches the image, from what each
+ * found of it with its own API (an error naming the filter and the fix):
+ * a layer group or an indexed drawable, a selection outside the drawable
+ * (touches FALSE); for convert-indexed, an image holding layer groups. */
+gboolean cudafx_proc_check_drawable (const char *filter, gboolean is_group, gboolean is_indexed, gboolean touches,
+                                     GError **error);
+gboolean cudafx_proc_check_indexable (gboolean has_groups, GError **error);
+/* GIMP refused the conversion to indexed mode; gimp_error its PDB's message. */
+gboolean cudafx_proc_indexed_failed (const char *gimp_error, GError **error);
+
 /* Quantize's palette argument from a host's palette: count colours as R'G'B'
  * on the 0..1 scale. No colours (none chosen) leaves the palette to k-means;
  * more than the engine takes is an error naming the palette. */
