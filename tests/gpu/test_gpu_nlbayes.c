@@ -44,7 +44,7 @@ fill_noisy (cudafx_image *img, double sigma, harness_rng *r)
  * means and covariances in another order: the basic estimate differs in
  * its last bits, and a step-2 group differs where two candidates'
  * distances, or one and tau, are that close. So every value within 1 (u8:
- * the rounding; f32: 1/255 of full scale, DESIGN.md's bound), and at most
+ * the rounding; f32: 1/255 of full scale: docs/TESTING.md, "Determinism"), and at most
  * NLB_SHARE of the values off by one (u8) or by more than NLB_F32_DIFF
  * (f32); a kernel off by one everywhere fails. Measured: docs/TESTING.md. */
 #define NLB_SHARE    0.001
