@@ -618,7 +618,8 @@ correlated_scale (const cudafx_noise_model *m)
 }
 
 static void
-flat_plan (double sigma, const cudafx_noise_model *m, int colours, cudafx_nlmeans_info *used, nlmeans_plan *plan)
+flat_plan (double sigma, const cudafx_noise_model *m, int colours, cudafx_nlmeans_info *used,
+           nlmeans_plan *plan)
 {
   size_t n;
   double s = correlated_scale (m) * sigma;
