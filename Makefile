@@ -496,8 +496,9 @@ plugin-210: $(BUILD)/gimp210/cudafx $(BUILD)/libcudafx-procedures.so locale
 check-gimp210: plugin-210 all
 	tests/gimp210/run.sh $(BUILD)
 
-# The four GIMP 2.10 dialogs on screen (host GIMP under Xvfb), saved as
-# docs/screenshots/gimp210-<filter>.png; needs xvfb, xdotool and imagemagick.
+# Four of the five GIMP 2.10 dialogs (all but Non-Local Bayes) on screen (host
+# GIMP under Xvfb), saved as docs/screenshots/gimp210-<filter>.png; needs xvfb,
+# xdotool and imagemagick.
 .PHONY: screenshots-210
 screenshots-210: plugin-210 all
 	tests/gimp210/screenshots.sh $(BUILD)
@@ -515,7 +516,7 @@ install: all
 check-package:
 	tests/package/run.sh
 
-# The dialogs for the README, under Xvfb: GIMP 3's four from the chroot
+# The dialogs for the README, under Xvfb: GIMP 3's five from the chroot
 # (docs/screenshots/gimp3-<filter>.png) and its Non-Local Means in Spanish
 # (gimp3-nl-means-es.png), a live filter's dialog with its split preview and
 # the layer's effects after it (gimp3-live-split.png, gimp3-live-effects.png),

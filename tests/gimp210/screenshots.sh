@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Screenshots of the four GIMP 2.10 dialogs: runs the host's GUI gimp-2.10
-# under Xvfb with BUILD/gimp210/cudafx in a throw-away profile, opens each
-# filter's dialog (RUN-INTERACTIVE) on a photo from tests/data, waits for the
-# preview, saves the dialog's window as docs/screenshots/gimp210-<filter>.png
-# and presses OK. Before each dialog a non-interactive run on a copy of the
-# image stores the values the dialog then opens with (its last values), so
-# the shots show chosen settings rather than only defaults; what OK writes
-# must then equal the CLI's output for those values (the interactive path,
-# end to end). Ends with "N passed, N failed".
+# Screenshots of four of the five GIMP 2.10 dialogs (all but Non-Local Bayes):
+# runs the host's GUI gimp-2.10 under Xvfb with BUILD/gimp210/cudafx in a
+# throw-away profile, opens each of those filters' dialog (RUN-INTERACTIVE) on
+# a photo from tests/data, waits for the preview, saves the dialog's window
+# as docs/screenshots/gimp210-<filter>.png and presses OK. Before each dialog
+# a non-interactive run on a copy of the image stores the values the dialog
+# then opens with (its last values), so the shots show chosen settings rather
+# than only defaults; what OK writes must then equal the CLI's output for
+# those values (the interactive path, end to end). Ends with "N passed, N
+# failed".
 #   tests/gimp210/screenshots.sh [BUILD]
 # Needs gimp, xvfb, xdotool and imagemagick (apt-get install).
 set -euo pipefail
