@@ -210,8 +210,8 @@ cudafx_cuda_host_pinnable (void)
  * 2 MB pages: cudafx_host_alloc_plain), registered with the driver:
  * cudaHostAlloc holds the driver up for the whole of its work, and every
  * other thread's CUDA calls wait for it, while registering pages already
- * there is an order of magnitude quicker (docs/BENCHMARKS.md, "Pinned
- * memory and huge pages"). */
+ * there is much quicker (docs/BENCHMARKS.md, "Pinned memory and huge
+ * pages"). */
 extern "C" int
 cudafx_cuda_host_register (void *p, size_t bytes)
 {

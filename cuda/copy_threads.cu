@@ -65,8 +65,9 @@ cfx_copy_host_rows (void *ctx, int i0, int i1)
 #endif
 }
 
-/* Threads for those copies: one alone moves about 10 GB/s, a fraction of
- * what the two copy engines move at once. */
+/* Threads for those copies: one alone moves a fraction of what the two copy
+ * engines move at once (docs/BENCHMARKS.md, "Host copies on the context's
+ * threads"). */
 constexpr int CFX_COPY_THREADS = 16;
 
 /* The context's copy threads. Not an OpenMP team: its threads spin after
@@ -121,10 +122,10 @@ copy_chunks (cfx_copy_pool *p, unsigned round, const cfx_host_rows *job, int row
 }
 
 /* How long a helper watches for the next round before it sleeps: the
- * rounds of one call follow each other within tens of microseconds (a
- * chunk's time on the copy engine), and waking a sleeping helper costs about
- * as long as a u8 round's copying (docs/BENCHMARKS.md, "Host copies on the
- * context's threads", has what helpers that always slept cost a lone call). */
+ * rounds of one call follow each other within a chunk's time on the copy
+ * engine, and waking a sleeping helper costs about as long as a u8 round's
+ * copying (docs/BENCHMARKS.md, "Host copies on the context's threads", has
+ * the figures and what helpers that always slept cost a lone call). */
 constexpr auto CFX_COPY_SPIN = std::chrono::microseconds (100);
 
 static void

@@ -32,7 +32,8 @@ namespace {
  * chunk of the row above, which its lanes then load together into shared
  * memory. A group trails the one above by 2 * 32 + DITHER_CHUNK pixels, so
  * the kernel takes about width + 2 * height + groups * DITHER_CHUNK steps
- * (chunks of 8 instead of 32: a sixth fewer at 12 MP). Blocks take their
+ * (a smaller chunk shortens the trail, at a fence and a poll a chunk;
+ * docs/BENCHMARKS.md, "Floyd–Steinberg on the GPU"). Blocks take their
  * groups in order from a ticket (an atomic counter), not from blockIdx: a
  * block only ever waits for a group taken earlier, by a block that is
  * already running, so the kernel cannot deadlock whatever the scheduling or
@@ -59,9 +60,9 @@ namespace {
  * Progress and cancel: each group's last lane, at the end of its row, writes
  * the rows done to mapped host memory; the host calls the progress callback
  * at fixed marks as the rows get done (the same calls every run). A cancel
- * waits for the kernel's end (a stripe's worth, milliseconds): warps reading
- * a stop flag from host memory while they wait made the kernel ten times
- * slower on the H100. */
+ * waits for the kernel's end (one stripe's worth), which costs less than
+ * warps reading a stop flag from host memory while they wait: that slowed
+ * every run (docs/BENCHMARKS.md, "Floyd–Steinberg on the GPU"). */
 
 constexpr int DITHER_CHUNK = 8;     /* pixels of a boundary row published and loaded at once */
 constexpr int DITHER_SEARCH_WARPS = 4; /* warps of a group sharing a larger palette's search: one a scheduler */
