@@ -19,7 +19,10 @@ GMIC_K x level; the best per image, '*' when on the grid's edge (results
 cached in build/quality-cache, as nlmeans_quality.py's). "clean JPEG" is
 the clean reference through the same JPEG quality: what a denoiser that
 removed all the noise but none of the compression's loss would reach, a
-yardstick for how much of the files' error is JPEG's.
+yardstick for how much of the files' error is JPEG's. `--ceiling` adds
+cudafx's nl-means at its best manual strength per image (h in H_GRID, patch
+radius 1-3, search radius 10; '*' when on the grid's edge): how far any
+choice of strength could take automatic mode on these files.
 """
 import argparse
 import os
@@ -41,6 +44,7 @@ PHOTOS = ["astronaut", "chelsea", "coffee", "camera"]
 LEVELS = [3, 6, 12]  # raw noise: bench/camera_noise.py's camera_model(level) on the mosaic
 QUALITIES = [85, 90, 95]
 GMIC_K = [0.7, 1.0, 1.4, 2.0, 2.8, 4.0]
+H_GRID = [3, 4.5, 6, 8, 11, 15, 20, 28]
 
 
 def corpus():
@@ -62,6 +66,14 @@ def clean_jpeg(clean, quality):
     return cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
 
 
+def best_manual(engine, noisy, clean):
+    """nl-means' best PSNR over H_GRID x patch radius 1-3, its h, and whether h is on the grid's edge."""
+    runs = [(psnr(clean, engine.nlmeans(noisy, automatic=False, h=h, patch_radius=r, search_radius=10)[0]), h)
+            for h in H_GRID for r in (1, 2, 3)]
+    p, h = max(runs)
+    return p, h, h in (H_GRID[0], H_GRID[-1])
+
+
 def model_text(info):
     m = info.noise
     kind = "camera" if m.signal_dependent else "flat"
@@ -73,6 +85,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--no-gmic", action="store_true", help="skip G'MIC (also when not installed)")
     ap.add_argument("--lib", help="the engine to measure (default build/libcudafx.so)")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="add nl-means at its best manual strength per image (24 more runs per image)")
     args = ap.parse_args()
     engine = pycudafx.Engine(args.lib)
     use_gmic = not args.no_gmic and shutil.which("gmic") is not None
@@ -89,18 +103,23 @@ def main():
             g_p, g_t, _, g_edge = gmic_best(noisy, clean, level, cache, pool, GMIC_K)
         else:
             g_p, g_t, g_edge = float("nan"), 0, False
+        c_p, c_h, c_edge = best_manual(engine, noisy, clean) if args.ceiling else (float("nan"), 0, False)
         n_p, o_p, b_p = psnr(clean, noisy), psnr(clean, out), psnr(clean, nlb)
         j_p = psnr(clean, clean_jpeg(clean, quality))
-        rows.setdefault(level, []).append((n_p, o_p, g_p, b_p, j_p))
+        rows.setdefault(level, []).append((n_p, o_p, g_p, b_p, j_p, c_p))
+        ceiling = f"  best h {c_p:5.2f} (h {c_h:g}{'*' if c_edge else ''})" if args.ceiling else ""
         print(f"  {name:9s} level {level:2d} {method:10s} q{quality}: {model_text(info)}  noisy {n_p:5.2f}  "
-              f"ours {o_p:5.2f}  nl-bayes {b_p:5.2f}  G'MIC {g_p:5.2f} (T {g_t:g}{'*' if g_edge else ''})", flush=True)
+              f"ours {o_p:5.2f}  nl-bayes {b_p:5.2f}  G'MIC {g_p:5.2f} (T {g_t:g}{'*' if g_edge else ''}){ceiling}",
+              flush=True)
     print(f"\ncamera-pipeline JPEGs: mean PSNR (dB) over {len(PHOTOS)} photos x {len(DEMOSAIC)} demosaicking "
           "methods; ours nl-means --auto, nl-bayes automatic, G'MIC nlmeans at its best T per image")
-    print("level  noisy   ours  nl-bayes  G'MIC  ours-noisy  G'MIC-noisy  ours-G'MIC  nl-bayes-ours  clean JPEG")
+    print("level  noisy   ours  nl-bayes  G'MIC  ours-noisy  G'MIC-noisy  ours-G'MIC  nl-bayes-ours  clean JPEG"
+          + ("  best h  best h-G'MIC" if args.ceiling else ""))
     for level in LEVELS:
-        n, o, g, b, j = np.mean(rows[level], axis=0)
+        n, o, g, b, j, c = np.mean(rows[level], axis=0)
+        ceiling = f"  {c:6.2f}  {c - g:+12.2f}" if args.ceiling else ""
         print(f"{level:5d}  {n:5.2f}  {o:5.2f}  {b:8.2f}  {g:5.2f}  {o - n:+10.2f}  {g - n:+11.2f}  {o - g:+10.2f}  "
-              f"{b - o:+13.2f}  {j:10.2f}")
+              f"{b - o:+13.2f}  {j:10.2f}{ceiling}")
 
 
 if __name__ == "__main__":
