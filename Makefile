@@ -226,6 +226,16 @@ $(BUILD)/gegl_bench: bench/gegl_bench.c
 # (which tests/run.sh runs too) where the GEGL module is built.
 GEGL_SIGMA_TEST := $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 
+# The dialogs' noise line (ui/common/dialog-common.c, GLib and GEGL only) on
+# GEGL buffers, for tests/run.sh where GEGL's development files are.
+NOISE_LINE_TEST := $(if $(GEGL_MODULE),$(BUILD)/test-noise-line)
+NOISE_LINE_SRCS := tests/ui/noise_line.c ui/common/dialog-common.c ui/common/region.c ui/common/procedures.c
+
+$(BUILD)/test-noise-line: $(NOISE_LINE_SRCS) ui/common/dialog-common.h ui/common/region.h ui/common/procedures.h $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Werror=implicit-function-declaration -Icore -Iui/common $$(pkg-config --cflags gegl-0.4) \
+	  $(NOISE_LINE_SRCS) $(LIB) $$(pkg-config --libs gegl-0.4) $(LIB_LIBS) -o $@
+
 # Unit tests (the engine's, test-unit, and the CLI's scheduler's, test-cli),
 # then the same tests under AddressSanitizer + UBSan, the median networks,
 # the layers, then the CLI's tests; one summary line at the end.
@@ -234,7 +244,7 @@ GEGL_SIGMA_TEST := $(if $(GEGL_MODULE),$(BUILD)/test-gegl-sigma)
 # exactly), on the CPU; `make check-gpu TESTS=...` the same on CUDA;
 # `BUILD/test-cli NAME-PART...` the CLI's.
 TESTS ?=
-check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST) $(CLI_BENCH)
+check: all $(BUILD)/test-median-network $(GEGL_SIGMA_TEST) $(NOISE_LINE_TEST) $(CLI_BENCH)
 ifeq ($(strip $(TESTS)),)
 	@CUDAFX_BACKEND=cpu tests/run.sh $(BUILD)
 else

@@ -90,6 +90,9 @@ else
       echo "== file-fuzzer-replay: skipped (no clang)"
     fi
     suite i18n tests/i18n.sh "$build"
+    if [ -x "$build/test-noise-line" ]; then
+      suite dialog-noise-line "$build/test-noise-line"
+    fi
     # The GEGL operations through the gegl command (Debian's package gegl).
     if [ -f "$build/gegl/cudafx-gegl.so" ]; then
       suite gegl tests/gegl/run.sh "$build"

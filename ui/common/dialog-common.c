@@ -58,21 +58,59 @@ cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, in
   *noise = info.noise;
   /* nl-bayes' plan follows the noise alone: no parameters to show. */
   if (filter == CUDAFX_FILTER_NLBAYES && info.noise.signal_dependent)
-    return g_strdup_printf (_("Estimated noise σ: %.1f in the shadows … %.1f in the highlights "
+    text = g_strdup_printf (_("Estimated noise σ: %.1f in the shadows … %.1f in the highlights "
                               "(camera noise, stronger in the dark) — automatic mode evens it out "
                               "and denoises what is left"),
                             info.noise.sigma_dark, info.noise.sigma_light);
-  if (filter == CUDAFX_FILTER_NLBAYES)
-    return g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode denoises with it"), info.sigma);
-  if (info.noise.signal_dependent)
-    return g_strdup_printf (_("Estimated noise σ: %.1f in the shadows … %.1f in the highlights "
+  else if (filter == CUDAFX_FILTER_NLBAYES)
+    text = g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode denoises with it"), info.sigma);
+  else if (info.noise.signal_dependent)
+    text = g_strdup_printf (_("Estimated noise σ: %.1f in the shadows … %.1f in the highlights "
                               "(camera noise, stronger in the dark) — automatic mode evens it out "
                               "and uses strength %.1f, patch radius %d, search radius %d"),
                             info.noise.sigma_dark, info.noise.sigma_light, info.h,
                             info.patch_radius, info.search_radius);
-  return g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode uses strength %.1f, "
-                            "patch radius %d, search radius %d"),
-                          info.sigma, info.h, info.patch_radius, info.search_radius);
+  else
+    text = g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode uses strength %.1f, "
+                              "patch radius %d, search radius %d"),
+                            info.sigma, info.h, info.patch_radius, info.search_radius);
+  if (info.noise.correlated)
+    {
+      gchar *note = cudafx_dialog_correlation_note (filter, &info.noise);
+      gchar *both = g_strconcat (text, "\n", note, NULL);
+      g_free (text);
+      g_free (note);
+      text = both;
+    }
+  return text;
+}
+
+gchar *
+cudafx_dialog_correlation_note (int filter, const cudafx_noise_model *noise)
+{
+  gchar *seen, *done = NULL, *note;
+
+  if (!noise->correlated)
+    return NULL;
+  /* Grey noise has no channels to correlate. */
+  if (noise->channels > 1)
+    seen = g_strdup_printf (_("Correlated noise: %.2f between neighbouring pixels, %.2f between the "
+                              "colour channels, as a camera's demosaicking and JPEG leave it."),
+                            noise->correlation, noise->channel_corr);
+  else
+    seen = g_strdup_printf (_("Correlated noise: %.2f between neighbouring pixels, as a camera's "
+                              "demosaicking and JPEG leave it."),
+                            noise->correlation);
+  /* What automatic mode does about it: flat noise only (behind the camera
+   * noise's transform both filters denoise as for white noise). */
+  if (!noise->signal_dependent)
+    done = g_strdup (filter == CUDAFX_FILTER_NLBAYES
+                       ? _("Automatic mode denoises the image at full and at half size.")
+                       : _("Automatic mode raises the strength for it."));
+  note = done ? g_strconcat (seen, " ", done, NULL) : g_strdup (seen);
+  g_free (seen);
+  g_free (done);
+  return note;
 }
 
 gchar *

@@ -28,6 +28,12 @@ gchar *cudafx_dialog_backend_text (void);
 gchar *cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, int filter,
                                  double *sigma, cudafx_noise_model *noise);
 
+/* When noise looks correlated (a camera's JPEG): how strongly, between
+ * neighbouring pixels and between the colour channels, and what automatic
+ * mode of filter does about it; NULL for noise that does not. The noise
+ * line above ends with it. */
+gchar *cudafx_dialog_correlation_note (int filter, const cudafx_noise_model *noise);
+
 /* Why the kernel grid cannot show a size×size kernel, or NULL when it can. */
 gchar *cudafx_dialog_kernel_note (int size);
 
