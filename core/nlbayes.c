@@ -55,7 +55,7 @@
  * tiles then odd within each row of tiles, so that no two add to one pixel
  * at once.
  *
- * Automatic mode asks nl-means' estimator (cudafx_nlmeans_estimate) for the
+ * Automatic mode asks nl-means' estimator (nlmeans_estimate_for) for the
  * noise: flat noise is denoised with its sigma; camera noise behind the same
  * variance-stabilising transform nl-means uses (core/nlmeans_noise.c), with
  * the sigma it leaves; correlated noise (demosaicked and compressed camera
@@ -1079,7 +1079,7 @@ cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst, const cudafx_nlbayes
       eo.progress = NULL; /* the estimate is quick: progress starts with the denoising */
       eo.rows_ready = NULL;
       eo.report = NULL; /* the call reports its own backend, not the estimate's */
-      if ((s = cudafx_nlmeans_estimate (src, &eo, &est)))
+      if ((s = nlmeans_estimate_for ("nl-bayes", src, &eo, &est)))
         return s;
     }
 

@@ -703,6 +703,7 @@ cudafx_nlmeans_cpu_close (nlmeans_session *ses)
 
 /* One call as the engine runs it on a backend. */
 typedef struct {
+  const char         *filter;   /* the call's name in messages: "nl-means", or the filter it estimates for */
   const cudafx_image *src;
   cudafx_image       *dst;      /* NULL: the noise estimate only */
   int                 colours;  /* colour channels: channels minus alpha */
@@ -823,7 +824,7 @@ nlmeans_run (const cudafx_backend_ops *b, void *call_, const cudafx_options *o)
   nlmeans_call *call = call_;
   nlmeans_session *ses = NULL;
   cudafx_status s = CUDAFX_OK;
-  if (call->estimate && !(s = cudafx_source_rows (o, "nl-means", call->src->height)))
+  if (call->estimate && !(s = cudafx_source_rows (o, call->filter, call->src->height)))
     s = estimate_noise (call, o);
   const int camera = call->estimate && call->automatic && call->model.signal_dependent;
   if (s || (!call->dst && !camera))
@@ -867,7 +868,7 @@ call_info (const nlmeans_call *call, cudafx_nlmeans_info *info)
 static cudafx_status
 nlmeans_dispatch (nlmeans_call *call, const cudafx_options *o, cudafx_nlmeans_info *info)
 {
-  cudafx_status s = cudafx_dispatch ("nl-means", nlmeans_run, call, call->src, call->dst, 1, o);
+  cudafx_status s = cudafx_dispatch (call->filter, nlmeans_run, call, call->src, call->dst, 1, o);
   if (!s && info)
     call_info (call, info);
   free (call->vst);
@@ -875,16 +876,24 @@ nlmeans_dispatch (nlmeans_call *call, const cudafx_options *o, cudafx_nlmeans_in
 }
 
 cudafx_status
-cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudafx_nlmeans_info *info)
+nlmeans_estimate_for (const char *filter, const cudafx_image *src, const cudafx_options *o,
+                      cudafx_nlmeans_info *info)
 {
   cudafx_status s;
   cudafx_clear_error ();
-  if ((s = cudafx_check_image ("nl-means", N_("source"), src)))
+  if ((s = cudafx_check_image (filter, N_("source"), src)))
     return s;
   if (!info)
-    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "nl-means: info is NULL");
-  nlmeans_call call = { .src = src, .colours = colour_channels (src), .estimate = 1, .automatic = 1 };
+    return cudafx_fail (CUDAFX_ERR_INVALID_ARG, "%s: info is NULL", filter);
+  nlmeans_call call = { .filter = filter, .src = src, .colours = colour_channels (src), .estimate = 1,
+                        .automatic = 1 };
   return nlmeans_dispatch (&call, o, info);
+}
+
+cudafx_status
+cudafx_nlmeans_estimate (const cudafx_image *src, const cudafx_options *o, cudafx_nlmeans_info *info)
+{
+  return nlmeans_estimate_for ("nl-means", src, o, info);
 }
 
 cudafx_status
@@ -903,7 +912,7 @@ cudafx_nlmeans (const cudafx_image *src, cudafx_image *dst, const cudafx_nlmeans
                         p->sigma);
 
   const int colours = colour_channels (src);
-  nlmeans_call call = { .src = src, .dst = dst, .colours = colours };
+  nlmeans_call call = { .filter = "nl-means", .src = src, .dst = dst, .colours = colours };
   if (p->automatic && p->sigma > 0.0 && p->noise.signal_dependent)
     {
       if (p->noise.channels != colours)

@@ -37,6 +37,11 @@ typedef cudafx_status (*nlmeans_vst_denoise_fn) (const cudafx_image *t, cudafx_i
  * names the call in messages. */
 cudafx_status nlmeans_vst_run (const nlmeans_vst *v, const cudafx_image *src, cudafx_image *dst, const char *filter,
                                nlmeans_vst_denoise_fn fn, void *ctx, const cudafx_options *o);
+/* cudafx_nlmeans_estimate for the automatic mode of another filter, which
+ * its messages name (a backend that cannot run the estimate's counting says
+ * so under the name of the filter the user asked for). */
+cudafx_status nlmeans_estimate_for (const char *filter, const cudafx_image *src, const cudafx_options *o,
+                                    cudafx_nlmeans_info *info);
 /* The exact unbiased inverse of u (as made by forward and denoised) into
  * dst; alpha from src. */
 void nlmeans_vst_inverse (const nlmeans_vst *v, const cudafx_image *u, const cudafx_image *src,

@@ -211,6 +211,24 @@ TEST (engine_cuda_not_built)
   harness_image_free (&src);
   harness_image_free (&dst);
 }
+
+/* Automatic nl-bayes runs nl-means' estimate first: a backend that cannot
+ * run it is reported under the name of the filter asked for. */
+TEST (engine_cuda_not_built_names_the_filter_asked_for)
+{
+  cudafx_image src = harness_image_new (16, 16, 3, 0, CUDAFX_U8, 0);
+  cudafx_image dst = harness_image_new (16, 16, 3, 0, CUDAFX_U8, 0);
+  cudafx_nlbayes_params p;
+  cudafx_nlbayes_params_init (&p);
+  cudafx_options o;
+  cudafx_options_init (&o);
+  o.backend = CUDAFX_BACKEND_CUDA;
+  CHECK (p.automatic && cudafx_nlbayes (&src, &dst, &p, &o, NULL) == CUDAFX_ERR_CUDA_NOT_BUILT &&
+           strstr (cudafx_error_message (), "nl-bayes: backend cuda: built without CUDA"),
+         "automatic nl-bayes on backend cuda without CUDA: %s", cudafx_error_message ());
+  harness_image_free (&src);
+  harness_image_free (&dst);
+}
 #endif
 
 static void *
