@@ -40,11 +40,13 @@ cp tests/data/astronaut.png tests/data/coffee.png "$work/"
 # knows what they set) : seconds to wait at least (default 3). Convolution: Alt+T
 # (Preset), five up from Gaussian is Sharpen 5x5, a kernel the grid shows.
 # Non-Local Bayes: a crop, and time, since its preview takes seconds on the CPU,
-# during which the dialog does not redraw (a capture would settle on the photo).
+# during which the dialog does not redraw (a capture would settle on the photo);
+# its noise smoothed over neighbouring pixels, as a camera's demosaicking
+# leaves it, so that the dialog shows its correlated-noise line.
 dialogs=(
   "median:Median (GPU):astronaut-impulse.png:"
   "nl-means:Non-Local Means (GPU):astronaut-gaussian.png:"
-  "nl-bayes:Non-Local Bayes (GPU):astronaut-gaussian-crop.png::20"
+  "nl-bayes:Non-Local Bayes (GPU):astronaut-smoothed-crop.png::20"
   "quantize:Color Quantize (GPU):coffee.png:"
   "convolve:Convolution (GPU):astronaut.png:alt+t Up Up Up Up Up"
 )
@@ -68,7 +70,8 @@ cd "$dir"
 # Noisy copies of the photo show what median and the denoisers remove (fixed seeds).
 magick astronaut.png -seed 1 -attenuate 0.3 +noise Impulse astronaut-impulse.png
 magick astronaut.png -seed 1 -attenuate 1.2 +noise Gaussian astronaut-gaussian.png
-magick astronaut-gaussian.png -crop 200x180+150+90 +repage astronaut-gaussian-crop.png
+magick astronaut.png -seed 2 -attenuate 2 +noise Gaussian -blur 0x0.8 -crop 200x180+150+90 +repage \
+  astronaut-smoothed-crop.png
 
 export GIMP3_DIRECTORY=$dir/profile HOME=$dir
 # -displayfd picks a free display: the chroot shares abstract sockets with the host.
