@@ -55,7 +55,8 @@ noisy_buffer (int channels, int smooth, double sigma, uint64_t seed)
   guint8 *pixels = malloc ((size_t) SIDE * SIDE * channels);
   for (int i = 0; i < pad * pad * channels; i++)
     field[i] = normal (&seed);
-  /* [1 2 1] / 4 twice leaves 3/8 of the variance: scale back to sigma. */
+  /* [1 2 1] / 4 leaves 3/8 of the variance in each direction, 9/64 in
+   * both: scale back to sigma. */
   const double gain = smooth ? sigma / sqrt (9.0 / 64.0) : sigma;
   for (int y = 0; y < SIDE; y++)
     for (int x = 0; x < SIDE; x++)

@@ -42,7 +42,7 @@ cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, in
 {
   cudafx_nlmeans_info info;
   GError             *error = NULL;
-  gchar              *text;
+  gchar              *text, *note;
 
   *sigma = 0;
   memset (noise, 0, sizeof *noise);
@@ -74,9 +74,9 @@ cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, in
     text = g_strdup_printf (_("Estimated noise σ: %.1f — automatic mode uses strength %.1f, "
                               "patch radius %d, search radius %d"),
                             info.sigma, info.h, info.patch_radius, info.search_radius);
-  if (info.noise.correlated)
+  note = cudafx_dialog_correlation_note (filter, &info.noise);
+  if (note)
     {
-      gchar *note = cudafx_dialog_correlation_note (filter, &info.noise);
       gchar *both = g_strconcat (text, "\n", note, NULL);
       g_free (text);
       g_free (note);
@@ -88,7 +88,8 @@ cudafx_dialog_noise_text (GeglBuffer *source, const GeglRectangle *selection, in
 gchar *
 cudafx_dialog_correlation_note (int filter, const cudafx_noise_model *noise)
 {
-  gchar *seen, *done = NULL, *note;
+  const gchar *done = NULL;
+  gchar       *seen, *note;
 
   if (!noise->correlated)
     return NULL;
@@ -104,12 +105,13 @@ cudafx_dialog_correlation_note (int filter, const cudafx_noise_model *noise)
   /* What automatic mode does about it: flat noise only (behind the camera
    * noise's transform both filters denoise as for white noise). */
   if (!noise->signal_dependent)
-    done = g_strdup (filter == CUDAFX_FILTER_NLBAYES
-                       ? _("Automatic mode denoises the image at full and at half size.")
-                       : _("Automatic mode raises the strength for it."));
-  note = done ? g_strconcat (seen, " ", done, NULL) : g_strdup (seen);
+    done = filter == CUDAFX_FILTER_NLBAYES
+             ? _("Automatic mode denoises the image at full and at half size.")
+             : _("Automatic mode raises the strength for it.");
+  if (!done)
+    return seen;
+  note = g_strconcat (seen, " ", done, NULL);
   g_free (seen);
-  g_free (done);
   return note;
 }
 
