@@ -532,6 +532,12 @@ auto_table (int colours, size_t *n)
   return colours == 1 ? grey_params : colour_params;
 }
 
+static double
+clamp_h (double h)
+{
+  return h < 0.1 ? 0.1 : h > 100 ? 100 : h;
+}
+
 static void
 choose_params (double sigma, int colours, cudafx_nlmeans_info *info)
 {
@@ -539,9 +545,8 @@ choose_params (double sigma, int colours, cudafx_nlmeans_info *info)
   const auto_params *a = auto_table (colours, &n);
   while (sigma > a->max_sigma)
     a++;
-  double h = a->k * sigma;
   info->sigma = sigma;
-  info->h = h < 0.1 ? 0.1 : h > 100 ? 100 : h;
+  info->h = clamp_h (a->k * sigma);
   info->patch_radius = a->P;
   info->search_radius = a->S;
   info->patch_sigma = a->patch_sigma;
@@ -582,8 +587,8 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
 }
 
 /* Flat noise of sigma: the parameters, and the plan, for sigma read
- * LOW_SIGMA_SCALE times higher where the table's first row applies, and
- * correlated_scale times higher for correlated noise. The first row was
+ * LOW_SIGMA_SCALE times higher where the table's first row applies (white
+ * noise; correlated noise is planned as below). The first row was
  * tuned with the residual estimator, which read the test photos' sigma 10
  * noise 4-14% high; on the texture-robust estimate it lost 0.1-0.3 dB
  * there until sigma was read 10% higher. The transform's plan (camera
@@ -598,20 +603,22 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
  * the three channels (what a JPEG's subsampled chroma leaves of a camera's
  * noise) makes the three channels' distances vary together, as one
  * channel's do, and comes with more of the compression's own error, which
- * the weak-texture patches of the estimate do not see. Chosen on the
- * camera-pipeline JPEGs of tests/quality, and held when chosen on the
+ * the weak-texture patches of the estimate do not see. The weights take no
+ * noise offset there: 2 sigma^2 is what white noise adds to a patch
+ * distance, correlated noise adds a distance that scatters around it, and
+ * subtracting it made the weights hinge on a sigma that the estimate reads
+ * up to twice as high on one file as on another of the same noise level. Chosen on
+ * the camera-pipeline JPEGs of tests/quality, and held when chosen on the
  * files of one demosaicking method and measured on the other's
  * (docs/BENCHMARKS.md, "Non-local means on camera-pipeline JPEGs"). */
-#define CORRELATED_SCALE_LOW  1.6
-#define CORRELATED_SCALE_HIGH 3.0
+#define CORRELATED_SCALE_LOW  1.7
+#define CORRELATED_SCALE_HIGH 3.2
 #define CHANNEL_CORR_LOW      0.3
 #define CHANNEL_CORR_HIGH     0.6
 
 static double
 correlated_scale (const cudafx_noise_model *m)
 {
-  if (!m->correlated)
-    return 1.0;
   double t = (m->channel_corr - CHANNEL_CORR_LOW) / (CHANNEL_CORR_HIGH - CHANNEL_CORR_LOW);
   t = t < 0.0 ? 0.0 : t > 1.0 ? 1.0 : t;
   return CORRELATED_SCALE_LOW + t * (CORRELATED_SCALE_HIGH - CORRELATED_SCALE_LOW);
@@ -622,10 +629,19 @@ flat_plan (double sigma, const cudafx_noise_model *m, int colours, cudafx_nlmean
            nlmeans_plan *plan)
 {
   size_t n;
-  double s = correlated_scale (m) * sigma;
-  s = s <= auto_table (colours, &n)->max_sigma ? LOW_SIGMA_SCALE * s : s;
-  choose_params (s, colours, used);
-  make_plan (used, colours, s, plan);
+  if (m->correlated)
+    {
+      double h = correlated_scale (m) * sigma;
+      choose_params (h, colours, used);
+      used->h = clamp_h (h);
+      make_plan (used, colours, 0.0, plan);
+    }
+  else
+    {
+      double s = sigma <= auto_table (colours, &n)->max_sigma ? LOW_SIGMA_SCALE * sigma : sigma;
+      choose_params (s, colours, used);
+      make_plan (used, colours, s, plan);
+    }
   used->sigma = sigma;
 }
 

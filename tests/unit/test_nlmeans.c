@@ -494,10 +494,9 @@ TEST (nlmeans_auto_with_given_sigma)
 }
 
 /* Correlated noise takes a larger h the more alike its colour channels'
- * noise is: the same h up to a channel correlation of 0.3 and from 0.6 on,
- * growing in between, 3.0 / 1.6 times as large at the top as at the
- * bottom (sigma 2 keeps every case in the table's first row, h = k sigma).
- * White noise is not scaled by its channel correlation. */
+ * noise is: 1.7 sigma up to a channel correlation of 0.3, 3.2 sigma from
+ * 0.6 on, growing in between. White noise is not scaled by its channel
+ * correlation, and takes a smaller h than correlated noise of its sigma. */
 TEST (nlmeans_correlated_strength_follows_channel_correlation)
 {
   harness_rng rng = { 78 };
@@ -521,7 +520,8 @@ TEST (nlmeans_correlated_strength_follows_channel_correlation)
     }
   CHECK (h[0] == h[1] && h[4] == h[5], "h outside the ramp changes: %g %g, %g %g", h[0], h[1], h[4], h[5]);
   CHECK (h[1] < h[2] && h[2] < h[3] && h[3] < h[4], "h does not grow: %g %g %g %g", h[1], h[2], h[3], h[4]);
-  CHECK (fabs (h[4] / h[1] - 3.0 / 1.6) < 1e-9, "top over bottom %g, not %g", h[4] / h[1], 3.0 / 1.6);
+  CHECK (fabs (h[1] - 1.7 * 2) < 1e-9 && fabs (h[4] - 3.2 * 2) < 1e-9, "h %g at the bottom, %g at the top", h[1],
+         h[4]);
   p.noise.correlated = 0;
   for (int i = 0; i < 2; i++)
     {
