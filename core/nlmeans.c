@@ -607,9 +607,9 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
  * noise offset there: 2 sigma^2 is what white noise adds to a patch
  * distance, correlated noise adds a distance that scatters around it, and
  * subtracting it made the weights hinge on a sigma that the estimate reads
- * up to twice as high on one file as on another of the same noise level. Chosen on
- * the camera-pipeline JPEGs of tests/quality, and held when chosen on the
- * files of one demosaicking method and measured on the other's
+ * up to twice as high on one file as on another of the same noise level.
+ * Chosen on the camera-pipeline JPEGs of tests/quality, and held when chosen
+ * on the files of one demosaicking method and measured on the other's
  * (docs/BENCHMARKS.md, "Non-local means on camera-pipeline JPEGs"). */
 #define CORRELATED_SCALE_LOW  1.7
 #define CORRELATED_SCALE_HIGH 3.2

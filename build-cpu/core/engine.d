@@ -1,0 +1,12 @@
+build-cpu/core/engine.o: core/engine.c core/backend.h core/convolve.h \
+ core/cudafx.h core/services.h core/i18n.h core/nlbayes.h core/nlmeans.h \
+ core/quantize.h core/engine.h
+core/backend.h:
+core/convolve.h:
+core/cudafx.h:
+core/services.h:
+core/i18n.h:
+core/nlbayes.h:
+core/nlmeans.h:
+core/quantize.h:
+core/engine.h:

@@ -1,0 +1,6 @@
+build-cpu/core/gpl.o: core/gpl.c core/engine.h core/services.h \
+ core/cudafx.h core/i18n.h
+core/engine.h:
+core/services.h:
+core/cudafx.h:
+core/i18n.h:

@@ -1,0 +1,14 @@
+build-cpu/core/quantize.o: core/quantize.c core/bluenoise.h core/cpu.h \
+ core/backend.h core/convolve.h core/cudafx.h core/services.h core/i18n.h \
+ core/nlbayes.h core/nlmeans.h core/quantize.h core/engine.h
+core/bluenoise.h:
+core/cpu.h:
+core/backend.h:
+core/convolve.h:
+core/cudafx.h:
+core/services.h:
+core/i18n.h:
+core/nlbayes.h:
+core/nlmeans.h:
+core/quantize.h:
+core/engine.h:
