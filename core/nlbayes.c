@@ -65,7 +65,7 @@
  * 2015): noise smoothed over neighbouring pixels is low-frequency noise,
  * which patches of the image's scale take for signal, but which is closer
  * to white on the image halved. The image is denoised with a multiple of
- * the noise's sigma (MULTISCALE_FINE); its half (means of 2x2 blocks on the
+ * the noise's sigma (multiscale_fine); its half (means of 2x2 blocks on the
  * whole image's even grid) is denoised with another (MULTISCALE_COARSE),
  * and the difference between that and the half of the first result,
  * interpolated bilinearly back to full size, is added to the first result:
@@ -828,14 +828,27 @@ cudafx_nlbayes_cpu (const cudafx_image *src, cudafx_image *dst, const nlbayes_pl
  * noise): the multiples of the whole noise's sigma that the image and its
  * half are denoised with (the header). The Wiener estimates assume white
  * noise, to which noise smoothed over neighbouring pixels looks like
- * signal, so the image itself takes a sigma well above the noise's, and its
- * half, where the noise is closer to white and averaged, a smaller one. On
- * the camera-pipeline JPEGs of tests/quality these gave the best mean PSNR
- * over fine multiples 1.5 ... 4.5 and coarse 1 ... 3 (docs/BENCHMARKS.md,
+ * signal, so the image itself takes a sigma above the noise's, and its
+ * half, where the noise is closer to white and averaged, a smaller one.
+ * How far above grows as the noise grows alike in the colour channels
+ * (nlmeans_channel_alike), from MULTISCALE_FINE_LOW to MULTISCALE_FINE_HIGH:
+ * noise of its own in each channel is told from the image by the three
+ * channels of a patch together, noise alike in them is not. On the
+ * camera-pipeline JPEGs of tests/quality the files of low channel
+ * correlation were best at the lowest fine multiples tried and those of
+ * high at the highest, for both demosaicking methods, and the grey layers
+ * of the same files (one channel) at 1.5 to 2 (docs/BENCHMARKS.md,
  * "Non-Local Bayes"). The noise model's sigma of correlated noise is the
  * whole noise at a pixel (core/nlmeans.c's estimate_noise). */
-#define MULTISCALE_FINE   4.0
-#define MULTISCALE_COARSE 1.5
+#define MULTISCALE_FINE_LOW  2.0
+#define MULTISCALE_FINE_HIGH 7.0
+#define MULTISCALE_COARSE    1.5
+
+static double
+multiscale_fine (const cudafx_noise_model *m)
+{
+  return MULTISCALE_FINE_LOW + nlmeans_channel_alike (m) * (MULTISCALE_FINE_HIGH - MULTISCALE_FINE_LOW);
+}
 
 /* The sigma a plan is made for: the noise's (behind the transform, the
  * transform's) times scale, and at least the table's smallest, so that a
@@ -1097,7 +1110,8 @@ cudafx_nlbayes (const cudafx_image *src, cudafx_image *dst, const cudafx_nlbayes
   /* Correlated noise in two scales (behind the transform, a model given
    * with both, in one: the transform's sigma is not the whole noise's). */
   call.coarse = est.noise.correlated && !vst;
-  choose_plan (plan_sigma (sigma, call.coarse ? MULTISCALE_FINE : 1.0), colours, p->flat_area != 0, &call.plan);
+  choose_plan (plan_sigma (sigma, call.coarse ? multiscale_fine (&est.noise) : 1.0), colours, p->flat_area != 0,
+               &call.plan);
   if (call.coarse)
     choose_plan (plan_sigma (sigma, MULTISCALE_COARSE), colours, p->flat_area != 0, &call.coarse_plan);
   call.plan.origin_x = p->origin_x;
@@ -1166,7 +1180,7 @@ cudafx_nlbayes_halo (const cudafx_nlbayes_params *p, int colours)
   if (p->automatic && p->noise.correlated && !p->noise.signal_dependent)
     {
       nlbayes_plan coarse;
-      choose_plan (plan_sigma (sigma, MULTISCALE_FINE), colours, p->flat_area != 0, &plan);
+      choose_plan (plan_sigma (sigma, multiscale_fine (&p->noise)), colours, p->flat_area != 0, &plan);
       choose_plan (plan_sigma (sigma, MULTISCALE_COARSE), colours, p->flat_area != 0, &coarse);
       return multiscale_halo (nlbayes_halo (&plan), nlbayes_halo (&coarse));
     }

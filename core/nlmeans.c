@@ -597,31 +597,23 @@ make_plan (const cudafx_nlmeans_info *used, int colours, double s, nlmeans_plan 
 
 /* Correlated noise makes patch distances vary more than white noise of the
  * same sigma (fewer independent pixels in a patch), so it takes a larger h:
- * CORRELATED_SCALE_LOW times the whole noise's sigma, rising linearly to
- * CORRELATED_SCALE_HIGH as the noise's correlation between the colour
- * channels goes from CHANNEL_CORR_LOW to CHANNEL_CORR_HIGH. Noise alike in
- * the three channels (what a JPEG's subsampled chroma leaves of a camera's
- * noise) makes the three channels' distances vary together, as one
- * channel's do, and comes with more of the compression's own error, which
- * the weak-texture patches of the estimate do not see. The weights take no
- * noise offset there: 2 sigma^2 is what white noise adds to a patch
- * distance, correlated noise adds a distance that scatters around it, and
- * subtracting it made the weights hinge on a sigma that the estimate reads
- * up to twice as high on one file as on another of the same noise level.
- * Chosen on the camera-pipeline JPEGs of tests/quality, and held when chosen
- * on the files of one demosaicking method and measured on the other's
- * (docs/BENCHMARKS.md, "Non-local means on camera-pipeline JPEGs"). */
+ * CORRELATED_SCALE_LOW times the whole noise's sigma, rising to
+ * CORRELATED_SCALE_HIGH as the noise grows alike in the colour channels
+ * (nlmeans_channel_alike). The weights take no noise offset there: 2
+ * sigma^2 is what white noise adds to a patch distance, correlated noise
+ * adds a distance that scatters around it, and subtracting it made the
+ * weights hinge on a sigma that the estimate reads up to twice as high on
+ * one file as on another of the same noise level. Chosen on the
+ * camera-pipeline JPEGs of tests/quality, and held when chosen on the files
+ * of one demosaicking method and measured on the other's (docs/BENCHMARKS.md,
+ * "Non-local means on camera-pipeline JPEGs"). */
 #define CORRELATED_SCALE_LOW  1.7
 #define CORRELATED_SCALE_HIGH 3.2
-#define CHANNEL_CORR_LOW      0.3
-#define CHANNEL_CORR_HIGH     0.6
 
 static double
 correlated_scale (const cudafx_noise_model *m)
 {
-  double t = (m->channel_corr - CHANNEL_CORR_LOW) / (CHANNEL_CORR_HIGH - CHANNEL_CORR_LOW);
-  t = t < 0.0 ? 0.0 : t > 1.0 ? 1.0 : t;
-  return CORRELATED_SCALE_LOW + t * (CORRELATED_SCALE_HIGH - CORRELATED_SCALE_LOW);
+  return CORRELATED_SCALE_LOW + nlmeans_channel_alike (m) * (CORRELATED_SCALE_HIGH - CORRELATED_SCALE_LOW);
 }
 
 static void

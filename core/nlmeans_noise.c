@@ -336,6 +336,23 @@ nlmeans_noise_fit_histograms (const uint64_t *hist, int colours, cudafx_type typ
   return fitted ? CUDAFX_OK : CUDAFX_ERR_INVALID_ARG;
 }
 
+/* Noise alike in the three channels (what a JPEG's subsampled chroma leaves
+ * of a camera's noise) makes the channels' patch distances vary together,
+ * as one channel's do, and comes with more of the compression's own error,
+ * which the weak-texture patches of the estimate do not see; noise of its
+ * own in each channel (and a grey image's, which has one) averages over
+ * them. The camera-pipeline JPEGs of tests/quality measure 0.2 to 0.7
+ * (docs/BENCHMARKS.md, "Noise estimate"). */
+#define CHANNEL_ALIKE_LOW  0.3
+#define CHANNEL_ALIKE_HIGH 0.6
+
+double
+nlmeans_channel_alike (const cudafx_noise_model *m)
+{
+  double t = (m->channel_corr - CHANNEL_ALIKE_LOW) / (CHANNEL_ALIKE_HIGH - CHANNEL_ALIKE_LOW);
+  return t < 0.0 ? 0.0 : t > 1.0 ? 1.0 : t;
+}
+
 /* ---- the transform --------------------------------------------------------- */
 
 void

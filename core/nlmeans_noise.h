@@ -24,6 +24,10 @@ int nlmeans_fit_stride (int width, int height);
  * for the fit. */
 cudafx_status nlmeans_noise_fit_histograms (const uint64_t *hist, int colours, cudafx_type type,
                                             cudafx_noise_model *m);
+/* How alike correlated noise is in the colour channels, from its channel
+ * correlation: 0 up to 0.3, 1 from 0.6 on, linear in between; the place
+ * between the two strengths each filter gives correlated noise. */
+double nlmeans_channel_alike (const cudafx_noise_model *m);
 /* The transform for a signal-dependent model. */
 void nlmeans_vst_make (const cudafx_noise_model *m, int colours, nlmeans_vst *v);
 /* src's colour channels into t (f32, colours channels, no alpha), transformed. */

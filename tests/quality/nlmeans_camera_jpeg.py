@@ -23,6 +23,11 @@ yardstick for how much of the files' error is JPEG's. `--ceiling` adds
 cudafx's nl-means at its best manual strength per image (h in H_GRID, patch
 radius 1-3, search radius 10; '*' when on the grid's edge): how far any
 choice of strength could take automatic mode on these files.
+
+Grey: each file and its reference made grey (OpenCV's BGR2GRAY, Rec. 601
+luma), as a photographer's grey layer of the JPEG is; noise alike in the
+three channels becomes a grey image's one channel, with no channel
+correlation left to read. Both filters automatic.
 """
 import argparse
 import os
@@ -95,7 +100,7 @@ def main():
     cache, pool = Cache(), ThreadPoolExecutor(2)
     print("camera-pipeline JPEGs: per image the estimate (flat or camera model, sigma, nearest-neighbour "
           "correlation, * when reported correlated, channel correlation) and PSNR (dB)")
-    rows = {}
+    rows, grey_rows = {}, {}
     for name, level, method, quality, clean, noisy in corpus():
         out, _, info = engine.nlmeans(noisy, automatic=True)
         nlb, _, _ = engine.nlbayes(noisy, automatic=True)
@@ -107,10 +112,17 @@ def main():
         n_p, o_p, b_p = psnr(clean, noisy), psnr(clean, out), psnr(clean, nlb)
         j_p = psnr(clean, clean_jpeg(clean, quality))
         rows.setdefault(level, []).append((n_p, o_p, g_p, b_p, j_p, c_p))
+        grey, grey_clean = cv2.cvtColor(noisy, cv2.COLOR_BGR2GRAY), cv2.cvtColor(clean, cv2.COLOR_BGR2GRAY)
+        grey_nlm, _, grey_info = engine.nlmeans(grey, automatic=True)
+        grey_nlb, _, _ = engine.nlbayes(grey, automatic=True)
+        grey_p = (psnr(grey_clean, grey), psnr(grey_clean, grey_nlm), psnr(grey_clean, grey_nlb))
+        grey_rows.setdefault(level, []).append(grey_p)
         ceiling = f"  best h {c_p:5.2f} (h {c_h:g}{'*' if c_edge else ''})" if args.ceiling else ""
         print(f"  {name:9s} level {level:2d} {method:10s} q{quality}: {model_text(info)}  noisy {n_p:5.2f}  "
               f"ours {o_p:5.2f}  nl-bayes {b_p:5.2f}  G'MIC {g_p:5.2f} (T {g_t:g}{'*' if g_edge else ''}){ceiling}",
               flush=True)
+        print(f"  {'':9s} grey{'':20s}{model_text(grey_info)}  noisy {grey_p[0]:5.2f}  ours {grey_p[1]:5.2f}  "
+              f"nl-bayes {grey_p[2]:5.2f}", flush=True)
     print(f"\ncamera-pipeline JPEGs: mean PSNR (dB) over {len(PHOTOS)} photos x {len(DEMOSAIC)} demosaicking "
           "methods; ours nl-means --auto, nl-bayes automatic, G'MIC nlmeans at its best T per image")
     print("level  noisy   ours  nl-bayes  G'MIC  ours-noisy  G'MIC-noisy  ours-G'MIC  nl-bayes-ours  clean JPEG"
@@ -120,6 +132,12 @@ def main():
         ceiling = f"  {c:6.2f}  {c - g:+12.2f}" if args.ceiling else ""
         print(f"{level:5d}  {n:5.2f}  {o:5.2f}  {b:8.2f}  {g:5.2f}  {o - n:+10.2f}  {g - n:+11.2f}  {o - g:+10.2f}  "
               f"{b - o:+13.2f}  {j:10.2f}{ceiling}")
+
+    print("\ngrey layers of the same JPEGs: mean PSNR (dB); ours nl-means --auto, nl-bayes automatic")
+    print("level  noisy   ours  nl-bayes  ours-noisy  nl-bayes-noisy")
+    for level in LEVELS:
+        n, o, b = np.mean(grey_rows[level], axis=0)
+        print(f"{level:5d}  {n:5.2f}  {o:5.2f}  {b:8.2f}  {o - n:+10.2f}  {b - n:+14.2f}")
 
 
 if __name__ == "__main__":

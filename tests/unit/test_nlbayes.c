@@ -656,7 +656,7 @@ TEST (nlbayes_auto_reports_the_estimate)
 
 /* clean plus correlated noise: white noise of sigma, averaged over 3 x 3
  * pixels and scaled back to sigma (a pixel's noise shares 2/3 with each
- * horizontal or vertical neighbour's), clipped. */
+ * horizontal or vertical neighbour's), each channel's its own, clipped. */
 static void
 add_correlated (const cudafx_image *clean, cudafx_image *noisy, double sigma, harness_rng *rng)
 {
@@ -706,7 +706,7 @@ TEST (nlbayes_correlated_noise_in_two_scales)
   cudafx_options o = harness_options ();
   o.threads = 1;
   CHECK (cudafx_nlbayes (&noisy, &two, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
-  cudafx_nlbayes_params fine = manual (4 * sigma, 1);
+  cudafx_nlbayes_params fine = manual (2 * sigma, 1); /* the fine pass of noise of its own in each channel */
   CHECK (cudafx_nlbayes (&noisy, &one, &fine, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
   const double before = psnr_against (&noisy, ref, 3), p_one = psnr_against (&one, ref, 3);
   const double p_two = psnr_against (&two, ref, 3);
@@ -734,6 +734,50 @@ TEST (nlbayes_correlated_noise_in_two_scales)
   harness_image_free (&noisy);
   harness_image_free (&two);
   harness_image_free (&one);
+  free (ref);
+}
+
+/* Correlated noise is denoised harder the more alike it is in the colour
+ * channels: the same run up to a channel correlation of 0.3 and from 0.6
+ * on, harder and harder in between. Noise of its own in each channel, on
+ * fine texture, shows it: the harder, the lower the PSNR. */
+TEST (nlbayes_correlated_strength_follows_channel_correlation)
+{
+  const int w = 150, h = 130;
+  const double sigma = 8;
+  harness_rng rng = { 43 };
+  cudafx_image clean = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+  cudafx_image noisy = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+  cudafx_image out[5];
+  static const double corr[] = { 0.0, 0.3, 0.45, 0.6, 0.9 };
+  double *ref = malloc (sizeof (double) * w * h * 3), q[5];
+  fill_noisy (&clean, 0, &rng);
+  add_correlated (&clean, &noisy, sigma, &rng);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int c = 0; c < 3; c++)
+        ref[((size_t) y * w + x) * 3 + c] = harness_get (&clean, x, y, c);
+  cudafx_nlbayes_params p;
+  cudafx_nlbayes_params_init (&p);
+  p.estimate = sigma;
+  p.noise.channels = 3;
+  p.noise.correlated = 1;
+  cudafx_options o = harness_options ();
+  for (int i = 0; i < 5; i++)
+    {
+      out[i] = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
+      p.noise.channel_corr = corr[i];
+      CHECK (cudafx_nlbayes (&noisy, &out[i], &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
+      q[i] = psnr_against (&out[i], ref, 3);
+    }
+  CHECK (harness_diff_share (&out[0], &out[1], 0) == 0 && harness_diff_share (&out[3], &out[4], 0) == 0,
+         "the strength changes outside the ramp");
+  CHECK (q[1] > q[2] + 0.05 && q[2] > q[3] + 0.2, "PSNR at channel correlations 0.3, 0.45, 0.6: %.2f %.2f %.2f dB",
+         q[1], q[2], q[3]);
+  for (int i = 0; i < 5; i++)
+    harness_image_free (&out[i]);
+  harness_image_free (&clean);
+  harness_image_free (&noisy);
   free (ref);
 }
 
