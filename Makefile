@@ -506,8 +506,7 @@ plugin-210: $(BUILD)/gimp210/cudafx $(BUILD)/libcudafx-procedures.so locale
 check-gimp210: plugin-210 all
 	tests/gimp210/run.sh $(BUILD)
 
-# Four of the five GIMP 2.10 dialogs (all but Non-Local Bayes) on screen (host
-# GIMP under Xvfb), saved as docs/screenshots/gimp210-<filter>.png; needs xvfb,
+# The five GIMP 2.10 dialogs on screen (host GIMP under Xvfb), saved as docs/screenshots/gimp210-<filter>.png; needs xvfb,
 # xdotool and imagemagick.
 .PHONY: screenshots-210
 screenshots-210: plugin-210 all

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Screenshots of four of the five GIMP 2.10 dialogs (all but Non-Local Bayes):
-# runs the host's GUI gimp-2.10 under Xvfb with BUILD/gimp210/cudafx in a
-# throw-away profile, opens each of those filters' dialog (RUN-INTERACTIVE) on
+# Screenshots of the five GIMP 2.10 dialogs: runs the host's GUI gimp-2.10
+# under Xvfb with BUILD/gimp210/cudafx in a throw-away profile, opens each
+# filter's dialog (RUN-INTERACTIVE) on
 # a photo from tests/data, waits for the preview, saves the dialog's window
 # as docs/screenshots/gimp210-<filter>.png and presses OK. Before each dialog
 # a non-interactive run on a copy of the image stores the values the dialog
@@ -17,7 +17,7 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 here=tests/gimp210
 py=/usr/bin/python3
-export CUDAFX_LIB=$build/libcudafx.so
+export CUDAFX_LIB=$build/libcudafx.so CUDAFX_PROC_LIB=$build/libcudafx-procedures.so
 out=docs/screenshots
 max_bytes=200000
 
@@ -51,15 +51,16 @@ Xvfb "$DISPLAY" -screen 0 1400x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
 
-# shot FILTER IMAGE TOLERANCE PREP name=value...: one -b command for GIMP
+# shot FILTER IMAGE TOLERANCE WAIT PREP name=value...: one -b command for GIMP
 # that loads tests/data/IMAGE, evaluates PREP (img and layer bound), stores
 # the values through a non-interactive run on a copy, exports the input, opens
 # the dialog on a display (with the defaults as arguments, which it ignores)
-# and exports what OK gave.
+# and exports what OK gave; the shot is taken WAIT seconds after the dialog
+# appears, once its preview has rendered.
 batch=()
 shots=()
 shot() {
-  local filter=$1 image=$2 tol=$3 prep=$4 last defaults; shift 4
+  local filter=$1 image=$2 tol=$3 wait=$4 prep=$5 last defaults; shift 5
   last=$("$py" "$here/procargs.py" scheme "$filter" "$@")
   defaults=$("$py" "$here/procargs.py" scheme "$filter")
   local in=$PWD/tests/data/$image io=$work/$filter
@@ -73,14 +74,20 @@ shot() {
     (gimp-display-new img)
     (plug-in-cudafx-$filter RUN-INTERACTIVE img layer $defaults)
     (gimp-file-save RUN-NONINTERACTIVE img layer \"$io.out.png\" \"$io.out.png\"))")
-  shots+=("$filter|$tol|$*")
+  shots+=("$filter|$tol|$wait|$*")
 }
 
-shot median coffee.png 0 "" radius=4 shape=circle
+shot median coffee.png 0 4 "" radius=4 shape=circle
 # Grain to take out: GIMP's RGB noise at 0.12.
-shot nl-means astronaut.png 1 "(plug-in-rgb-noise RUN-NONINTERACTIVE img layer 1 0 0.12 0.12 0.12 0)" auto=true
-shot quantize chelsea.png 0 "" colors=8 dither=floyd-steinberg
-shot convolve camera.png 0 "" preset=sharpen-5x5 border=mirror
+shot nl-means astronaut.png 1 4 "(plug-in-rgb-noise RUN-NONINTERACTIVE img layer 1 0 0.12 0.12 0.12 0)" auto=true
+# A crop, and time, since nl-bayes' preview takes seconds on the CPU; its
+# noise smoothed over neighbouring pixels, as a camera's demosaicking leaves
+# it, so that the dialog shows its correlated-noise line.
+shot nl-bayes astronaut.png 1 20 "(gimp-image-crop img 200 180 150 90)
+    (plug-in-rgb-noise RUN-NONINTERACTIVE img layer 1 0 0.1 0.1 0.1 0)
+    (plug-in-gauss RUN-NONINTERACTIVE img layer 3 3 0)" auto=true
+shot quantize chelsea.png 0 4 "" colors=8 dither=floyd-steinberg
+shot convolve camera.png 0 4 "" preset=sharpen-5x5 border=mirror
 
 GIMP2_DIRECTORY=$work/profile gimp-2.10 --no-splash "${batch[@]}" -b '(gimp-quit 1)' \
   >"$work/gimp.log" 2>&1 &
@@ -89,7 +96,7 @@ pids+=("$gimp")
 
 passed=0 failed=0
 for s in "${shots[@]}"; do
-  filter=${s%%|*}
+  IFS='|' read -r filter _ wait _ <<<"$s"
   # The dialog's title ends in "(GPU)", like the menu label; one is open at a time.
   window=$(timeout 120 xdotool search --sync --onlyvisible --name '\(GPU\)$' | head -n 1) || true
   if [ -z "$window" ]; then
@@ -100,7 +107,7 @@ for s in "${shots[@]}"; do
   # The pointer in a corner, away from the dialog: no hover tooltip in the shot
   # (Xvfb puts it back in the middle whenever its last client left).
   xdotool mousemove 1399 999
-  sleep 4   # the preview renders after its invalidation timeout
+  sleep "$wait"   # the preview renders after its invalidation timeout
   png=$out/gimp210-$filter.png
   import -window "$window" -strip "$work/shot.png"
   # Under the size limit without visible loss: a 256-colour palette if needed.
@@ -119,7 +126,7 @@ timeout 60 tail --pid="$gimp" -f /dev/null || echo "screenshots: GIMP did not qu
 
 # What OK wrote equals the CLI's output for the values the dialog opened with.
 for s in "${shots[@]}"; do
-  IFS='|' read -r filter tol args <<<"$s"
+  IFS='|' read -r filter tol _ args <<<"$s"
   io=$work/$filter
   mapfile -t opts < <("$py" "$here/procargs.py" cli "$filter" $args)
   if [ ! -f "$io.out.png" ]; then
