@@ -340,9 +340,8 @@ nlmeans_noise_fit_histograms (const uint64_t *hist, int colours, cudafx_type typ
  * of a camera's noise) makes the channels' patch distances vary together,
  * as one channel's do, and comes with more of the compression's own error,
  * which the weak-texture patches of the estimate do not see; noise of its
- * own in each channel (and a grey image's, which has one) averages over
- * them. The camera-pipeline JPEGs of tests/quality measure 0.2 to 0.7
- * (docs/BENCHMARKS.md, "Noise estimate"). */
+ * own in each channel partly averages out over them. A grey image reads 0.
+ * The camera-pipeline JPEGs of tests/quality measure 0.2 to 0.7. */
 #define CHANNEL_ALIKE_LOW  0.3
 #define CHANNEL_ALIKE_HIGH 0.6
 
