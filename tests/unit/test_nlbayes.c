@@ -672,6 +672,19 @@ add_correlated (const cudafx_image *clean, cudafx_image *noisy, double sigma, ha
   free (white);
 }
 
+/* Automatic mode on colour noise of sigma reported correlated, the estimate
+ * given as a host hands it back (channel correlation 0). */
+static cudafx_nlbayes_params
+correlated_given (double sigma)
+{
+  cudafx_nlbayes_params p;
+  cudafx_nlbayes_params_init (&p);
+  p.estimate = sigma;
+  p.noise.channels = 3;
+  p.noise.correlated = 1;
+  return p;
+}
+
 /* Correlated noise (automatic mode, the estimate given as a host hands it
  * back) is denoised in two scales: better than the fine pass alone (a
  * manual run at its sigma), while white noise keeps the one pass at its
@@ -688,11 +701,7 @@ TEST (nlbayes_correlated_noise_in_two_scales)
   cudafx_image one = harness_image_new (w, h, 3, 0, CUDAFX_U8, 0);
   fill_blocks (&clean, 0, &rng);
   add_correlated (&clean, &noisy, sigma, &rng);
-  cudafx_nlbayes_params p;
-  cudafx_nlbayes_params_init (&p);
-  p.estimate = sigma;
-  p.noise.channels = 3;
-  p.noise.correlated = 1;
+  cudafx_nlbayes_params p = correlated_given (sigma);
   cudafx_options o = harness_options ();
   o.threads = 1;
   CHECK (cudafx_nlbayes (&noisy, &two, &p, &o, NULL) == CUDAFX_OK, "%s", cudafx_error_message ());
@@ -742,11 +751,7 @@ TEST (nlbayes_correlated_strength_follows_channel_correlation)
   double q[5];
   fill_noisy (&clean, 0, &rng);
   add_correlated (&clean, &noisy, sigma, &rng);
-  cudafx_nlbayes_params p;
-  cudafx_nlbayes_params_init (&p);
-  p.estimate = sigma;
-  p.noise.channels = 3;
-  p.noise.correlated = 1;
+  cudafx_nlbayes_params p = correlated_given (sigma);
   cudafx_options o = harness_options ();
   for (int i = 0; i < 5; i++)
     {
